@@ -1,0 +1,63 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "campaign",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "campaign", targets: ["campaign"]),
+        .library(name: "APNSWire", targets: ["APNSWire"]),
+        .library(name: "GatewaySimulator", targets: ["GatewaySimulator"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // C libraries from Debian, each behind a system-library target.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+        ),
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+        // libcsv-dev ships no pkg-config file; the module map links "csv".
+        .systemLibrary(
+            name: "CCSV",
+            providers: [.apt(["libcsv-dev"])]
+        ),
+        // One-line wrappers for C macros that Swift cannot import.
+        .target(name: "CCampaignShims", dependencies: ["COpenSSL", "CZlib"]),
+
+        // Pure wire codec: no I/O, no Foundation.
+        .target(name: "APNSWire"),
+        // Sockets, TLS over OpenSSL, development certificates, gzip and CSV wrappers.
+        .target(name: "CampaignTLS", dependencies: ["COpenSSL", "CCampaignShims"]),
+        // The gateway and feedback simulator, startable in-process on port 0.
+        .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignTLS"]),
+        // Subcommands; the executable only calls Campaign.main().
+        .target(
+            name: "CampaignCommands",
+            dependencies: [
+                "APNSWire", "CampaignTLS", "GatewaySimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(name: "campaign", dependencies: ["CampaignCommands"]),
+
+        .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS"], path: "Tests/CampaignTestSupport"),
+        .testTarget(name: "APNSWireTests", dependencies: ["APNSWire"]),
+        .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignTestSupport"]),
+        .testTarget(
+            name: "GatewaySimulatorTests",
+            dependencies: ["GatewaySimulator", "APNSWire", "CampaignTLS", "CampaignTestSupport"]
+        ),
+        .testTarget(
+            name: "CampaignCommandsTests",
+            dependencies: ["CampaignCommands", "CampaignTestSupport"]
+        ),
+    ]
+)

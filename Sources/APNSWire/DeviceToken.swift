@@ -1,0 +1,90 @@
+/// A device token in binary form, as the device registered it.
+///
+/// Tokens are opaque bytes: 32 for the simple and enhanced formats, up to 100
+/// for frames. Providers usually store them as hex text, sometimes in the form
+/// `NSData.description` prints (`<740f4707 bebcf74f ...>`); ``init(hex:)``
+/// accepts all of those.
+public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
+    /// The token's bytes.
+    public var bytes: [UInt8]
+
+    public init(bytes: [UInt8]) { self.bytes = bytes }
+
+    /// Parses hex text in either case, ignoring spaces and tabs and one pair of
+    /// enclosing angle brackets. Returns nil for anything else: odd digit
+    /// counts, other characters, or an empty token.
+    public init?(hex text: some StringProtocol) {
+        var utf8 = Substring(text).utf8[...]
+        while let first = utf8.first, first == 0x20 || first == 0x09 { utf8 = utf8.dropFirst() }
+        while let last = utf8.last, last == 0x20 || last == 0x09 { utf8 = utf8.dropLast() }
+        if utf8.first == UInt8(ascii: "<") {
+            guard utf8.last == UInt8(ascii: ">") else { return nil }
+            utf8 = utf8.dropFirst().dropLast()
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(utf8.count / 2)
+        var high: UInt8? = nil
+        for c in utf8 {
+            if c == 0x20 || c == 0x09 {
+                // A space may separate byte groups but never split a byte.
+                if high != nil { return nil }
+                continue
+            }
+            guard let nibble = DeviceToken.nibble(c) else { return nil }
+            if let h = high {
+                bytes.append(h << 4 | nibble)
+                high = nil
+            } else {
+                high = nibble
+            }
+        }
+        guard high == nil, !bytes.isEmpty else { return nil }
+        self.bytes = bytes
+    }
+
+    /// Lower-case hex, two digits a byte, no separators.
+    public var hex: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        HexEncoding.append(bytes, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Tokens are identifiers of people's devices: print only a short prefix.
+    public var description: String {
+        let prefix = bytes.prefix(4).map { HexEncoding.byteHex($0) }.joined()
+        return "DeviceToken(\(prefix)…, \(bytes.count) bytes)"
+    }
+
+    @inline(__always)
+    static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+/// Lower-case hex encoding into a byte buffer, for hot paths that must not
+/// allocate a String per token.
+public enum HexEncoding {
+    @usableFromInline
+    static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Appends two lower-case hex digits per byte.
+    @inlinable
+    public static func append(_ bytes: some Collection<UInt8>, to out: inout [UInt8]) {
+        digits.withUnsafeBufferPointer { d in
+            for b in bytes {
+                out.append(d[Int(b >> 4)])
+                out.append(d[Int(b & 0x0f)])
+            }
+        }
+    }
+
+    static func byteHex(_ b: UInt8) -> String {
+        String(decoding: [digits[Int(b >> 4)], digits[Int(b & 0x0f)]], as: UTF8.self)
+    }
+}
