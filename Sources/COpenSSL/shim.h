@@ -6,3 +6,4 @@
 #include <openssl/pkcs12.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <openssl/provider.h>

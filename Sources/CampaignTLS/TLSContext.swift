@@ -1,0 +1,100 @@
+internal import COpenSSL
+internal import CCampaignShims
+
+/// Where a client looks for the certificate authorities it trusts.
+public enum TrustRoots: Sendable, Equatable {
+    /// The system's store (Debian: /etc/ssl/certs).
+    case system
+    /// The certificates in one PEM file.
+    case file(String)
+}
+
+/// An OpenSSL `SSL_CTX`: the settings shared by many connections.
+public final class TLSContext: @unchecked Sendable {
+    let pointer: OpaquePointer   // SSL_CTX*
+    public let isServer: Bool
+    /// Whether clients verify the server's certificate and name.
+    public let verifiesPeer: Bool
+
+    private init(server: Bool, verifiesPeer: Bool) throws(TLSError) {
+        OpenSSLErrorQueue.clear()
+        guard let ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()) else {
+            throw TLSError(.openSSL(operation: "Creating a TLS context", reason: OpenSSLErrorQueue.summary(OpenSSLErrorQueue.drain())))
+        }
+        pointer = ctx
+        isServer = server
+        self.verifiesPeer = verifiesPeer
+        _ = campaign_ssl_ctx_set_min_proto_version(ctx, TLS1_2_VERSION)
+        // Partial writes let a non-blocking writer make progress with part of a
+        // batch; moving buffers let it retry from a buffer that has grown.
+        _ = campaign_ssl_ctx_set_mode(ctx, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER))
+        _ = SSL_CTX_set_options(ctx, UInt64(campaign_ssl_op_no_renegotiation()))
+    }
+
+    deinit { SSL_CTX_free(pointer) }
+
+    private func use(_ identity: TLSIdentity) throws(TLSError) {
+        OpenSSLErrorQueue.clear()
+        guard SSL_CTX_use_certificate(pointer, identity.certificate.pointer) == 1,
+              SSL_CTX_use_PrivateKey(pointer, identity.key.pointer) == 1 else {
+            throw TLSError(.openSSL(operation: "Using \(identity.source)", reason: OpenSSLErrorQueue.summary(OpenSSLErrorQueue.drain())))
+        }
+        for extra in identity.chain {
+            X509_up_ref(extra.pointer)
+            if SSL_CTX_ctrl(pointer, SSL_CTRL_EXTRA_CHAIN_CERT, 0, UnsafeMutableRawPointer(extra.pointer)) != 1 {
+                X509_free(extra.pointer)
+            }
+        }
+        guard SSL_CTX_check_private_key(pointer) == 1 else {
+            OpenSSLErrorQueue.clear()
+            throw TLSError(.keyDoesNotMatchCertificate(certificate: identity.source, key: identity.source))
+        }
+    }
+
+    private func trust(_ roots: TrustRoots) throws(TLSError) {
+        OpenSSLErrorQueue.clear()
+        switch roots {
+        case .system:
+            guard SSL_CTX_set_default_verify_paths(pointer) == 1 else {
+                throw TLSError(.openSSL(operation: "Loading the system's trusted certificates", reason: OpenSSLErrorQueue.summary(OpenSSLErrorQueue.drain())))
+            }
+        case .file(let path):
+            // Read it ourselves first, for a clear message when it is missing or not PEM.
+            let certs = try Certificate.load(pemFile: path)
+            let store = SSL_CTX_get_cert_store(pointer)
+            for cert in certs { _ = X509_STORE_add_cert(store, cert.pointer) }
+            OpenSSLErrorQueue.clear()
+        }
+    }
+
+    /// A context for connecting to the gateway or the feedback service:
+    /// presents `identity`, and verifies the server against `trust` unless
+    /// `verifyServer` is false.
+    public static func client(identity: TLSIdentity?, trust: TrustRoots, verifyServer: Bool = true) throws(TLSError) -> TLSContext {
+        let context = try TLSContext(server: false, verifiesPeer: verifyServer)
+        if let identity {
+            try identity.checkValidity()
+            try context.use(identity)
+        }
+        try context.trust(trust)
+        SSL_CTX_set_verify(context.pointer, verifyServer ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nil)
+        return context
+    }
+
+    /// A context for the simulator: presents `identity` and requires client
+    /// certificates issued by an authority in `clientAuthorities`.
+    ///
+    /// It offers at most TLS 1.2, as Apple's binary gateway did. That also makes
+    /// a refused client certificate fail the client's own handshake; under TLS
+    /// 1.3 the client would learn of it only at its first read.
+    public static func server(identity: TLSIdentity, clientAuthorities: String) throws(TLSError) -> TLSContext {
+        let context = try TLSContext(server: true, verifiesPeer: true)
+        _ = campaign_ssl_ctx_set_max_proto_version(context.pointer, TLS1_2_VERSION)
+        try context.use(identity)
+        try context.trust(.file(clientAuthorities))
+        SSL_CTX_set_verify(context.pointer, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+        var sessionContext: [UInt8] = Array("campaign".utf8)
+        _ = SSL_CTX_set_session_id_context(context.pointer, &sessionContext, UInt32(sessionContext.count))
+        return context
+    }
+}
