@@ -47,6 +47,11 @@ public final class CancellationPipe: @unchecked Sendable {
 public struct Deadline: Sendable, Comparable {
     public var nanoseconds: UInt64
 
+    public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
+
+    /// Never passes.
+    public static let distantFuture = Deadline(nanoseconds: .max)
+
     public static func now() -> Deadline {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -63,6 +68,7 @@ public struct Deadline: Sendable, Comparable {
 
     /// Milliseconds left, rounded up, for poll(2); 0 once passed.
     var pollTimeout: Int32 {
+        if nanoseconds == .max { return -1 }
         let now = Deadline.now().nanoseconds
         guard nanoseconds > now else { return 0 }
         return Int32(min(Int64(Int32.max), Int64((nanoseconds - now + 999_999) / 1_000_000)))

@@ -220,6 +220,22 @@ public final class TLSConnection: @unchecked Sendable {
         }
     }
 
+    /// Reads at least one byte into the start of `buffer`, waiting as needed.
+    /// Returns 0 when the peer closed.
+    public func read(
+        into buffer: inout [UInt8], cancellation: CancellationPipe? = nil, deadline: Deadline? = nil
+    ) throws(TLSError) -> Int {
+        var failure: TLSError? = nil
+        let n = buffer.withUnsafeMutableBytes { raw in
+            do throws(TLSError) { return try read(into: raw, cancellation: cancellation, deadline: deadline) } catch {
+                failure = error
+                return 0
+            }
+        }
+        if let failure { throw failure }
+        return n
+    }
+
     /// Writes all of `bytes`, waiting as needed.
     public func write(
         _ bytes: UnsafeRawBufferPointer, cancellation: CancellationPipe? = nil, deadline: Deadline? = nil

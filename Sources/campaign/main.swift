@@ -1,1 +1,3 @@
-print("campaign")
+import CampaignCommands
+
+Campaign.main()

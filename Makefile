@@ -1,0 +1,40 @@
+# campaign: bulk APNs campaigns over the binary provider interface.
+#   make test    install what is missing, build, run every test
+#   make demo    (arrives with `campaign send`; see README)
+
+SWIFT        ?= swift
+APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev pkg-config
+SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+RELEASE_BIN  := .build/release/campaign
+
+.PHONY: deps build release test demo clean
+
+# Installs only the Debian packages that are missing; a machine that has them
+# all runs no apt command at all.
+deps:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+demo: deps
+	@echo "make demo arrives with 'campaign send' (issue 4). Until then: make test, and see README.md." >&2
+	@exit 2
+
+clean:
+	rm -rf .build out

@@ -1,0 +1,51 @@
+import ArgumentParser
+
+/// Exit codes, as documented in README.md. They follow sysexits(3) where one fits.
+public enum CampaignExit {
+    /// Everything done.
+    public static let success = ExitCode(0)
+    /// A failure not covered below.
+    public static let failure = ExitCode(1)
+    /// Wrong arguments (ArgumentParser's validation errors use it too).
+    public static let usage = ExitCode(64)
+    /// An input file is unusable: missing, malformed, or of the wrong kind.
+    public static let unusableInput = ExitCode(66)
+    /// A certificate, key, passphrase or trust problem: retrying will not help.
+    public static let credentials = ExitCode(77)
+}
+
+/// Prints one line to standard error.
+func printError(_ message: String) {
+    var stderr = StandardError()
+    print(message, to: &stderr)
+}
+
+struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) {
+        FileHandleWriter.write(string, fd: 2)
+    }
+}
+
+enum FileHandleWriter {
+    static func write(_ string: String, fd: Int32) {
+        var bytes = Array(string.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { raw in
+                #if canImport(Glibc)
+                Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                #else
+                Darwin.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                #endif
+            }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#else
+import Darwin
+#endif

@@ -1,0 +1,213 @@
+import Foundation
+import APNSWire
+import CampaignTLS
+
+/// Apple's binary gateway and feedback service, on loopback over TLS, with
+/// fault injection: so sending can be tested for real on one machine.
+///
+/// It validates as strictly as the guides say the gateway does. On a refused
+/// notification it writes the error-response packet (none for command 0),
+/// closes the connection, and discards everything that followed on that
+/// connection, even bytes it had already received. Each connection runs on its
+/// own thread; ``stop()`` wakes them all through one cancellation pipe.
+public final class GatewaySimulator: @unchecked Sendable {
+    public let configuration: SimulatorConfiguration
+    /// The gateway port, known once started.
+    public private(set) var port = 0
+    /// The feedback port, known once started.
+    public private(set) var feedbackPort = 0
+
+    private let cancellation: CancellationPipe
+    private let context: TLSContext
+    private let record: NotificationRecordFile?
+    private let lock = NSCondition()
+    private var statistics = SimulatorStatistics()
+    private var pendingFeedback: [FeedbackTuple]
+    private var nextConnection = 1
+    private var threads = 0
+    private var stopped = false
+    private var gatewayListener: Listener?
+    private var feedbackListener: Listener?
+
+    /// Loads the certificates and opens the record file; does not listen yet.
+    public init(configuration: SimulatorConfiguration) throws {
+        self.configuration = configuration
+        let dir = configuration.certificatesDirectory
+        let identity = try TLSIdentity.pem(
+            certificate: "\(dir)/\(DevelopmentCertificates.serverCertificate)",
+            key: "\(dir)/\(DevelopmentCertificates.serverKey)", passphrase: nil)
+        context = try TLSContext.server(identity: identity, clientAuthorities: "\(dir)/\(DevelopmentCertificates.caCertificate)")
+        cancellation = try CancellationPipe()
+        record = try configuration.recordPath.map { try NotificationRecordFile(path: $0) }
+        pendingFeedback = configuration.feedback
+    }
+
+    /// Listens on both ports, writes the ready file, and serves until ``stop()``.
+    public func start() throws {
+        let gateway = try Listener(host: configuration.host, port: configuration.port)
+        let feedback = try Listener(host: configuration.host, port: configuration.feedbackPort)
+        gatewayListener = gateway
+        feedbackListener = feedback
+        port = gateway.port
+        feedbackPort = feedback.port
+        spawn { self.acceptLoop(gateway) { self.serveGateway($0) } }
+        spawn { self.acceptLoop(feedback) { self.serveFeedback($0) } }
+        if let ready = configuration.readyPath {
+            let text = #"{"port":\#(port),"feedback_port":\#(feedbackPort)}"# + "\n"
+            try SecureFile.write(Array(text.utf8), to: ready, mode: SecureFile.publicMode)
+        }
+    }
+
+    /// Asks the simulator to stop; returns at once. Safe from any thread.
+    public func requestStop() {
+        cancellation.cancel()
+    }
+
+    /// Stops listening, ends every connection, waits for their threads, and
+    /// writes the statistics file. Safe to call more than once.
+    public func stop() {
+        cancellation.cancel()
+        lock.lock()
+        while threads > 0 { lock.wait() }
+        let first = !stopped
+        stopped = true
+        let snapshot = statistics
+        lock.unlock()
+        gatewayListener?.close()
+        feedbackListener?.close()
+        if first, let path = configuration.statisticsPath {
+            try? SecureFile.write(Array(snapshot.json()), to: path, mode: SecureFile.publicMode)
+        }
+    }
+
+    /// Blocks until ``stop()`` is called from elsewhere, or `seconds` pass.
+    /// Returns false on timeout.
+    @discardableResult
+    public func waitUntilCancelled(seconds: Double?) -> Bool {
+        sleep(until: seconds.map { Deadline.after(seconds: $0) } ?? .distantFuture, cancellation: cancellation) == false
+    }
+
+    /// A copy of the totals so far.
+    public func currentStatistics() -> SimulatorStatistics {
+        lock.lock()
+        defer { lock.unlock() }
+        return statistics
+    }
+
+    /// Waits until `condition` holds for the statistics (checked each time they
+    /// change), or the timeout passes. Returns whether it holds.
+    public func waitForStatistics(timeout: Double = 30, _ condition: (SimulatorStatistics) -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        lock.lock()
+        defer { lock.unlock() }
+        while !condition(statistics) {
+            if !lock.wait(until: deadline) { return condition(statistics) }
+        }
+        return true
+    }
+
+    // MARK: - Threads
+
+    private func spawn(_ body: @escaping @Sendable () -> Void) {
+        lock.lock()
+        threads += 1
+        lock.unlock()
+        let thread = Thread { [self] in
+            body()
+            lock.lock()
+            threads -= 1
+            lock.broadcast()
+            lock.unlock()
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    private func acceptLoop(_ listener: Listener, serve: @escaping @Sendable (Socket) -> Void) {
+        while let socket = try? listener.accept(cancellation: cancellation) {
+            spawn { serve(socket) }
+        }
+    }
+
+    private func update(_ body: (inout SimulatorStatistics) -> Void) {
+        lock.lock()
+        body(&statistics)
+        lock.broadcast()
+        lock.unlock()
+    }
+
+    // MARK: - Gateway
+
+    private func serveGateway(_ socket: Socket) {
+        let connection: TLSConnection
+        do {
+            connection = try TLSConnection.accept(socket: socket, context: context, cancellation: cancellation)
+        } catch {
+            update { $0.handshakeFailures += 1 }
+            return
+        }
+        lock.lock()
+        let index = nextConnection
+        nextConnection += 1
+        statistics.connections.append(ConnectionStatistics(connection: index))
+        lock.unlock()
+        var session = GatewaySession(
+            index: index, faults: configuration.faults, limits: configuration.limits,
+            recording: record != nil)
+        let ending = session.run(connection: connection, cancellation: cancellation) { [self] progress in
+            record?.write(progress.recordLines)
+            update { stats in
+                guard let i = stats.connections.firstIndex(where: { $0.connection == index }) else { return }
+                stats.connections[i].accepted += progress.accepted
+                stats.connections[i].discarded += progress.discarded
+                if let status = progress.rejected { stats.connections[i].rejected[status.rawValue, default: 0] += 1 }
+                if let ending = progress.ending { stats.connections[i].ending = ending }
+            }
+        }
+        finish(connection, ending: ending)
+    }
+
+    /// Ends a connection as the gateway would.
+    private func finish(_ connection: TLSConnection, ending: GatewaySession.Ending) {
+        switch ending {
+        case .peerClosed, .cancelled:
+            connection.close()
+        case .dropped:
+            connection.abort()
+        case .refused:
+            // Stop writing, then read and discard until the client closes, so the
+            // error response is not lost to a TCP reset triggered by unread input.
+            connection.close()
+            var sink = [UInt8](repeating: 0, count: 16_384)
+            let deadline = Deadline.after(seconds: 2)
+            sink.withUnsafeMutableBytes { raw in
+                while let n = try? connection.read(into: raw, cancellation: cancellation, deadline: deadline), n > 0 {}
+            }
+        }
+    }
+
+    // MARK: - Feedback
+
+    private func serveFeedback(_ socket: Socket) {
+        guard let connection = try? TLSConnection.accept(socket: socket, context: context, cancellation: cancellation) else {
+            update { $0.handshakeFailures += 1 }
+            return
+        }
+        lock.lock()
+        let tuples = pendingFeedback
+        pendingFeedback = []
+        lock.unlock()
+        var bytes: [UInt8] = []
+        for tuple in tuples { tuple.encode(into: &bytes) }
+        do {
+            try connection.write(bytes, cancellation: cancellation, deadline: .after(seconds: 30))
+            update { $0.feedbackServed += tuples.count }
+        } catch {
+            // Not delivered: keep them for the next connection, as the service would.
+            lock.lock()
+            pendingFeedback = tuples + pendingFeedback
+            lock.unlock()
+        }
+        connection.close()
+    }
+}

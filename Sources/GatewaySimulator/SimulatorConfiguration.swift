@@ -1,0 +1,106 @@
+import Foundation
+import APNSWire
+
+/// Faults the simulator injects, to exercise a sender's error handling.
+public struct FaultPlan: Sendable {
+    /// Tokens answered with status 8 (invalid token).
+    public var badTokens: Set<[UInt8]> = []
+    /// After this many notifications accepted on one connection, answer status 10
+    /// (shutdown) naming the last accepted identifier, and close. Applies to every
+    /// connection, like a gateway that keeps restarting.
+    public var shutdownAfter: Int? = nil
+    /// After this many notifications accepted on one connection, close it hard,
+    /// without an error response.
+    public var dropEvery: Int? = nil
+    /// Probability that a notification is answered with status 1 (processing error).
+    public var errorRate: Double = 0
+    /// Seed for `errorRate`; connection N draws from seed + N, so a run is reproducible.
+    public var seed: UInt64 = 1
+    /// Pause before each read from a connection: a slow gateway.
+    public var readDelayMilliseconds: Int = 0
+
+    public init() {}
+
+    /// Whether any fault is configured.
+    public var isEmpty: Bool {
+        badTokens.isEmpty && shutdownAfter == nil && dropEvery == nil && errorRate == 0 && readDelayMilliseconds == 0
+    }
+}
+
+/// How to run a ``GatewaySimulator``.
+public struct SimulatorConfiguration: Sendable {
+    /// Gateway port; 0 lets the kernel choose.
+    public var port: Int = 0
+    /// Feedback service port; 0 lets the kernel choose.
+    public var feedbackPort: Int = 0
+    /// Address to listen on. Keep it loopback.
+    public var host: String = "127.0.0.1"
+    /// Directory holding ca.pem (clients must be issued by it), server.pem and server.key.
+    public var certificatesDirectory: String
+    /// NDJSON file that receives one line per accepted notification.
+    public var recordPath: String? = nil
+    /// JSON file that receives the totals when the simulator stops.
+    public var statisticsPath: String? = nil
+    /// JSON file written as `{"port":P,"feedback_port":Q}` once both ports listen.
+    public var readyPath: String? = nil
+    /// Tuples served once, to the first feedback connection, then cleared.
+    public var feedback: [FeedbackTuple] = []
+    public var faults = FaultPlan()
+    /// Payload limits for commands 0/1 and 2.
+    public var limits = NotificationDecoder.Limits.apple
+
+    public init(certificatesDirectory: String) {
+        self.certificatesDirectory = certificatesDirectory
+    }
+}
+
+/// A problem with the simulator's own inputs.
+public struct SimulatorInputError: Error, CustomStringConvertible, Sendable {
+    public var path: String
+    public var line: Int?
+    public var reason: String
+
+    public var description: String {
+        if let line { return "\(path), line \(line): \(reason)." }
+        return "\(path): \(reason)."
+    }
+}
+
+extension FaultPlan {
+    /// Reads hex tokens, one per line; blank lines and lines starting with # are skipped.
+    public static func readTokens(path: String) throws -> Set<[UInt8]> {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw SimulatorInputError(path: path, line: nil, reason: "cannot be read as UTF-8 text")
+        }
+        var tokens: Set<[UInt8]> = []
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            guard let token = DeviceToken(hex: line) else {
+                throw SimulatorInputError(path: path, line: index + 1, reason: "not a hex device token")
+            }
+            tokens.insert(token.bytes)
+        }
+        return tokens
+    }
+}
+
+extension SimulatorConfiguration {
+    /// Reads NDJSON lines `{"ts":UNIX,"token":"hex"}`.
+    public static func readFeedback(path: String) throws -> [FeedbackTuple] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw SimulatorInputError(path: path, line: nil, reason: "cannot be read")
+        }
+        var tuples: [FeedbackTuple] = []
+        for (index, line) in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
+            if line.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { continue }
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any],
+                  let ts = (object["ts"] as? NSNumber)?.int64Value, ts >= 0, ts <= Int64(UInt32.max),
+                  let hex = object["token"] as? String, let token = DeviceToken(hex: hex) else {
+                throw SimulatorInputError(path: path, line: index + 1, reason: #"expected {"ts":UNIX seconds,"token":"hex"}"#)
+            }
+            tuples.append(FeedbackTuple(timestamp: UInt32(ts), token: token.bytes))
+        }
+        return tuples
+    }
+}
