@@ -57,7 +57,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CampaignCommandsTests",
-            dependencies: ["CampaignCommands", "CampaignTestSupport"]
+            dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS"]
         ),
     ]
 )
