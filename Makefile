@@ -7,7 +7,7 @@ APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev pkg-config
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE_BIN  := .build/release/campaign
 
-.PHONY: deps build release test demo clean
+.PHONY: deps build release test bench demo clean
 
 # Installs only the Debian packages that are missing; a machine that has them
 # all runs no apt command at all.
@@ -31,6 +31,13 @@ release: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+
+# Throughput measurements (release build); not part of `make test`.
+bench: deps
+	$(SWIFT) build -c release --product campaign-bench
+	.build/release/campaign-bench simulator --notifications 2000000 --runs 5 --connections 1
+	.build/release/campaign-bench simulator --notifications 2000000 --runs 5 --connections 4
+	.build/release/campaign-bench simulator --notifications 2000000 --runs 5 --connections 1 --record
 
 demo: deps
 	@echo "make demo arrives with 'campaign send' (issue 4). Until then: make test, and see README.md." >&2

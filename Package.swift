@@ -47,6 +47,8 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "campaign", dependencies: ["CampaignCommands"]),
+        // Measurements for `make bench`; release builds only.
+        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "CampaignTLS", "GatewaySimulator"]),
 
         .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS"], path: "Tests/CampaignTestSupport"),
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire"]),

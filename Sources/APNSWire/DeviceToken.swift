@@ -73,14 +73,21 @@ public enum HexEncoding {
     @usableFromInline
     static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    /// Appends two lower-case hex digits per byte.
+    /// Appends two lower-case hex digits per byte, in one copy.
     @inlinable
     public static func append(_ bytes: some Collection<UInt8>, to out: inout [UInt8]) {
-        digits.withUnsafeBufferPointer { d in
-            for b in bytes {
-                out.append(d[Int(b >> 4)])
-                out.append(d[Int(b & 0x0f)])
+        let count = bytes.count
+        guard count > 0 else { return }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count * 2) { scratch in
+            digits.withUnsafeBufferPointer { d in
+                var i = 0
+                for b in bytes {
+                    scratch[i] = d[Int(b >> 4)]
+                    scratch[i + 1] = d[Int(b & 0x0f)]
+                    i += 2
+                }
             }
+            out.append(contentsOf: UnsafeBufferPointer(scratch))
         }
     }
 

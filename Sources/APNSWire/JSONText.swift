@@ -9,21 +9,46 @@ public enum JSONText {
     /// included, copied as it is.
     @inlinable
     public static func appendEscaped(_ bytes: some Collection<UInt8>, to out: inout [UInt8]) {
-        for b in bytes {
-            switch b {
-            case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\")); out.append(b)
-            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(b)
-            case 0x0A: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
-            case 0x0D: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "r"))
-            case 0x09: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
-            case 0x08: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "b"))
-            case 0x0C: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "f"))
-            case 0x00..<0x20, 0x7F:
-                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                out.append(hexDigits[Int(b >> 4)])
-                out.append(hexDigits[Int(b & 0x0f)])
-            default: out.append(b)
+        let done: Void? = bytes.withContiguousStorageIfAvailable { appendEscaped(buffer: $0, to: &out) }
+        if done == nil {
+            let copy = Array(bytes)
+            copy.withUnsafeBufferPointer { appendEscaped(buffer: $0, to: &out) }
+        }
+    }
+
+    /// Copies runs of bytes that need no escape in bulk; most payload text is one run.
+    @inlinable
+    static func appendEscaped(buffer: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        var runStart = 0
+        var i = 0
+        while i < buffer.count {
+            let b = buffer[i]
+            if b >= 0x20 && b != UInt8(ascii: "\"") && b != UInt8(ascii: "\\") && b != 0x7F {
+                i += 1
+                continue
             }
+            if i > runStart { out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<i])) }
+            appendEscape(of: b, to: &out)
+            i += 1
+            runStart = i
+        }
+        if i > runStart { out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<i])) }
+    }
+
+    @inlinable
+    static func appendEscape(of b: UInt8, to out: inout [UInt8]) {
+        switch b {
+        case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\")); out.append(b)
+        case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(b)
+        case 0x0A: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
+        case 0x0D: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "r"))
+        case 0x09: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
+        case 0x08: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "b"))
+        case 0x0C: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "f"))
+        default:
+            out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+            out.append(hexDigits[Int(b >> 4)])
+            out.append(hexDigits[Int(b & 0x0f)])
         }
     }
 
