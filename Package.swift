@@ -34,10 +34,12 @@ let package = Package(
 
         // Pure wire codec: no I/O, no Foundation.
         .target(name: "APNSWire"),
+        // Exact JSON values (key order, number text) and byte-level JSON text building.
+        .target(name: "CampaignJSON"),
         // Sockets, TLS over OpenSSL, development certificates, gzip and CSV wrappers.
         .target(name: "CampaignTLS", dependencies: ["COpenSSL", "CCampaignShims"]),
         // The gateway and feedback simulator, startable in-process on port 0.
-        .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignTLS"]),
+        .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignJSON", "CampaignTLS"]),
         // Subcommands; the executable only calls Campaign.main().
         .target(
             name: "CampaignCommands",
@@ -52,6 +54,7 @@ let package = Package(
 
         .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS"], path: "Tests/CampaignTestSupport"),
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire"]),
+        .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),
         .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignTestSupport"]),
         .testTarget(
             name: "GatewaySimulatorTests",

@@ -1,5 +1,6 @@
 import Foundation
 import APNSWire
+import CampaignJSON
 
 /// Appends accepted notifications to the `--record` file as NDJSON:
 /// `{"conn":N,"cmd":C,"id":I|null,"expiry":E|null,"priority":P|null,"token":"hex","payload":"…"}`.

@@ -69,18 +69,3 @@ import APNSWire
     }
 }
 
-@Suite struct JSONTextTests {
-    @Test func escapesWhatJSONRequiresAndNothingElse() {
-        var out: [UInt8] = []
-        JSONText.appendString(Array("a\"b\\c\nd\te\u{01}¡👋\u{7F}".utf8), to: &out)
-        #expect(String(decoding: out, as: UTF8.self) == #""a\"b\\c\nd\te\u0001¡👋\u007f""#)
-        #expect(JSONText.escapedCount(Array("a\"b\\c\nd\te\u{01}¡👋\u{7F}".utf8)) == out.count - 2)
-    }
-
-    @Test(arguments: [0, 7, 10, 99, 100, 4_294_967_295, -1, -1234, Int64.max, Int64.min])
-    func decimalDigits(value: Int64) {
-        var out: [UInt8] = []
-        JSONText.appendDecimal(value, to: &out)
-        #expect(String(decoding: out, as: UTF8.self) == String(value))
-    }
-}
