@@ -36,6 +36,10 @@ let package = Package(
         .target(name: "APNSWire"),
         // Exact JSON values (key order, number text) and byte-level JSON text building.
         .target(name: "CampaignJSON"),
+        // Files and stdin, gzip, CRC-32 and the libcsv tokenizer: the unsafe layer under ingest, plans and journals.
+        .target(name: "CampaignIO", dependencies: ["CZlib", "CCSV", "CCampaignShims"]),
+        // Audience files: CSV (libcsv) and NDJSON rows, with line numbers.
+        .target(name: "AudienceIngest", dependencies: ["CampaignIO", "CampaignJSON"]),
         // Sockets, TLS over OpenSSL, development certificates, gzip and CSV wrappers.
         .target(name: "CampaignTLS", dependencies: ["COpenSSL", "CCampaignShims"]),
         // The gateway and feedback simulator, startable in-process on port 0.
@@ -55,6 +59,7 @@ let package = Package(
         .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS"], path: "Tests/CampaignTestSupport"),
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire"]),
         .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),
+        .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignTestSupport"]),
         .testTarget(
             name: "GatewaySimulatorTests",

@@ -1,0 +1,115 @@
+/// The columns of an audience: CSV header names, or NDJSON keys in the order
+/// they were first seen.
+public final class AudienceSchema {
+    public private(set) var names: [String] = []
+    private var index: [String: Int] = [:]
+
+    public init(names: [String] = []) {
+        for name in names { _ = add(name) }
+    }
+
+    public var count: Int { names.count }
+
+    /// The column with this exact name.
+    public func column(named name: String) -> Int? { index[name] }
+
+    /// The first column whose name matches one of `aliases`, ignoring case.
+    public func column(anyOf aliases: [String]) -> Int? {
+        for alias in aliases {
+            if let i = names.firstIndex(where: { $0.lowercased() == alias }) { return i }
+        }
+        return nil
+    }
+
+    /// The column's index, adding it when new.
+    @discardableResult
+    public func add(_ name: String) -> Int {
+        if let i = index[name] { return i }
+        names.append(name)
+        index[name] = names.count - 1
+        return names.count - 1
+    }
+
+    /// Names of the token, language and registration columns, as the README documents them.
+    public static let tokenAliases = ["token", "device_token"]
+    public static let languageAliases = ["lang", "language", "locale"]
+    public static let registeredAliases = ["registered_at"]
+}
+
+/// One audience row: its source line and its values, held in one byte arena
+/// that is reused from row to row.
+public struct AudienceRow {
+    /// The line the row starts on (1-based).
+    public internal(set) var line = 0
+    public internal(set) var storage: [UInt8] = []
+    /// (start, end) per column; start -1 when the row has no value there.
+    var bounds: [Int] = []
+
+    public init() {}
+
+    mutating func reset(line: Int, columns: Int) {
+        self.line = line
+        storage.removeAll(keepingCapacity: true)
+        bounds.removeAll(keepingCapacity: true)
+        for _ in 0..<columns { bounds.append(-1); bounds.append(-1) }
+    }
+
+    mutating func set(column: Int, _ bytes: UnsafeRawBufferPointer) {
+        while bounds.count < column * 2 + 2 { bounds.append(-1) }
+        let start = storage.count
+        storage.append(contentsOf: bytes)
+        bounds[column * 2] = start
+        bounds[column * 2 + 1] = storage.count
+    }
+
+    mutating func set(column: Int, _ bytes: some Collection<UInt8>) {
+        while bounds.count < column * 2 + 2 { bounds.append(-1) }
+        let start = storage.count
+        storage.append(contentsOf: bytes)
+        bounds[column * 2] = start
+        bounds[column * 2 + 1] = storage.count
+    }
+
+    /// The value's bounds in ``storage``, or nil when absent or empty.
+    @inline(__always)
+    public func range(of column: Int?) -> Range<Int>? {
+        guard let column, column * 2 < bounds.count else { return nil }
+        let start = bounds[column * 2]
+        guard start >= 0 else { return nil }
+        let end = bounds[column * 2 + 1]
+        return end > start ? start..<end : nil
+    }
+
+    /// The value's bytes, or nil when absent or empty.
+    public func value(_ column: Int?) -> ArraySlice<UInt8>? {
+        range(of: column).map { storage[$0] }
+    }
+
+    /// The value as text, for messages and slow paths.
+    public func string(_ column: Int?) -> String? {
+        value(column).map { String(decoding: $0, as: UTF8.self) }
+    }
+}
+
+/// What an audience reader produced.
+public enum AudienceRecord {
+    /// A row is ready in the caller's ``AudienceRow``.
+    case row
+    /// A row that could not be read; it never stops the run.
+    case malformed(line: Int, reason: String, token: String?)
+}
+
+/// An audience file that cannot be used at all.
+public struct AudienceError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var path: String
+    public var reason: String
+
+    public var description: String { "\(path): \(reason)." }
+}
+
+/// Reads audience rows one at a time.
+public protocol AudienceReader: AnyObject {
+    var schema: AudienceSchema { get }
+    /// Reads the next row into `row`; nil at the end.
+    func next(into row: inout AudienceRow) throws -> AudienceRecord?
+}

@@ -1,0 +1,227 @@
+import CampaignIO
+
+/// Reads a CSV audience with libcsv: a header row, quoted fields with embedded
+/// commas, quotes and line breaks, CRLF, and a UTF-8 byte-order mark.
+///
+/// libcsv runs in strict mode and is fed one physical line at a time, so each
+/// row knows the line it starts on. A row with a syntax error, or whose quoted
+/// field is still open after ``maxRowBytes``, is reported as malformed, and the
+/// lines after its first are parsed again: one stray quote cannot swallow the
+/// good rows that follow it.
+public final class CSVAudienceReader: AudienceReader, CSVTokenSink {
+    public let schema: AudienceSchema
+    public let path: String
+    public let maxRowBytes: Int
+    /// Where the token column is, for the token of a malformed row.
+    public private(set) var tokenColumn: Int
+
+    private let lines: LineReader
+    private let tokenizer = CSVTokenizer()
+
+    // The row being assembled by the tokenizer's callbacks.
+    private var fields: [UInt8] = []
+    private var fieldBounds: [Int] = []
+    private var rowComplete = false
+    private var rowStartLine = 0
+    private var rowBytes = 0
+    /// Copies of the lines of a row that spans lines, for replay after an error.
+    private var rowLines: [(number: Int, bytes: [UInt8])] = []
+    private var replay: [(number: Int, bytes: [UInt8])] = []
+    private var replayIndex = 0
+    private var finished = false
+
+    public init(source: ByteSource, path: String, maxRowBytes: Int = 1 << 20) throws {
+        self.path = path
+        self.maxRowBytes = maxRowBytes
+        lines = LineReader(source: source, maxLineBytes: maxRowBytes)
+        schema = AudienceSchema()
+        tokenColumn = -1
+        // The header: the first row of the file.
+        var header = AudienceRow()
+        var names: [String]? = nil
+        while names == nil {
+            guard let record = try readRow(into: &header, columns: 0, validateCount: false) else {
+                throw AudienceError(path: path, reason: "is empty: it has no header row")
+            }
+            switch record {
+            case .row:
+                names = (0..<(header.bounds.count / 2)).map { header.string($0) ?? "" }
+            case .malformed(let line, let reason, _):
+                throw AudienceError(path: path, reason: "line \(line): the header row is malformed: \(reason)")
+            }
+        }
+        var seen = Set<String>()
+        for (i, name) in names!.enumerated() {
+            guard !name.isEmpty else { throw AudienceError(path: path, reason: "line 1: column \(i + 1) of the header has no name") }
+            guard seen.insert(name).inserted else {
+                throw AudienceError(path: path, reason: "line 1: the header names column \"\(name)\" twice")
+            }
+            schema.add(name)
+        }
+        guard let token = schema.column(anyOf: AudienceSchema.tokenAliases) else {
+            throw AudienceError(path: path, reason: "has no token column (its columns are: \(names!.joined(separator: ", ")))")
+        }
+        tokenColumn = token
+    }
+
+    public func next(into row: inout AudienceRow) throws -> AudienceRecord? {
+        try readRow(into: &row, columns: schema.count, validateCount: true)
+    }
+
+    // MARK: - Rows from lines
+
+    private func readRow(into row: inout AudienceRow, columns: Int, validateCount: Bool) throws -> AudienceRecord? {
+        while true {
+            guard let (number, overlong) = try nextLine() else {
+                if finished { return nil }
+                finished = true
+                do {
+                    try tokenizer.finish(sink: self)
+                } catch {
+                    let line = rowStartLine
+                    abandonRow(replayFrom: line)
+                    finished = replayIndex >= replay.count
+                    return .malformed(line: line, reason: "a quoted field is still open at the end of the file (unbalanced quote)", token: tokenGuess())
+                }
+                if rowComplete { return deliver(into: &row, columns: columns, validateCount: validateCount) }
+                return nil
+            }
+            if let overlong {
+                // Too long to be a row: drop it, and any row it was part of.
+                let line = fieldBounds.isEmpty && rowLines.isEmpty ? number : rowStartLine
+                abandonRow(replayFrom: nil)
+                return .malformed(line: line, reason: "the row is longer than \(maxRowBytes >> 10) KiB (\(overlong) bytes)", token: nil)
+            }
+            if fieldBounds.isEmpty && rowLines.isEmpty && !rowComplete {
+                rowStartLine = number
+                rowBytes = 0
+            }
+            let lineBytes = currentLineCount
+            rowBytes += lineBytes
+            var syntaxError = false
+            withCurrentLine { bytes in
+                var bytes = bytes
+                if number == 1, bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
+                    bytes = UnsafeRawBufferPointer(rebasing: bytes[3...])
+                }
+                do { try tokenizer.parse(bytes, sink: self) } catch { syntaxError = true }
+            }
+            if syntaxError {
+                let line = rowStartLine
+                let spanned = !rowLines.isEmpty
+                if spanned { rowLines.append((number, copyOfCurrentLine())) }
+                abandonRow(replayFrom: spanned ? line : nil)
+                return .malformed(line: line, reason: "invalid CSV quoting", token: tokenGuess())
+            }
+            if rowComplete {
+                return deliver(into: &row, columns: columns, validateCount: validateCount)
+            }
+            // The row goes on past this line: keep a copy for replay.
+            rowLines.append((number, copyOfCurrentLine()))
+            if rowBytes > maxRowBytes {
+                let line = rowStartLine
+                abandonRow(replayFrom: line)
+                return .malformed(line: line, reason: "a quoted field runs on for more than \(maxRowBytes >> 10) KiB (unbalanced quote?)", token: tokenGuess())
+            }
+        }
+    }
+
+    private var pendingToken: String?
+
+    private func tokenGuess() -> String? {
+        defer { pendingToken = nil }
+        return pendingToken
+    }
+
+    /// Forgets the row in progress; with `replayFrom`, parses again the lines after that one.
+    private func abandonRow(replayFrom startLine: Int?) {
+        if tokenColumn >= 0, fieldBounds.count > tokenColumn * 2 + 1 {
+            pendingToken = String(decoding: fields[fieldBounds[tokenColumn * 2]..<fieldBounds[tokenColumn * 2 + 1]], as: UTF8.self)
+        }
+        tokenizer.reset()
+        if let startLine {
+            let again = rowLines.filter { $0.number > startLine }
+            replay = again + replay[replayIndex...]
+            replayIndex = 0
+        }
+        rowLines.removeAll()
+        fields.removeAll(keepingCapacity: true)
+        fieldBounds.removeAll(keepingCapacity: true)
+        rowComplete = false
+    }
+
+    private func deliver(into row: inout AudienceRow, columns: Int, validateCount: Bool) -> AudienceRecord {
+        defer {
+            fields.removeAll(keepingCapacity: true)
+            fieldBounds.removeAll(keepingCapacity: true)
+            rowLines.removeAll()
+            rowComplete = false
+        }
+        let count = fieldBounds.count / 2
+        if validateCount && count != columns {
+            if tokenColumn >= 0, count > tokenColumn {
+                pendingToken = String(decoding: fields[fieldBounds[tokenColumn * 2]..<fieldBounds[tokenColumn * 2 + 1]], as: UTF8.self)
+            }
+            return .malformed(line: rowStartLine, reason: "the row has \(count) fields where the header has \(columns)", token: tokenGuess())
+        }
+        row.reset(line: rowStartLine, columns: count)
+        row.storage.append(contentsOf: fields)
+        for i in 0..<count where fieldBounds[i * 2 + 1] > fieldBounds[i * 2] {
+            row.bounds[i * 2] = fieldBounds[i * 2]
+            row.bounds[i * 2 + 1] = fieldBounds[i * 2 + 1]
+        }
+        return .row
+    }
+
+    // MARK: - Line source: replayed lines first, then the file
+
+    private var replayCurrent: [UInt8]? = nil
+
+    private func nextLine() throws -> (Int, Int?)? {
+        if replayIndex < replay.count {
+            let line = replay[replayIndex]
+            replayIndex += 1
+            if replayIndex == replay.count {
+                replay.removeAll()
+                replayIndex = 0
+            }
+            replayCurrent = line.bytes
+            return (line.number, nil)
+        }
+        replayCurrent = nil
+        switch try lines.next() {
+        case nil: return nil
+        case .text(let number): return (number, nil)
+        case .overlong(let number, let count): return (number, count)
+        }
+    }
+
+    private var currentLineCount: Int {
+        replayCurrent?.count ?? lines.current.count
+    }
+
+    private func withCurrentLine(_ body: (UnsafeRawBufferPointer) -> Void) {
+        if let replayCurrent {
+            replayCurrent.withUnsafeBytes(body)
+        } else {
+            lines.withCurrentLine(body)
+        }
+    }
+
+    private func copyOfCurrentLine() -> [UInt8] {
+        if let replayCurrent { return replayCurrent }
+        return lines.withCurrentLine { Array($0) }
+    }
+
+    // MARK: - CSVTokenSink
+
+    public func csvField(_ bytes: UnsafeRawBufferPointer) {
+        fieldBounds.append(fields.count)
+        fields.append(contentsOf: bytes)
+        fieldBounds.append(fields.count)
+    }
+
+    public func csvRowEnd() {
+        rowComplete = true
+    }
+}

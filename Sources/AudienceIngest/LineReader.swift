@@ -1,0 +1,106 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CampaignIO
+
+/// Splits a byte source into lines at LF, keeping each line's terminator, and
+/// numbering them from 1. A line longer than the limit is skipped and reported
+/// rather than buffered, so memory stays bounded whatever the input.
+public final class LineReader {
+    public enum Line {
+        /// A complete line (the last one may lack its LF).
+        case text(number: Int)
+        /// A line over the limit, skipped; `byteCount` is its length.
+        case overlong(number: Int, byteCount: Int)
+    }
+
+    public let maxLineBytes: Int
+    private let source: ByteSource
+    private var buffer: [UInt8]
+    private var start = 0
+    private var end = 0
+    private var lineNumber = 0
+    private var atEnd = false
+    /// Bounds of the line `next()` returned last.
+    public private(set) var current: Range<Int> = 0..<0
+
+    public init(source: ByteSource, maxLineBytes: Int = 1 << 20) {
+        self.source = source
+        self.maxLineBytes = maxLineBytes
+        buffer = [UInt8](repeating: 0, count: max(1 << 18, maxLineBytes + 1))
+    }
+
+    public var sourceName: String { source.name }
+
+    /// Runs `body` on the bytes of the line `next()` returned last.
+    @inline(__always)
+    public func withCurrentLine<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[current])) }
+    }
+
+    /// The next line, or nil at the end of the input.
+    public func next() throws(IOError) -> Line? {
+        while true {
+            if let lf = findLF(from: start) {
+                lineNumber += 1
+                current = start..<(lf + 1)
+                start = lf + 1
+                return .text(number: lineNumber)
+            }
+            if atEnd {
+                guard start < end else { return nil }
+                lineNumber += 1
+                current = start..<end
+                start = end
+                return .text(number: lineNumber)
+            }
+            if end - start > maxLineBytes {
+                return try skipOverlong()
+            }
+            try refill()
+        }
+    }
+
+    private func findLF(from index: Int) -> Int? {
+        guard index < end else { return nil }
+        return buffer.withUnsafeBytes { raw -> Int? in
+            guard let hit = memchr(raw.baseAddress! + index, 0x0A, end - index) else { return nil }
+            return raw.baseAddress!.distance(to: UnsafeRawPointer(hit))
+        }
+    }
+
+    private func refill() throws(IOError) {
+        if start > 0 {
+            buffer.withUnsafeMutableBytes { raw in
+                raw.baseAddress!.copyMemory(from: raw.baseAddress! + start, byteCount: end - start)
+            }
+            end -= start
+            start = 0
+        }
+        let n = try source.read(into: &buffer, from: end)
+        if n == 0 { atEnd = true }
+        end += n
+    }
+
+    private func skipOverlong() throws(IOError) -> Line {
+        lineNumber += 1
+        let number = lineNumber
+        var count = 0
+        while true {
+            if let lf = findLF(from: start) {
+                count += lf + 1 - start
+                start = lf + 1
+                return .overlong(number: number, byteCount: count)
+            }
+            count += end - start
+            start = 0
+            end = 0
+            let n = try source.read(into: &buffer, from: 0)
+            if n == 0 {
+                atEnd = true
+                return .overlong(number: number, byteCount: count)
+            }
+            end = n
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import Testing
+import CampaignIO
+import CampaignTestSupport
+@testable import AudienceIngest
+
+/// Reads every record of a file: rows as [column: value], malformed rows as (line, reason).
+func readAll(_ text: String, name: String = "audience.csv", gzip: Bool = false) throws -> (rows: [(Int, [String: String])], bad: [(Int, String, String?)], schema: [String]) {
+    let dir = TemporaryDirectory()
+    var bytes = Array(text.utf8)
+    if gzip { bytes = GzipCompressor().compress(bytes, finish: true) }
+    let path = dir.file(name)
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+    let reader = try AudienceFile.open(path)
+    var row = AudienceRow()
+    var rows: [(Int, [String: String])] = []
+    var bad: [(Int, String, String?)] = []
+    while let record = try reader.next(into: &row) {
+        switch record {
+        case .row:
+            var values: [String: String] = [:]
+            for (i, name) in reader.schema.names.enumerated() { values[name] = row.string(i) }
+            rows.append((row.line, values))
+        case .malformed(let line, let reason, let token):
+            bad.append((line, reason, token))
+        }
+    }
+    return (rows, bad, reader.schema.names)
+}
+
+@Suite struct CSVAudienceReaderTests {
+    @Test func quotedFieldsWithCommasQuotesAndLineBreaks() throws {
+        let csv = "token,lang,first_name,note\r\n"
+            + "aa,en,\"Smith, Jo\",\"said \"\"hi\"\"\"\r\n"
+            + "bb,es,\"Ana\nMaría\",x\r\n"
+            + "cc,pt-BR,Zé,\r\n"
+        let result = try readAll(csv)
+        #expect(result.schema == ["token", "lang", "first_name", "note"])
+        #expect(result.bad.isEmpty)
+        #expect(result.rows.map(\.0) == [2, 3, 5])
+        #expect(result.rows[0].1["first_name"] == "Smith, Jo")
+        #expect(result.rows[0].1["note"] == "said \"hi\"")
+        #expect(result.rows[1].1["first_name"] == "Ana\nMaría")
+        #expect(result.rows[2].1["note"] == nil)
+    }
+
+    @Test func byteOrderMarkAndMissingFinalNewline() throws {
+        let result = try readAll("\u{FEFF}token,lang\naa,en\nbb,fr")
+        #expect(result.schema == ["token", "lang"])
+        #expect(result.rows.map { $0.1["token"] } == ["aa", "bb"])
+    }
+
+    @Test func rowsWithTheWrongFieldCountAreMalformedWithTheirLine() throws {
+        let result = try readAll("token,lang\naa,en\nbb,en,extra\ncc\ndd,de\n")
+        #expect(result.rows.map { $0.1["token"] } == ["aa", "dd"])
+        #expect(result.bad.map(\.0) == [3, 4])
+        #expect(result.bad[0].1 == "the row has 3 fields where the header has 2")
+        #expect(result.bad[0].2 == "bb")
+    }
+
+    @Test func aStrayQuoteRejectsOnlyItsRow() throws {
+        let result = try readAll("token,lang\naa,en\n\"bb\"x,en\ncc,en\n")
+        #expect(result.rows.map { $0.1["token"] } == ["aa", "cc"])
+        #expect(result.bad.map(\.0) == [3])
+        #expect(result.bad[0].1 == "invalid CSV quoting")
+    }
+
+    @Test func anUnbalancedQuoteAtTheEndDoesNotLoseEarlierRows() throws {
+        let result = try readAll("token,lang\naa,en\nbb,\"en\ncc,en\n")
+        #expect(result.rows.map { $0.1["token"] } == ["aa", "cc"])
+        #expect(result.bad.map(\.0) == [3])
+        #expect(result.bad[0].1.contains("unbalanced quote"))
+    }
+
+    @Test func anUnbalancedQuoteMidFileIsBoundedAndTheRowsAfterItSurvive() throws {
+        var csv = "token,lang\n" + "aa,\"en\n"
+        let good = (0..<3000).map { "t\($0)" }
+        for t in good { csv += "\(t),\(String(repeating: "x", count: 400))\n" }
+        let dir = TemporaryDirectory()
+        try csv.write(toFile: dir.file("a.csv"), atomically: true, encoding: .utf8)
+        let reader = try CSVAudienceReader(source: try InputFile.open(dir.file("a.csv")), path: "a.csv", maxRowBytes: 64 << 10)
+        var row = AudienceRow()
+        var tokens: [String] = []
+        var bad: [Int] = []
+        while let record = try reader.next(into: &row) {
+            switch record {
+            case .row: tokens.append(row.string(0)!)
+            case .malformed(let line, _, _): bad.append(line)
+            }
+        }
+        #expect(bad == [2])
+        #expect(tokens == good)
+    }
+
+    @Test func gzipInputIsDetectedByItsMagicBytes() throws {
+        let result = try readAll("token,lang\naa,en\nbb,es\n", name: "audience.data", gzip: true)
+        #expect(result.rows.map { $0.1["lang"] } == ["en", "es"])
+    }
+
+    @Test func unusableFilesSayWhy() throws {
+        #expect { try readAll("") } throws: { ($0 as? AudienceError)?.reason == "is empty: it has no header row" }
+        #expect { try readAll("name,lang\nx,en\n") } throws: {
+            ($0 as? AudienceError)?.reason == "has no token column (its columns are: name, lang)"
+        }
+        #expect { try readAll("token,lang,token\n") } throws: {
+            ($0 as? AudienceError)?.reason == "line 1: the header names column \"token\" twice"
+        }
+        let headerOnly = try readAll("token,lang\n")
+        #expect(headerOnly.rows.isEmpty && headerOnly.bad.isEmpty)
+    }
+
+    @Test func aTruncatedGzipFileIsAnError() throws {
+        let dir = TemporaryDirectory()
+        let bytes = GzipCompressor().compress(Array(String(repeating: "token,lang\naa,en\n", count: 1000).utf8), finish: true)
+        try Data(bytes.prefix(bytes.count / 2)).write(to: URL(fileURLWithPath: dir.file("a.csv.gz")))
+        let reader = try AudienceFile.open(dir.file("a.csv.gz"))
+        var row = AudienceRow()
+        #expect { while try reader.next(into: &row) != nil {} } throws: {
+            ($0 as? IOError)?.reason == "ends in the middle of its gzip data (truncated?)"
+        }
+    }
+}
+
+@Suite struct NDJSONAudienceReaderTests {
+    @Test func objectsBecomeRowsAndBadLinesAreMalformed() throws {
+        let text = """
+        {"token":"aa","lang":"es-MX","first_name":"Ana","discount":20,"vip":true,"extra":null}
+
+        {"token":"bb","tags":["a","b"]}
+        not json
+        [1,2]
+        {"token":"cc","first_name":"Zoë \\"Z\\""}
+        """
+        let result = try readAll(text, name: "a.ndjson")
+        #expect(result.rows.map(\.0) == [1, 3, 6])
+        #expect(result.rows[0].1["discount"] == "20")
+        #expect(result.rows[0].1["vip"] == "true")
+        #expect(result.rows[0].1["extra"] == nil)
+        #expect(result.rows[1].1["tags"] == #"["a","b"]"#)
+        #expect(result.rows[2].1["first_name"] == "Zoë \"Z\"")
+        #expect(result.bad.map(\.0) == [4, 5])
+        #expect(result.bad[1].1 == "the line is an array, not a JSON object")
+    }
+
+    @Test func formatIsChosenByExtensionThenContent() {
+        #expect(AudienceFormat.detect(path: "a.csv.gz", firstBytes: Array("{".utf8)) == .csv)
+        #expect(AudienceFormat.detect(path: "a.jsonl", firstBytes: []) == .ndjson)
+        #expect(AudienceFormat.detect(path: "-", firstBytes: Array("\u{FEFF}  {\"token\":1}".utf8)) == .ndjson)
+        #expect(AudienceFormat.detect(path: "-", firstBytes: Array("token,lang".utf8)) == .csv)
+    }
+}
