@@ -40,6 +40,8 @@ let package = Package(
         .target(name: "CampaignIO", dependencies: ["CZlib", "CCSV", "CCampaignShims"]),
         // Audience files: CSV (libcsv) and NDJSON rows, with line numbers.
         .target(name: "AudienceIngest", dependencies: ["CampaignIO", "CampaignJSON"]),
+        // Job files, language matching, templates, payload rendering and fitting.
+        .target(name: "CampaignPayload", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON"]),
         // Sockets, TLS over OpenSSL, development certificates, gzip and CSV wrappers.
         .target(name: "CampaignTLS", dependencies: ["COpenSSL", "CCampaignShims"]),
         // The gateway and feedback simulator, startable in-process on port 0.
@@ -59,6 +61,7 @@ let package = Package(
         .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS"], path: "Tests/CampaignTestSupport"),
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire"]),
         .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),
+        .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignTestSupport"]),
         .testTarget(

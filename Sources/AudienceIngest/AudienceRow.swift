@@ -47,6 +47,14 @@ public struct AudienceRow {
 
     public init() {}
 
+    /// A row with these values by column (nil: absent), for tests and samples.
+    public init(line: Int, values: [String?]) {
+        reset(line: line, columns: values.count)
+        for (i, v) in values.enumerated() {
+            if let v { set(column: i, Array(v.utf8)) }
+        }
+    }
+
     mutating func reset(line: Int, columns: Int) {
         self.line = line
         storage.removeAll(keepingCapacity: true)
@@ -73,7 +81,7 @@ public struct AudienceRow {
     /// The value's bounds in ``storage``, or nil when absent or empty.
     @inline(__always)
     public func range(of column: Int?) -> Range<Int>? {
-        guard let column, column * 2 < bounds.count else { return nil }
+        guard let column, column >= 0, column * 2 < bounds.count else { return nil }
         let start = bounds[column * 2]
         guard start >= 0 else { return nil }
         let end = bounds[column * 2 + 1]

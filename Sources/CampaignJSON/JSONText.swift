@@ -18,7 +18,7 @@ public enum JSONText {
 
     /// Copies runs of bytes that need no escape in bulk; most payload text is one run.
     @inlinable
-    static func appendEscaped(buffer: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+    public static func appendEscaped(buffer: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
         var runStart = 0
         var i = 0
         while i < buffer.count {
@@ -36,7 +36,7 @@ public enum JSONText {
     }
 
     @inlinable
-    static func appendEscape(of b: UInt8, to out: inout [UInt8]) {
+    public static func appendEscape(of b: UInt8, to out: inout [UInt8]) {
         switch b {
         case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\")); out.append(b)
         case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(b)

@@ -1,0 +1,239 @@
+import AudienceIngest
+import CampaignJSON
+
+/// One message compiled to a list of appends, so rendering a payload for a
+/// row is copying bytes: keys, punctuation and literal text are escaped once,
+/// at compile time; only variable values are escaped per row.
+public struct PayloadProgram: Sendable {
+    enum Op: Sendable {
+        /// JSON text, already escaped.
+        case raw([UInt8])
+        /// A variable's value, escaped into the inside of a JSON string.
+        case escaped(variable: Int)
+        /// A variable's value as a JSON whole number (badge).
+        case wholeNumber(variable: Int)
+        /// Bounds of the text that is shortened when the payload is too big.
+        case shortenableStart
+        case shortenableEnd
+    }
+
+    let ops: [Op]
+    /// Whether the program marks text that may be shortened.
+    public let hasShortenableText: Bool
+}
+
+/// What rendering a row produced.
+public enum RenderOutcome: Equatable, Sendable {
+    /// The payload fits as rendered.
+    case fitted
+    /// The text was shortened by this many bytes (plus the "…" added) to fit.
+    case truncated(droppedBytes: Int)
+    /// The row has no value for this variable.
+    case missingVariable(String)
+    /// The badge value is not a whole number of at least 0.
+    case invalidBadge(String)
+    /// Even with an empty text the payload needs this many bytes.
+    case cannotFit(minimumBytes: Int)
+}
+
+/// Compiles a job's messages and renders payloads for audience rows.
+public struct PayloadRenderer: Sendable {
+    public let job: CampaignJob
+    public let programs: [PayloadProgram]
+    /// Every variable any message uses; programs refer to them by index.
+    public let variables: [String]
+
+    public init(job: CampaignJob) {
+        self.job = job
+        var compiler = Compiler()
+        programs = job.messages.map { compiler.compile(aps: $0.aps, custom: job.custom) }
+        variables = compiler.variables
+    }
+
+    /// Renders message `index` for `row` into `out` (cleared first), fitted to
+    /// `maxBytes`. `columns[v]` is the audience column of variable `v`, or -1.
+    public func render(
+        message index: Int, row: AudienceRow, columns: [Int], maxBytes: Int, into out: inout [UInt8]
+    ) -> RenderOutcome {
+        out.removeAll(keepingCapacity: true)
+        var start = -1, end = -1
+        let program = programs[index]
+        for op in program.ops {
+            switch op {
+            case .raw(let bytes):
+                out.append(contentsOf: bytes)
+            case .escaped(let v):
+                guard let range = row.range(of: columns[v]) else { return .missingVariable(variables[v]) }
+                row.storage.withUnsafeBufferPointer {
+                    JSONText.appendEscaped(buffer: UnsafeBufferPointer(rebasing: $0[range]), to: &out)
+                }
+            case .wholeNumber(let v):
+                guard let range = row.range(of: columns[v]) else { return .missingVariable(variables[v]) }
+                guard Self.appendWholeNumber(row.storage[range], to: &out) else {
+                    return .invalidBadge(String(decoding: row.storage[range], as: UTF8.self))
+                }
+            case .shortenableStart: start = out.count
+            case .shortenableEnd: end = out.count
+            }
+        }
+        if out.count <= maxBytes { return .fitted }
+        guard start >= 0, end >= start else { return .cannotFit(minimumBytes: out.count) }
+        return PayloadFitter.shorten(&out, textRange: start..<end, maxBytes: maxBytes)
+    }
+
+    /// Appends digits with leading zeros removed; false unless the value is a whole number ≥ 0.
+    static func appendWholeNumber(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) -> Bool {
+        var digits = bytes.drop { $0 == 0x20 }
+        while digits.last == 0x20 { digits = digits.dropLast() }
+        guard !digits.isEmpty, digits.count <= 9, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return false }
+        let significant = digits.drop { $0 == 0x30 }
+        if significant.isEmpty { out.append(0x30) } else { out.append(contentsOf: significant) }
+        return true
+    }
+
+    struct Compiler {
+        var variables: [String] = []
+        var ops: [PayloadProgram.Op] = []
+        var pending: [UInt8] = []
+        var shortenable = false
+
+        mutating func variable(_ name: String) -> Int {
+            if let i = variables.firstIndex(of: name) { return i }
+            variables.append(name)
+            return variables.count - 1
+        }
+
+        mutating func raw(_ text: String) { pending.append(contentsOf: text.utf8) }
+        mutating func raw(_ bytes: [UInt8]) { pending.append(contentsOf: bytes) }
+
+        mutating func flush() {
+            if !pending.isEmpty { ops.append(.raw(pending)); pending = [] }
+        }
+
+        mutating func emit(_ op: PayloadProgram.Op) {
+            flush()
+            ops.append(op)
+        }
+
+        mutating func key(_ key: String) {
+            JSONText.appendString(Array(key.utf8), to: &pending)
+            raw(":")
+        }
+
+        /// A string value whose `{variables}` are filled per row.
+        mutating func templateString(_ text: String, shortenable marks: Bool = false) {
+            raw("\"")
+            if marks { emit(.shortenableStart); shortenable = true }
+            for part in (try? Template(text))?.parts ?? [.literal(Array(text.utf8))] {
+                switch part {
+                case .literal(let bytes): JSONText.appendEscaped(bytes, to: &pending)
+                case .variable(let name): emit(.escaped(variable: variable(name)))
+                }
+            }
+            if marks { emit(.shortenableEnd) }
+            raw("\"")
+        }
+
+        /// Any JSON value, with templates inside strings.
+        mutating func value(_ value: JSONValue) {
+            switch value {
+            case .string(let s): templateString(s)
+            case .array(let items):
+                raw("[")
+                for (i, item) in items.enumerated() {
+                    if i > 0 { raw(",") }
+                    self.value(item)
+                }
+                raw("]")
+            case .object(let members):
+                raw("{")
+                for (i, member) in members.enumerated() {
+                    if i > 0 { raw(",") }
+                    key(member.key)
+                    self.value(member.value)
+                }
+                raw("}")
+            default:
+                raw(value.serialized())
+            }
+        }
+
+        mutating func compile(aps: [(key: String, value: JSONValue)], custom: [(key: String, value: JSONValue)]) -> PayloadProgram {
+            ops = []
+            pending = []
+            shortenable = false
+            raw("{")
+            key("aps")
+            raw("{")
+            for (i, (k, v)) in aps.enumerated() {
+                if i > 0 { raw(",") }
+                key(k)
+                switch (k, v) {
+                case ("alert", .string(let text)):
+                    templateString(text, shortenable: true)
+                case ("alert", .object(let members)):
+                    let hasBody = members.contains { $0.key == "body" }
+                    raw("{")
+                    for (j, (ak, av)) in members.enumerated() {
+                        if j > 0 { raw(",") }
+                        key(ak)
+                        switch (ak, av) {
+                        case ("body", .string(let text)):
+                            templateString(text, shortenable: true)
+                        case ("loc-args", .array(let args)) where !hasBody:
+                            // Without a body, the last argument is the text that gives way.
+                            raw("[")
+                            for (n, arg) in args.enumerated() {
+                                if n > 0 { raw(",") }
+                                templateString(arg.stringValue ?? "", shortenable: n == args.count - 1)
+                            }
+                            raw("]")
+                        default:
+                            value(av)
+                        }
+                    }
+                    raw("}")
+                case ("badge", .string(let text)):
+                    let template = (try? Template(text)) ?? Template.literalFallback(text)
+                    if case .variable(let name)? = template.parts.first, template.parts.count == 1 {
+                        emit(.wholeNumber(variable: variable(name)))
+                    } else {
+                        // A literal like "3": already checked to be a whole number at load.
+                        raw(text.trimmingCharacters(in: " "))
+                    }
+                default:
+                    value(v)
+                }
+            }
+            raw("}")
+            for (k, v) in custom {
+                raw(",")
+                key(k)
+                value(v)
+            }
+            raw("}")
+            flush()
+            return PayloadProgram(ops: ops, hasShortenableText: shortenable)
+        }
+    }
+}
+
+extension Template {
+    static func literalFallback(_ text: String) -> Template {
+        // Only reached for text that failed to compile, which job loading refuses first.
+        (try? Template(text.replacingOccurrences(of: "{", with: "{{"))) ?? (try! Template(""))
+    }
+}
+
+extension String {
+    func trimmingCharacters(in set: Character) -> String {
+        var s = Substring(self)
+        while s.first == set { s = s.dropFirst() }
+        while s.last == set { s = s.dropLast() }
+        return String(s)
+    }
+
+    func replacingOccurrences(of target: String, with replacement: String) -> String {
+        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}
