@@ -42,15 +42,20 @@ let package = Package(
         .target(name: "AudienceIngest", dependencies: ["CampaignIO", "CampaignJSON"]),
         // Job files, language matching, templates, payload rendering and fitting.
         .target(name: "CampaignPayload", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON"]),
+        // The suppression store: devices the feedback service or status 8 reported.
+        .target(name: "FeedbackStore", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"]),
+        // The plan stream, de-duplication, and the planner that turns an audience into a plan.
+        .target(name: "CampaignPlan", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "FeedbackStore"]),
         // Sockets, TLS over OpenSSL, development certificates, gzip and CSV wrappers.
-        .target(name: "CampaignTLS", dependencies: ["COpenSSL", "CCampaignShims"]),
+        .target(name: "CampaignTLS", dependencies: ["CampaignIO", "COpenSSL", "CCampaignShims"]),
         // The gateway and feedback simulator, startable in-process on port 0.
-        .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignJSON", "CampaignTLS"]),
+        .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS"]),
         // Subcommands; the executable only calls Campaign.main().
         .target(
             name: "CampaignCommands",
             dependencies: [
-                "APNSWire", "CampaignTLS", "GatewaySimulator",
+                "APNSWire", "AudienceIngest", "CampaignIO", "CampaignPayload", "CampaignPlan", "CampaignTLS",
+                "FeedbackStore", "GatewaySimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -61,6 +66,7 @@ let package = Package(
         .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS"], path: "Tests/CampaignTestSupport"),
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire"]),
         .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),
+        .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignTestSupport"]),

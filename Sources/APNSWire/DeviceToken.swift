@@ -56,6 +56,10 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         return "DeviceToken(\(prefix)…, \(bytes.count) bytes)"
     }
 
+    /// The value of one hex digit, or nil.
+    @inline(__always)
+    public static func nibbleValue(_ c: UInt8) -> UInt8? { nibble(c) }
+
     @inline(__always)
     static func nibble(_ c: UInt8) -> UInt8? {
         switch c {

@@ -1,3 +1,4 @@
+import CampaignIO
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

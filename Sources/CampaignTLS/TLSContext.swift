@@ -1,3 +1,4 @@
+import CampaignIO
 internal import COpenSSL
 internal import CCampaignShims
 

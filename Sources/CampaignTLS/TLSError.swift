@@ -1,3 +1,4 @@
+import CampaignIO
 internal import COpenSSL
 
 /// A failure of TLS set-up or transport, printed as one sentence that says

@@ -1,3 +1,4 @@
+import CampaignIO
 import Foundation
 internal import COpenSSL
 internal import CCampaignShims

@@ -1,5 +1,6 @@
 import Foundation
 import APNSWire
+import CampaignIO
 import CampaignTLS
 
 /// Apple's binary gateway and feedback service, on loopback over TLS, with

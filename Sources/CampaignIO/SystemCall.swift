@@ -23,7 +23,7 @@ public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
 /// after EINTR so a signal never surfaces as a spurious error.
 @discardableResult
 @inline(__always)
-func syscall<T: FixedWidthInteger>(_ operation: @autoclosure () -> String, _ body: () -> T) throws(SystemError) -> T {
+package func syscall<T: FixedWidthInteger>(_ operation: @autoclosure () -> String, _ body: () -> T) throws(SystemError) -> T {
     while true {
         let result = body()
         if result != -1 { return result }

@@ -1,0 +1,84 @@
+import ArgumentParser
+import Foundation
+import AudienceIngest
+import CampaignIO
+import CampaignPayload
+import CampaignPlan
+import FeedbackStore
+
+/// `campaign plan JOB [AUDIENCE]`: an audience to a localized, size-fitted plan stream.
+struct Plan: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Turn an audience file into a plan: one ready-to-send payload per valid device.",
+        discussion: """
+        Reads CSV or NDJSON (gzip or not; - for standard input) and writes the plan \
+        to standard output unless --out names a file. Every row ends as a plan \
+        record or a line in the rejects file, with its line number and reason. \
+        The summary goes to standard error, and as JSON to --summary.
+        """
+    )
+
+    @Argument(help: "The job file (JSON).")
+    var job: String
+
+    @Argument(help: "The audience: CSV or NDJSON, gzip or not; - reads standard input.")
+    var audience: String = "-"
+
+    @Option(help: ArgumentHelp("Where to write the plan; - is standard output.", valueName: "plan"))
+    var out: String = "-"
+
+    @Option(help: ArgumentHelp("Where to write rejected rows (NDJSON). Default: PLAN.rejects.ndjson beside --out, or <campaign>.rejects.ndjson here when the plan goes to standard output.", valueName: "file"))
+    var rejects: String?
+
+    @Option(help: ArgumentHelp("Skip devices in this suppression store unless they registered again since.", valueName: "file"))
+    var feedbackStore: String?
+
+    @Option(help: "Number of shards to spread notifications over (a hash of the token).")
+    var shards = 64
+
+    @Option(help: ArgumentHelp("Payload limit in bytes, overriding the job's maxPayload.", valueName: "bytes"))
+    var maxPayload: Int?
+
+    @Option(help: ArgumentHelp("Also write the summary as JSON here.", valueName: "file"))
+    var summary: String?
+
+    @Option(help: ArgumentHelp("Audience format when neither the name nor the content tells: csv or ndjson.", valueName: "format"))
+    var audienceFormat: String?
+
+    func validate() throws {
+        guard (1...65_536).contains(shards) else { throw ValidationError("--shards must be between 1 and 65536.") }
+        if let m = maxPayload, !(1...2048).contains(m) { throw ValidationError("--max-payload must be between 1 and 2048.") }
+        if job == "-" && audience == "-" { throw ValidationError("The job file cannot be read from standard input.") }
+        if let f = audienceFormat, AudienceFormat(rawValue: f) == nil { throw ValidationError("--audience-format must be csv or ndjson.") }
+    }
+
+    func run() throws {
+        do {
+            let jobFile = try CampaignJob.load(path: job)
+            let store = try feedbackStore.map { try FeedbackStore.load(path: $0) }
+            var options = PlanOptions(now: UInt32(Date().timeIntervalSince1970))
+            options.shards = shards
+            options.maxPayload = maxPayload
+            let planner = try Planner(job: jobFile, options: options, feedback: store)
+            let reader = try AudienceFile.open(audience, format: audienceFormat.flatMap(AudienceFormat.init(rawValue:)))
+            let rejectsPath = rejects ?? (out == "-" ? "\(jobFile.campaign).rejects.ndjson" : "\(out).rejects.ndjson")
+            let rejectsWriter = try RejectsWriter(path: rejectsPath)
+            let writer = try PlanWriter(path: out)
+            let result = try planner.run(reader: reader, plan: writer, rejects: rejectsWriter)
+            printError(result.text)
+            if result.rejectedTotal > 0 { printError("  rejects: \(rejectsPath)") }
+            if let summary {
+                try SecureFile.write(result.json.serialized() + [0x0A], to: summary, mode: SecureFile.publicMode)
+            }
+        } catch let error as JobError {
+            printError("campaign plan: \(error)")
+            throw CampaignExit.unusableInput
+        } catch let error as AudienceError {
+            printError("campaign plan: \(error)")
+            throw CampaignExit.unusableInput
+        } catch let error as IOError {
+            printError("campaign plan: \(error)")
+            throw CampaignExit.unusableInput
+        }
+    }
+}

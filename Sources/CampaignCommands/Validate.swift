@@ -1,0 +1,63 @@
+import ArgumentParser
+import AudienceIngest
+import CampaignPayload
+
+/// `campaign validate JOB`: render every language with sample values.
+struct Validate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check a job file: render every message with sample values and report what would be truncated.",
+        discussion: """
+        Sample values come from --sample NAME=VALUE, then the job's "samples" object, \
+        then a stand-in of 12 characters (1 for badge). Exits 0 when the job is valid, \
+        whether or not samples are truncated.
+        """
+    )
+
+    @Argument(help: "The job file (JSON).")
+    var job: String
+
+    @Option(name: .customLong("sample"), help: ArgumentHelp("A sample value for a template variable.", valueName: "name=value"))
+    var samples: [String] = []
+
+    func validate() throws {
+        for s in samples where !s.contains("=") { throw ValidationError("--sample takes NAME=VALUE, not \"\(s)\".") }
+    }
+
+    func run() throws {
+        let jobFile: CampaignJob
+        do { jobFile = try CampaignJob.load(path: job) } catch {
+            printError("campaign validate: \(error)")
+            throw CampaignExit.unusableInput
+        }
+        var values = jobFile.samples
+        for s in samples {
+            let parts = s.split(separator: "=", maxSplits: 1)
+            values[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+        }
+        let renderer = PayloadRenderer(job: jobFile)
+        let row = AudienceRow(line: 1, values: renderer.variables.map { name in
+            values[name] ?? (name == "badge" ? "1" : "Sample Value")
+        })
+        let columns = Array(renderer.variables.indices)
+        print("\(job): campaign \(jobFile.campaign), format \(jobFile.format), limit \(jobFile.maxPayload) bytes, variables: \(renderer.variables.joined(separator: ", "))")
+        var out: [UInt8] = []
+        for (i, message) in jobFile.messages.enumerated() {
+            var full: [UInt8] = []
+            let unlimited = renderer.render(message: i, row: row, columns: columns, maxBytes: 1 << 20, into: &full)
+            let outcome = renderer.render(message: i, row: row, columns: columns, maxBytes: jobFile.maxPayload, into: &out)
+            let verdict: String
+            switch outcome {
+            case .fitted: verdict = "fits (\(out.count) bytes)"
+            case .truncated: verdict = "truncated by \(full.count - out.count) bytes (\(full.count) → \(out.count))"
+            case .cannotFit(let n): verdict = "cannot fit: \(n) bytes even with an empty alert"
+            case .missingVariable(let name): verdict = "missing sample for \(name)"
+            case .invalidBadge(let v): verdict = "badge sample \"\(v)\" is not a whole number"
+            }
+            _ = unlimited
+            print("  \(message.tag): \(verdict)")
+            print("    \(String(decoding: out, as: UTF8.self))")
+        }
+        let fallback = jobFile.fallback.isEmpty ? "none (devices in other languages are rejected)" : jobFile.fallback.joined(separator: " → ")
+        print("  fallback: \(fallback)")
+    }
+}

@@ -1,0 +1,218 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import APNSWire
+import CampaignIO
+import CampaignJSON
+
+/// The first line of a plan: `{"header":{…}}`.
+public struct PlanHeader: Equatable, Sendable {
+    public static let currentVersion = 1
+
+    public var version = PlanHeader.currentVersion
+    public var campaign: String
+    public var format: NotificationFormat
+    /// Absolute UNIX expiry for every notification; 0: do not store.
+    public var expiry: UInt32
+    /// Frames only.
+    public var priority: NotificationPriority?
+    public var maxPayload: Int
+    public var shards: Int
+    /// UNIX seconds when the plan was made.
+    public var created: UInt32
+
+    public init(campaign: String, format: NotificationFormat, expiry: UInt32, priority: NotificationPriority?,
+                maxPayload: Int, shards: Int, created: UInt32) {
+        self.campaign = campaign
+        self.format = format
+        self.expiry = expiry
+        self.priority = priority
+        self.maxPayload = maxPayload
+        self.shards = shards
+        self.created = created
+    }
+
+    public var json: JSONValue {
+        .object([("header", .object([
+            ("version", .number(String(version))),
+            ("campaign", .string(campaign)),
+            ("format", .string(format.description)),
+            ("expiry", .number(String(expiry))),
+            ("priority", priority.map { .number(String($0.rawValue)) } ?? .null),
+            ("maxPayload", .number(String(maxPayload))),
+            ("shards", .number(String(shards))),
+            ("created", .number(String(created))),
+        ]))])
+    }
+
+    init(json: JSONValue) throws(PlanError.Reason) {
+        guard let h = json["header"], h.objectMembers != nil else { throw .noHeader }
+        guard let version = h["version"]?.integerValue else { throw .badHeader("no version") }
+        guard version == Int64(Self.currentVersion) else { throw .unsupportedVersion(Int(version)) }
+        guard let campaign = h["campaign"]?.stringValue,
+              let format = h["format"]?.stringValue.flatMap(NotificationFormat.init(name:)),
+              let expiry = h["expiry"]?.integerValue, (0...Int64(UInt32.max)).contains(expiry),
+              let maxPayload = h["maxPayload"]?.integerValue, (1...Int64(format.maxPayloadBytes)).contains(maxPayload),
+              let shards = h["shards"]?.integerValue, (1...65_536).contains(shards),
+              let created = h["created"]?.integerValue, (0...Int64(UInt32.max)).contains(created) else {
+            throw .badHeader("a field is missing or out of range")
+        }
+        var priority: NotificationPriority? = nil
+        if let p = h["priority"]?.integerValue { priority = NotificationPriority(rawValue: UInt8(clamping: p)) }
+        self.init(campaign: campaign, format: format, expiry: UInt32(expiry), priority: priority,
+                  maxPayload: Int(maxPayload), shards: Int(shards), created: UInt32(created))
+    }
+}
+
+/// The last line of a complete plan: `{"trailer":{"records":N,"crc32":"…",…}}`.
+public struct PlanTrailer: Equatable, Sendable {
+    public var records: Int
+    /// CRC-32 of every record line's bytes, newline included, in order.
+    public var crc32: String
+    public var rowsRead: Int
+    public var rejected: Int
+
+    public var json: JSONValue {
+        .object([("trailer", .object([
+            ("records", .number(String(records))),
+            ("crc32", .string(crc32)),
+            ("rows", .number(String(rowsRead))),
+            ("rejected", .number(String(rejected))),
+        ]))])
+    }
+}
+
+/// One planned notification.
+public struct PlanRecord: Equatable, Sendable {
+    public var seq: UInt64
+    public var shard: Int
+    public var token: [UInt8]
+    /// The message chosen, as the job names it.
+    public var lang: String
+    /// The payload's bytes exactly as they will be sent.
+    public var payload: [UInt8]
+
+    public init(seq: UInt64, shard: Int, token: [UInt8], lang: String, payload: [UInt8]) {
+        self.seq = seq
+        self.shard = shard
+        self.token = token
+        self.lang = lang
+        self.payload = payload
+    }
+
+    /// Appends the record's line: `{"seq":…,"shard":…,"token":"…","lang":"…","payload":{…}}\n`.
+    /// The payload comes last so a reader can take its bytes without parsing them.
+    static func appendLine(seq: UInt64, shard: Int, token: UnsafeBufferPointer<UInt8>, lang: [UInt8],
+                           payload: [UInt8], to out: inout [UInt8]) {
+        out.append(contentsOf: #"{"seq":"#.utf8)
+        JSONText.appendDecimal(Int64(seq), to: &out)
+        out.append(contentsOf: #","shard":"#.utf8)
+        JSONText.appendDecimal(shard, to: &out)
+        out.append(contentsOf: #","token":""#.utf8)
+        HexEncoding.append(token, to: &out)
+        out.append(contentsOf: #"","lang":"#.utf8)
+        out.append(contentsOf: lang)
+        out.append(contentsOf: #","payload":"#.utf8)
+        out.append(contentsOf: payload)
+        out.append(contentsOf: "}\n".utf8)
+    }
+}
+
+/// A plan that cannot be read, naming the file and line.
+public struct PlanError: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Reason: Error, Equatable, Sendable {
+        case empty
+        case noHeader
+        case badHeader(String)
+        case unsupportedVersion(Int)
+        case badRecord(String)
+        case outOfOrder(expected: UInt64, found: UInt64)
+        case afterTrailer
+        case countMismatch(trailer: Int, read: Int)
+        case checksumMismatch(trailer: String, computed: String)
+    }
+
+    public var path: String
+    public var line: Int
+    public var reason: Reason
+
+    public var description: String {
+        let what: String
+        switch reason {
+        case .empty: what = "the plan is empty"
+        case .noHeader: what = "the first line is not a plan header ({\"header\":…})"
+        case .badHeader(let s): what = "the plan header is invalid: \(s)"
+        case .unsupportedVersion(let v): what = "plan format version \(v) is not supported (this campaign reads version \(PlanHeader.currentVersion))"
+        case .badRecord(let s): what = "invalid plan record: \(s)"
+        case .outOfOrder(let e, let f): what = "record seq \(f) where \(e) was expected (records reordered or lost)"
+        case .afterTrailer: what = "text after the trailer"
+        case .countMismatch(let t, let r): what = "the trailer counts \(t) records but the plan holds \(r)"
+        case .checksumMismatch(let t, let c): what = "the trailer's checksum \(t) does not match the records' \(c) (the plan was altered)"
+        }
+        return "\(path), line \(line): \(what)."
+    }
+}
+
+/// Writes a plan stream, buffered, to a file (created 0600: it holds tokens) or standard output.
+public final class PlanWriter {
+    private let fd: Int32
+    private let owned: Bool
+    public let path: String
+    private var buffer: [UInt8] = []
+    private var crc = CRC32()
+    public private(set) var records = 0
+    private var seq: UInt64 = 0
+
+    public init(path: String) throws(IOError) {
+        self.path = path
+        if path == "-" {
+            fd = 1
+            owned = false
+        } else {
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw IOError(path: path, reason: "cannot be created: \(String(cString: strerror(errno)))") }
+            fchmod(fd, 0o600)
+            self.fd = fd
+            owned = true
+        }
+        buffer.reserveCapacity(1 << 17)
+    }
+
+    deinit { if owned { close(fd) } }
+
+    public func writeHeader(_ header: PlanHeader) throws(IOError) {
+        header.json.serialize(into: &buffer)
+        buffer.append(0x0A)
+        try flush()
+    }
+
+    /// Appends the next record; its seq is the next number from 1.
+    public func append(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: [UInt8], payload: [UInt8]) throws(IOError) {
+        seq += 1
+        let start = buffer.count
+        PlanRecord.appendLine(seq: seq, shard: shard, token: token, lang: lang, payload: payload, to: &buffer)
+        buffer.withUnsafeBytes { crc.update(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        records += 1
+        if buffer.count >= 1 << 16 { try flush() }
+    }
+
+    public func writeTrailer(rowsRead: Int, rejected: Int) throws(IOError) {
+        PlanTrailer(records: records, crc32: crc.hex, rowsRead: rowsRead, rejected: rejected).json.serialize(into: &buffer)
+        buffer.append(0x0A)
+        try flush()
+        if owned, fsync(fd) != 0, errno != EINVAL { throw IOError(path: path, reason: "fsync failed: \(String(cString: strerror(errno)))") }
+    }
+
+    public func flush() throws(IOError) {
+        var offset = 0
+        while offset < buffer.count {
+            let n = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw IOError(path: path == "-" ? "standard output" : path, reason: "write failed: \(String(cString: strerror(errno)))")
+            }
+            offset += n
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+}

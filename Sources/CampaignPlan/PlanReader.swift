@@ -1,0 +1,149 @@
+import APNSWire
+import AudienceIngest
+import CampaignIO
+import CampaignJSON
+
+/// Reads a plan stream, checking as it goes that records come in order and,
+/// at the trailer, that their count and checksum match. A plan without a
+/// trailer reads to its end and reports itself incomplete.
+public final class PlanReader {
+    public let path: String
+    public let header: PlanHeader
+    /// Set once the trailer has been read and verified.
+    public private(set) var trailer: PlanTrailer?
+    public private(set) var recordsRead = 0
+    private let lines: LineReader
+    private var crc = CRC32()
+    private var lineNumber = 1
+    private var done = false
+
+    public var isComplete: Bool { trailer != nil }
+
+    public init(source: ByteSource, path: String) throws {
+        self.path = path
+        lines = LineReader(source: source, maxLineBytes: 1 << 16)
+        guard case .text(let number)? = try lines.next() else { throw PlanError(path: path, line: 1, reason: .empty) }
+        let value: JSONValue
+        do {
+            value = try lines.withCurrentLine { try JSONValue.parse($0) }
+        } catch {
+            throw PlanError(path: path, line: number, reason: .noHeader)
+        }
+        do { header = try PlanHeader(json: value) } catch { throw PlanError(path: path, line: number, reason: error) }
+    }
+
+    public convenience init(path: String) throws {
+        try self.init(source: InputFile.open(path), path: path == "-" ? "standard input" : path)
+    }
+
+    /// The next record; nil after the trailer or at the end of an incomplete plan.
+    public func next() throws -> PlanRecord? {
+        guard !done else { return nil }
+        while true {
+            guard let line = try lines.next() else {
+                done = true
+                return nil
+            }
+            guard case .text(let number) = line else {
+                throw PlanError(path: path, line: lineNumber + 1, reason: .badRecord("the line is longer than 64 KiB"))
+            }
+            lineNumber = number
+            let blank = lines.withCurrentLine { $0.allSatisfy { $0 == 0x0A || $0 == 0x0D || $0 == 0x20 } }
+            if blank { continue }
+            if trailer != nil { throw PlanError(path: path, line: number, reason: .afterTrailer) }
+            let isTrailer = lines.withCurrentLine { $0.starts(with: #"{"trailer":"#.utf8) }
+            if isTrailer {
+                try readTrailer(number)
+                continue
+            }
+            let record = try lines.withCurrentLine { bytes throws -> PlanRecord in
+                crc.update(bytes)
+                return try Self.fastRecord(bytes) ?? Self.genericRecord(bytes, path: path, line: number)
+            }
+            let expected = UInt64(recordsRead + 1)
+            guard record.seq == expected else {
+                throw PlanError(path: path, line: number, reason: .outOfOrder(expected: expected, found: record.seq))
+            }
+            guard record.shard >= 0, record.shard < header.shards else {
+                throw PlanError(path: path, line: number, reason: .badRecord("shard \(record.shard) is outside 0..<\(header.shards)"))
+            }
+            guard !record.token.isEmpty, record.token.count <= header.format.maxTokenBytes else {
+                throw PlanError(path: path, line: number, reason: .badRecord("a \(record.token.count)-byte token does not fit the \(header.format) format"))
+            }
+            guard record.payload.count <= header.maxPayload, PayloadInspector.problem(in: record.payload) == nil else {
+                throw PlanError(path: path, line: number, reason: .badRecord("the payload is over \(header.maxPayload) bytes or not an object with an aps dictionary"))
+            }
+            recordsRead += 1
+            return record
+        }
+    }
+
+    private func readTrailer(_ number: Int) throws {
+        let value = try? lines.withCurrentLine { try JSONValue.parse($0) }
+        guard let t = value?["trailer"], let records = t["records"]?.integerValue, let sum = t["crc32"]?.stringValue else {
+            throw PlanError(path: path, line: number, reason: .badRecord("invalid trailer"))
+        }
+        guard Int(records) == recordsRead else {
+            throw PlanError(path: path, line: number, reason: .countMismatch(trailer: Int(records), read: recordsRead))
+        }
+        guard sum == crc.hex else {
+            throw PlanError(path: path, line: number, reason: .checksumMismatch(trailer: sum, computed: crc.hex))
+        }
+        trailer = PlanTrailer(records: Int(records), crc32: sum,
+                              rowsRead: Int(t["rows"]?.integerValue ?? 0), rejected: Int(t["rejected"]?.integerValue ?? 0))
+    }
+
+    /// The layout `PlanWriter` writes, read without building JSON values.
+    static func fastRecord(_ b: UnsafeRawBufferPointer) -> PlanRecord? {
+        var p = 0
+        func expect(_ text: StaticString) -> Bool {
+            let n = text.utf8CodeUnitCount
+            guard b.count - p >= n, memcmp(b.baseAddress! + p, text.utf8Start, n) == 0 else { return false }
+            p += n
+            return true
+        }
+        func number() -> UInt64? {
+            var v: UInt64 = 0
+            let start = p
+            while p < b.count, b[p] >= 0x30, b[p] <= 0x39, p - start < 19 { v = v * 10 + UInt64(b[p] - 0x30); p += 1 }
+            return p > start ? v : nil
+        }
+        guard expect(#"{"seq":"#), let seq = number(), expect(#","shard":"#), let shard = number(),
+              expect(#","token":""#) else { return nil }
+        var token: [UInt8] = []
+        while p + 1 < b.count, b[p] != UInt8(ascii: "\"") {
+            guard let h = DeviceToken.nibbleValue(b[p]), let l = DeviceToken.nibbleValue(b[p + 1]) else { return nil }
+            token.append(h << 4 | l)
+            p += 2
+        }
+        guard expect(#"","lang":""#) else { return nil }
+        let langStart = p
+        while p < b.count, b[p] != UInt8(ascii: "\""), b[p] != UInt8(ascii: "\\") { p += 1 }
+        guard p < b.count, b[p] == UInt8(ascii: "\"") else { return nil }
+        let lang = String(decoding: UnsafeRawBufferPointer(rebasing: b[langStart..<p]), as: UTF8.self)
+        p += 1
+        guard expect(#","payload":"#) else { return nil }
+        var end = b.count
+        while end > p, b[end - 1] == 0x0A || b[end - 1] == 0x0D { end -= 1 }
+        guard end > p, b[end - 1] == UInt8(ascii: "}") else { return nil }
+        end -= 1
+        return PlanRecord(seq: seq, shard: Int(shard), token: token, lang: lang, payload: Array(b[p..<end]))
+    }
+
+    static func genericRecord(_ b: UnsafeRawBufferPointer, path: String, line: Int) throws -> PlanRecord {
+        let value: JSONValue
+        do { value = try JSONValue.parse(b) } catch {
+            throw PlanError(path: path, line: line, reason: .badRecord("not JSON: \(error)"))
+        }
+        guard let seq = value["seq"]?.integerValue, seq > 0, let shard = value["shard"]?.integerValue,
+              let hex = value["token"]?.stringValue, let token = DeviceToken(hex: hex),
+              let lang = value["lang"]?.stringValue, let payload = value["payload"], payload.objectMembers != nil else {
+            throw PlanError(path: path, line: line, reason: .badRecord("seq, shard, token, lang and payload are required"))
+        }
+        return PlanRecord(seq: UInt64(seq), shard: Int(shard), token: token.bytes, lang: lang, payload: payload.serialized())
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,120 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import APNSWire
+import CampaignIO
+import CampaignJSON
+
+/// Why a row was not planned. The code is stable, for scripts; the reason is
+/// the sentence for people.
+public enum RejectCode: String, CaseIterable, Sendable {
+    case malformedRow = "malformed_row"
+    case missingToken = "missing_token"
+    case invalidToken = "invalid_token"
+    case duplicateToken = "duplicate_token"
+    case suppressedByFeedback = "suppressed_by_feedback"
+    case noMessage = "no_message"
+    case missingVariable = "missing_variable"
+    case invalidBadge = "invalid_badge"
+    case cannotFit = "cannot_fit"
+}
+
+/// Writes the rejects file: NDJSON `{"line":N,"token":"hex","code":"…","reason":"…"}`,
+/// created 0600 (it holds tokens).
+public final class RejectsWriter {
+    public let path: String
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+
+    public init(path: String) throws(IOError) {
+        self.path = path
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw IOError(path: path, reason: "cannot be created: \(String(cString: strerror(errno)))") }
+        fchmod(fd, 0o600)
+        self.fd = fd
+    }
+
+    deinit {
+        try? flush()
+        close(fd)
+    }
+
+    func append(line: Int, token: UnsafeBufferPointer<UInt8>?, code: RejectCode, reason: String) throws(IOError) {
+        buffer.append(contentsOf: #"{"line":"#.utf8)
+        JSONText.appendDecimal(line, to: &buffer)
+        if let token {
+            buffer.append(contentsOf: #","token":""#.utf8)
+            HexEncoding.append(token, to: &buffer)
+            buffer.append(UInt8(ascii: "\""))
+        }
+        buffer.append(contentsOf: #","code":""#.utf8)
+        buffer.append(contentsOf: code.rawValue.utf8)
+        buffer.append(contentsOf: #"","reason":"#.utf8)
+        JSONText.appendString(Array(reason.utf8), to: &buffer)
+        buffer.append(contentsOf: "}\n".utf8)
+        if buffer.count > 1 << 16 { try flush() }
+    }
+
+    public func flush() throws(IOError) {
+        var offset = 0
+        while offset < buffer.count {
+            let n = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw IOError(path: path, reason: "write failed: \(String(cString: strerror(errno)))")
+            }
+            offset += n
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+/// Counts of a planning run.
+public struct PlanSummary: Sendable, Equatable {
+    public var rowsRead = 0
+    public var planned = 0
+    public var rejected: [RejectCode: Int] = [:]
+    /// Planned notifications per message chosen.
+    public var perLanguage: [String: Int] = [:]
+    /// Shortened texts per message chosen.
+    public var truncated: [String: Int] = [:]
+    public var seconds = 0.0
+
+    public var rejectedTotal: Int { rejected.values.reduce(0, +) }
+
+    public var json: JSONValue {
+        func counts(_ d: [String: Int]) -> JSONValue {
+            .object(d.sorted { $0.key < $1.key }.map { ($0.key, .number(String($0.value))) })
+        }
+        return .object([
+            ("rows", .number(String(rowsRead))),
+            ("planned", .number(String(planned))),
+            ("rejected", .number(String(rejectedTotal))),
+            ("rejected_by_reason", counts(Dictionary(uniqueKeysWithValues: rejected.map { ($0.key.rawValue, $0.value) }))),
+            ("per_language", counts(perLanguage)),
+            ("truncated", counts(truncated)),
+            ("seconds", .number(String(format3(seconds)))),
+        ])
+    }
+
+    /// Lines for standard error.
+    public var text: String {
+        var lines = ["plan: \(rowsRead) rows read, \(planned) planned, \(rejectedTotal) rejected in \(format3(seconds)) s"]
+        if !rejected.isEmpty {
+            lines.append("  rejected: " + rejected.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))
+        }
+        if !perLanguage.isEmpty {
+            lines.append("  languages: " + perLanguage.sorted { $0.key < $1.key }.map { lang, n in
+                let t = truncated[lang].map { " (\($0) truncated)" } ?? ""
+                return "\(lang) \(n)\(t)"
+            }.joined(separator: ", "))
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+func format3(_ x: Double) -> String {
+    let scaled = (x * 1000).rounded()
+    let whole = Int(scaled) / 1000, frac = Int(scaled) % 1000
+    return "\(whole).\(String(repeating: "0", count: 3 - String(frac).count))\(frac)"
+}

@@ -1,0 +1,275 @@
+import Foundation
+import Testing
+import APNSWire
+import AudienceIngest
+import CampaignIO
+import CampaignJSON
+import CampaignPayload
+import CampaignTestSupport
+import FeedbackStore
+@testable import CampaignPlan
+
+let springJob = """
+{
+  "campaign": "spring-sale", "format": "enhanced", "maxPayload": 256, "expiresIn": 86400, "priority": 10,
+  "fallback": ["en"],
+  "messages": {
+    "en": { "alert": "Hi {first_name}, {discount}% off until Sunday", "sound": "default", "badge": "{badge}" },
+    "es": { "alert": "¡Hola {first_name}! {discount}% de descuento hasta el domingo" },
+    "pt-BR": { "alert": "Olá {first_name}, {discount}% de desconto até domingo" }
+  },
+  "custom": { "campaign": "spring" }
+}
+"""
+
+func tokenHex(_ n: Int) -> String {
+    (0..<32).map { String(format: "%02x", (n * 31 + $0 * 7) % 256) }.joined()
+}
+
+struct PlanRun {
+    let dir = TemporaryDirectory("plan")
+    var summary = PlanSummary()
+    var records: [PlanRecord] = []
+    var rejects: [JSONValue] = []
+    var reader: PlanReader!
+
+    init(job: String = springJob, audience: String, name: String = "audience.csv", store: FeedbackStore? = nil, shards: Int = 8) throws {
+        let jobFile = try CampaignJob(json: JSONValue.parse(job), path: "job.json")
+        try Data(audience.utf8).write(to: URL(fileURLWithPath: dir.file(name)))
+        var options = PlanOptions(now: 1_700_000_000)
+        options.shards = shards
+        let planner = try Planner(job: jobFile, options: options, feedback: store)
+        let writer = try PlanWriter(path: dir.file("plan.ndjson"))
+        let rejectsWriter = try RejectsWriter(path: dir.file("rejects.ndjson"))
+        summary = try planner.run(reader: AudienceFile.open(dir.file(name)), plan: writer, rejects: rejectsWriter)
+        try rejectsWriter.flush()
+        reader = try PlanReader(path: dir.file("plan.ndjson"))
+        while let r = try reader.next() { records.append(r) }
+        let rejectText = try String(contentsOfFile: dir.file("rejects.ndjson"), encoding: .utf8)
+        rejects = try rejectText.split(separator: "\n").map { try JSONValue.parse(String($0)) }
+    }
+
+    func reject(line: Int) -> (code: String?, reason: String?) {
+        let r = rejects.first { $0["line"]?.integerValue == Int64(line) }
+        return (r?["code"]?.stringValue, r?["reason"]?.stringValue)
+    }
+}
+
+@Suite struct PlannerTests {
+    @Test func everyRowEndsPlannedOrRejectedWithItsLineAndReason() throws {
+        var store = FeedbackStore()
+        store.record(token: DeviceToken(hex: tokenHex(20))!.bytes, timestamp: 1_690_000_000)
+        store.record(token: DeviceToken(hex: tokenHex(21))!.bytes, timestamp: 1_690_000_000)
+        store.record(token: DeviceToken(hex: tokenHex(22))!.bytes, timestamp: 1_690_000_000)
+        let rows = [
+            "token,lang,first_name,discount,badge,registered_at",                         // 1
+            "\(tokenHex(1)),en,Ana,20,3,",                                                // 2 planned en
+            "\(tokenHex(2).uppercased()),es_MX.UTF-8,José,15,,",                          // 3 planned es (no badge var in es)
+            "<\(tokenHex(3))>,pt-PT,\"João \"\"JJ\"\"\",10,,",                          // 4 planned pt-BR
+            "\(tokenHex(4)),de-DE,Hans,5,1,",                                             // 5 fallback en
+            "\(tokenHex(1)),en,Ana again,20,3,",                                          // 6 duplicate
+            "abc,en,Bad,1,1,",                                                            // 7 invalid token (not hex)
+            "\(tokenHex(5).dropLast(2)),en,Short,1,1,",                                  // 8 invalid token (31 bytes)
+            ",en,NoToken,1,1,",                                                           // 9 missing token
+            "\(tokenHex(6)),en,NoDiscount,,1,",                                           // 10 missing variable
+            "\(tokenHex(7)),en,Badge,1,lots,",                                            // 11 invalid badge
+            "\(tokenHex(8)),en,Extra,1,1,,surplus",                                       // 12 malformed: 7 fields
+            "\(tokenHex(20)),en,Gone,1,1,",                                               // 13 suppressed: no registered_at
+            "\(tokenHex(21)),en,Old,1,1,1680000000",                                      // 14 suppressed: older
+            "\(tokenHex(22)),en,Back,1,1,2024-01-01T00:00:00Z",                           // 15 planned: registered again
+            "\(tokenHex(9)),es,\(String(repeating: "Nombre muy largo ", count: 20)),50,,", // 16 planned, truncated
+        ]
+        let run = try PlanRun(audience: rows.joined(separator: "\r\n") + "\r\n", store: store)
+        #expect(run.summary.rowsRead == 15)
+        #expect(run.summary.planned == 6)
+        #expect(run.summary.rejectedTotal == 9)
+        #expect(run.summary.planned + run.summary.rejectedTotal == run.summary.rowsRead)
+        #expect(run.reader.isComplete)
+        #expect(run.records.map(\.lang) == ["en", "es", "pt-BR", "en", "en", "es"])
+        #expect(run.records.map(\.seq) == [1, 2, 3, 4, 5, 6])
+        #expect(run.summary.truncated == ["es": 1])
+        #expect(run.summary.perLanguage == ["en": 3, "es": 2, "pt-BR": 1])
+
+        let expected: [(Int, String, String)] = [
+            (6, "duplicate_token", "duplicate token: an earlier row has it (the first wins)"),
+            (7, "invalid_token", "invalid token: not hex"),
+            (8, "invalid_token", "invalid token: 31 bytes where the enhanced format takes 32"),
+            (9, "missing_token", "missing token"),
+            (10, "missing_variable", "missing variable discount"),
+            (11, "invalid_badge", "badge \"lots\" is not a whole number of at least 0"),
+            (12, "malformed_row", "malformed row: the row has 7 fields where the header has 6"),
+            (13, "suppressed_by_feedback", "suppressed by feedback: unregistered at 1690000000 and the row has no registered_at"),
+            (14, "suppressed_by_feedback", "suppressed by feedback: unregistered at 1690000000 and registered_at 1680000000 is not newer"),
+        ]
+        for (line, code, reason) in expected {
+            let r = run.reject(line: line)
+            #expect(r.code == code, "line \(line)")
+            #expect(r.reason == reason, "line \(line)")
+        }
+        #expect(run.rejects.first { $0["line"] == .number("6") }?["token"]?.stringValue == tokenHex(1))
+        #expect(run.rejects.first { $0["line"] == .number("7") }?["token"] == nil)
+
+        for record in run.records {
+            #expect(record.payload.count <= 256)
+            let payload = try JSONValue.parse(record.payload)
+            #expect(payload["aps"]?.objectMembers != nil)
+            #expect(record.shard == Planner.shard(of: record.token.withUnsafeBufferPointer { $0 }, shards: 8))
+        }
+        let first = try JSONValue.parse(run.records[0].payload)
+        #expect(first == (try JSONValue.parse(#"{"aps":{"alert":"Hi Ana, 20% off until Sunday","sound":"default","badge":3},"campaign":"spring"}"#)))
+        #expect(try JSONValue.parse(run.records[2].payload)["aps"]?["alert"]?.stringValue == "Olá João \"JJ\", 10% de desconto até domingo")
+        #expect(run.records[5].payload.count <= 256)
+        #expect((try JSONValue.parse(run.records[5].payload))["aps"]?["alert"]?.stringValue?.hasSuffix("…") == true)
+        #expect(run.reader.header.expiry == 1_700_086_400)
+        #expect(run.reader.header.priority == nil)
+    }
+
+    @Test func ndjsonAudienceAndInvalidUTF8() throws {
+        var text = "{\"token\":\"\(tokenHex(1))\",\"language\":\"es\",\"first_name\":\"Ana\",\"discount\":20}\n"
+        text += "{\"token\":\"\(tokenHex(2))\",\"locale\":\"fr_FR\",\"first_name\":\"Zoé\",\"discount\":5,\"badge\":2}\n"
+        text += "{broken\n"
+        let run = try PlanRun(audience: text, name: "a.ndjson")
+        #expect(run.records.map(\.lang) == ["es", "en"])
+        #expect(run.reject(line: 3).code == "malformed_row")
+
+        let dir = TemporaryDirectory()
+        var bytes = Array("token,lang,first_name,discount,badge\n".utf8)
+        bytes += Array("\(tokenHex(1)),en,A".utf8) + [0xFF, 0xFE] + Array(",1,1\n".utf8)
+        bytes += Array("\(tokenHex(2)),en,B,1,1\n".utf8)
+        try Data(bytes).write(to: URL(fileURLWithPath: dir.file("a.csv")))
+        let job = try CampaignJob(json: JSONValue.parse(springJob), path: "job.json")
+        let planner = try Planner(job: job, options: PlanOptions(now: 1), feedback: nil)
+        let rejects = try RejectsWriter(path: dir.file("rejects"))
+        let summary = try planner.run(reader: AudienceFile.open(dir.file("a.csv")), plan: PlanWriter(path: dir.file("plan")), rejects: rejects)
+        try rejects.flush()
+        #expect(summary.planned == 1)
+        #expect(summary.rejected == [.malformedRow: 1])
+        #expect(try String(contentsOfFile: dir.file("rejects"), encoding: .utf8).contains(#""line":2,"code":"malformed_row","reason":"malformed row: it is not valid UTF-8""#))
+    }
+
+    @Test func shardsAreStableAcrossRuns() {
+        // FNV-1a-64 of the bytes 0...31 is 0xe6cb594c1a148ac5, computed independently (Python).
+        let token = Array(UInt8(0)...UInt8(31))
+        #expect(token.withUnsafeBufferPointer { Planner.shard(of: $0, shards: 64) } == 5)
+        #expect(token.withUnsafeBufferPointer { Planner.shard(of: $0, shards: 1000) } == 869)
+    }
+}
+
+@Suite struct PlanStreamTests {
+    static func plan() throws -> (TemporaryDirectory, [String]) {
+        let rows = ["token,lang,first_name,discount,badge"] + (1...20).map { "\(tokenHex($0)),en,N\($0),1,1" }
+        let run = try PlanRun(audience: rows.joined(separator: "\n"))
+        let lines = try String(contentsOfFile: run.dir.file("plan.ndjson"), encoding: .utf8).split(separator: "\n").map(String.init)
+        return (run.dir, lines)
+    }
+
+    static func read(_ lines: [String], in dir: TemporaryDirectory) throws -> PlanReader {
+        try (lines.joined(separator: "\n") + "\n").write(toFile: dir.file("edited.ndjson"), atomically: true, encoding: .utf8)
+        let reader = try PlanReader(path: dir.file("edited.ndjson"))
+        while try reader.next() != nil {}
+        return reader
+    }
+
+    @Test func roundTripsThroughTheReader() throws {
+        let (dir, lines) = try Self.plan()
+        #expect(lines.count == 22)
+        #expect(lines[0].hasPrefix(#"{"header":{"version":1,"campaign":"spring-sale","format":"enhanced""#))
+        #expect(lines[1].hasPrefix(#"{"seq":1,"shard":"#))
+        #expect(lines[21].hasPrefix(#"{"trailer":{"records":20,"crc32":""#))
+        let reader = try Self.read(lines, in: dir)
+        #expect(reader.isComplete && reader.recordsRead == 20)
+        // The generic path reads the same records as the fast one.
+        for line in lines[1...20] {
+            let bytes = Array(line.utf8)
+            let fast = bytes.withUnsafeBytes { PlanReader.fastRecord($0) }
+            let generic = try bytes.withUnsafeBytes { try PlanReader.genericRecord($0, path: "p", line: 1) }
+            #expect(fast == generic)
+        }
+    }
+
+    @Test func aTruncatedPlanIsIncomplete() throws {
+        let (dir, lines) = try Self.plan()
+        let reader = try Self.read(Array(lines.prefix(11)), in: dir)
+        #expect(!reader.isComplete)
+        #expect(reader.recordsRead == 10)
+    }
+
+    @Test func tamperingIsDetected() throws {
+        let (dir, lines) = try Self.plan()
+        var forged = lines
+        forged[5] = forged[5].replacingOccurrences(of: "N5", with: "N9")
+        #expect { try Self.read(forged, in: dir) } throws: {
+            guard let e = $0 as? PlanError, case .checksumMismatch = e.reason else { return false }
+            return e.line == 22
+        }
+        var reordered = lines
+        reordered.swapAt(3, 4)
+        #expect { try Self.read(reordered, in: dir) } throws: {
+            ($0 as? PlanError)?.reason == .outOfOrder(expected: 3, found: 4)
+        }
+        var counted = lines
+        counted.remove(at: 20)
+        #expect { try Self.read(counted, in: dir) } throws: {
+            ($0 as? PlanError)?.reason == .countMismatch(trailer: 20, read: 19)
+        }
+        var future = lines
+        future[0] = future[0].replacingOccurrences(of: #""version":1"#, with: #""version":2"#)
+        #expect { try Self.read(future, in: dir) } throws: {
+            ($0 as? PlanError)?.description.hasSuffix("line 1: plan format version 2 is not supported (this campaign reads version 1).") == true
+        }
+        #expect { try Self.read(lines + [lines[1]], in: dir) } throws: { ($0 as? PlanError)?.reason == .afterTrailer }
+    }
+}
+
+@Suite struct TokenSetTests {
+    @Test func holdsManyTokensCompactly() {
+        var set = TokenSet()
+        var rng = SystemRandomNumberGenerator()
+        var tokens: [[UInt8]] = []
+        for _ in 0..<200_000 {
+            let t = (0..<32).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            tokens.append(t)
+            set.insert(t)
+        }
+        #expect(set.count == 200_000)
+        #expect(tokens.allSatisfy { set.contains($0) })
+        var other = tokens[0]
+        other[31] ^= 1
+        #expect(!set.contains(other))
+        let perToken = Double(set.allocatedBytes) / 200_000
+        #expect(perToken < 64, "\(perToken) bytes per token")
+    }
+
+    @Test func sequentialAndMixedWidthTokens() {
+        var set = TokenSet(values: true)
+        for i in 0..<50_000 {
+            var t = [UInt8](repeating: 0, count: 32)
+            t[28] = UInt8(i >> 24 & 0xFF); t[29] = UInt8(i >> 16 & 0xFF); t[30] = UInt8(i >> 8 & 0xFF); t[31] = UInt8(i & 0xFF)
+            set.insert(t, value: UInt32(i))
+        }
+        set.insert([1, 2, 3], value: 7)
+        #expect(set.count == 50_001)
+        #expect(set.value(for: [1, 2, 3]) == 7)
+        var probe = [UInt8](repeating: 0, count: 32)
+        probe[31] = 200
+        #expect(set.value(for: probe) == 200)
+        #expect(set.value(for: [1, 2]) == nil)
+    }
+}
+
+@Suite struct TimestampTests {
+    @Test(arguments: [
+        ("1700000000", Int64(1_700_000_000)), ("1700000000.75", 1_700_000_000),
+        ("2023-11-14T22:13:20Z", 1_700_000_000), ("2023-11-15T00:13:20+02:00", 1_700_000_000),
+        ("2023-11-14 22:13:20", 1_700_000_000), ("2023-11-14T22:13:20.5Z", 1_700_000_000),
+        ("1970-01-01", 0), ("2000-03-01", 951_868_800),
+    ])
+    func parses(text: String, expected: Int64) {
+        #expect(Timestamp.parse(text) == expected)
+    }
+
+    @Test(arguments: ["yesterday", "2023-13-01", "2023-11-14T25:00:00Z", "2023-11-14T22:13:20 UTC", ""])
+    func refuses(text: String) {
+        #expect(Timestamp.parse(text) == nil)
+    }
+}
