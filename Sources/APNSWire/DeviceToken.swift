@@ -57,8 +57,15 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The value of one hex digit, or nil.
-    @inline(__always)
-    public static func nibbleValue(_ c: UInt8) -> UInt8? { nibble(c) }
+    @inlinable @inline(__always)
+    public static func nibbleValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c &- 0x30
+        case 0x61...0x66: c &- 0x57
+        case 0x41...0x46: c &- 0x37
+        default: nil
+        }
+    }
 
     @inline(__always)
     static func nibble(_ c: UInt8) -> UInt8? {

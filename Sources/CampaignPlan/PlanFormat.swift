@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import APNSWire
 import CampaignIO
 import CampaignJSON
@@ -155,64 +152,37 @@ public struct PlanError: Error, Equatable, Sendable, CustomStringConvertible {
 
 /// Writes a plan stream, buffered, to a file (created 0600: it holds tokens) or standard output.
 public final class PlanWriter {
-    private let fd: Int32
-    private let owned: Bool
-    public let path: String
-    private var buffer: [UInt8] = []
+    private let file: BufferedFileWriter
+    public var path: String { file.name }
     private var crc = CRC32()
     public private(set) var records = 0
     private var seq: UInt64 = 0
 
     public init(path: String) throws(IOError) {
-        self.path = path
-        if path == "-" {
-            fd = 1
-            owned = false
-        } else {
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw IOError(path: path, reason: "cannot be created: \(String(cString: strerror(errno)))") }
-            fchmod(fd, 0o600)
-            self.fd = fd
-            owned = true
-        }
-        buffer.reserveCapacity(1 << 17)
+        file = try BufferedFileWriter(path: path)
     }
 
-    deinit { if owned { close(fd) } }
-
     public func writeHeader(_ header: PlanHeader) throws(IOError) {
-        header.json.serialize(into: &buffer)
-        buffer.append(0x0A)
-        try flush()
+        header.json.serialize(into: &file.buffer)
+        file.buffer.append(0x0A)
+        try file.flush()
     }
 
     /// Appends the next record; its seq is the next number from 1.
     public func append(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: [UInt8], payload: [UInt8]) throws(IOError) {
         seq += 1
-        let start = buffer.count
-        PlanRecord.appendLine(seq: seq, shard: shard, token: token, lang: lang, payload: payload, to: &buffer)
-        buffer.withUnsafeBytes { crc.update(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        let start = file.buffer.count
+        PlanRecord.appendLine(seq: seq, shard: shard, token: token, lang: lang, payload: payload, to: &file.buffer)
+        file.buffer.withUnsafeBytes { crc.update(UnsafeRawBufferPointer(rebasing: $0[start...])) }
         records += 1
-        if buffer.count >= 1 << 16 { try flush() }
+        try file.flushIfFull()
     }
 
     public func writeTrailer(rowsRead: Int, rejected: Int) throws(IOError) {
-        PlanTrailer(records: records, crc32: crc.hex, rowsRead: rowsRead, rejected: rejected).json.serialize(into: &buffer)
-        buffer.append(0x0A)
-        try flush()
-        if owned, fsync(fd) != 0, errno != EINVAL { throw IOError(path: path, reason: "fsync failed: \(String(cString: strerror(errno)))") }
+        PlanTrailer(records: records, crc32: crc.hex, rowsRead: rowsRead, rejected: rejected).json.serialize(into: &file.buffer)
+        file.buffer.append(0x0A)
+        try file.sync()
     }
 
-    public func flush() throws(IOError) {
-        var offset = 0
-        while offset < buffer.count {
-            let n = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw IOError(path: path == "-" ? "standard output" : path, reason: "write failed: \(String(cString: strerror(errno)))")
-            }
-            offset += n
-        }
-        buffer.removeAll(keepingCapacity: true)
-    }
+    public func flush() throws(IOError) { try file.flush() }
 }

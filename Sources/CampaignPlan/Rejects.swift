@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import APNSWire
 import CampaignIO
 import CampaignJSON
@@ -22,51 +19,30 @@ public enum RejectCode: String, CaseIterable, Sendable {
 /// Writes the rejects file: NDJSON `{"line":N,"token":"hex","code":"…","reason":"…"}`,
 /// created 0600 (it holds tokens).
 public final class RejectsWriter {
-    public let path: String
-    private let fd: Int32
-    private var buffer: [UInt8] = []
+    private let file: BufferedFileWriter
+    public var path: String { file.name }
 
     public init(path: String) throws(IOError) {
-        self.path = path
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw IOError(path: path, reason: "cannot be created: \(String(cString: strerror(errno)))") }
-        fchmod(fd, 0o600)
-        self.fd = fd
-    }
-
-    deinit {
-        try? flush()
-        close(fd)
+        file = try BufferedFileWriter(path: path)
     }
 
     func append(line: Int, token: UnsafeBufferPointer<UInt8>?, code: RejectCode, reason: String) throws(IOError) {
-        buffer.append(contentsOf: #"{"line":"#.utf8)
-        JSONText.appendDecimal(line, to: &buffer)
+        file.buffer.append(contentsOf: #"{"line":"#.utf8)
+        JSONText.appendDecimal(line, to: &file.buffer)
         if let token {
-            buffer.append(contentsOf: #","token":""#.utf8)
-            HexEncoding.append(token, to: &buffer)
-            buffer.append(UInt8(ascii: "\""))
+            file.buffer.append(contentsOf: #","token":""#.utf8)
+            HexEncoding.append(token, to: &file.buffer)
+            file.buffer.append(UInt8(ascii: "\""))
         }
-        buffer.append(contentsOf: #","code":""#.utf8)
-        buffer.append(contentsOf: code.rawValue.utf8)
-        buffer.append(contentsOf: #"","reason":"#.utf8)
-        JSONText.appendString(Array(reason.utf8), to: &buffer)
-        buffer.append(contentsOf: "}\n".utf8)
-        if buffer.count > 1 << 16 { try flush() }
+        file.buffer.append(contentsOf: #","code":""#.utf8)
+        file.buffer.append(contentsOf: code.rawValue.utf8)
+        file.buffer.append(contentsOf: #"","reason":"#.utf8)
+        JSONText.appendString(Array(reason.utf8), to: &file.buffer)
+        file.buffer.append(contentsOf: "}\n".utf8)
+        try file.flushIfFull()
     }
 
-    public func flush() throws(IOError) {
-        var offset = 0
-        while offset < buffer.count {
-            let n = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw IOError(path: path, reason: "write failed: \(String(cString: strerror(errno)))")
-            }
-            offset += n
-        }
-        buffer.removeAll(keepingCapacity: true)
-    }
+    public func flush() throws(IOError) { try file.flush() }
 }
 
 /// Counts of a planning run.

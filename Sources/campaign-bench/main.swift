@@ -106,7 +106,12 @@ let arguments = CommandLine.arguments.dropFirst()
 switch arguments.first {
 case "simulator":
     try runSimulatorBenchmark(Options(arguments.dropFirst()))
+case "audience":
+    try writeAudience(AudienceOptions(arguments.dropFirst()))
 default:
-    print("usage: campaign-bench simulator [--notifications N] [--connections C] [--record] [--format F] [--runs R]")
+    print("""
+    usage: campaign-bench simulator [--notifications N] [--connections C] [--record] [--format F] [--runs R]
+           campaign-bench audience [--rows N] [--format csv|ndjson] [--seed S] [--bad-every K]
+    """)
     exit(64)
 }

@@ -1,5 +1,6 @@
 import Testing
 @testable import APNSWire
+import CampaignIO
 
 /// Golden vectors written by hand from the guides' packet layouts:
 /// 2011 guide figures 5-1 (simple) and 5-2 (enhanced); binary provider API
@@ -231,15 +232,3 @@ import Testing
     }
 }
 
-/// A small, seedable generator so randomized tests are reproducible.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

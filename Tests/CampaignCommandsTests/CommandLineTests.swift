@@ -119,3 +119,68 @@ print(data.hex())
         #expect(mode == 0o600)
     }
 }
+
+/// `campaign plan` as a user runs it: stdin to stdout, exit codes, files 0600.
+@Suite struct PlanProcessTests {
+    static func run(_ arguments: [String], stdin: Data? = nil, in dir: TemporaryDirectory) throws -> (status: Int32, out: Data, err: String) {
+        let process = Process()
+        process.executableURL = SimulatorProcessTests.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: dir.path)
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        // Feed standard input from another thread: the child fills its output
+        // pipe while it reads, and would block if nobody drained it.
+        let writer = input.fileHandleForWriting
+        let feeding = DispatchGroup()
+        DispatchQueue.global().async(group: feeding) {
+            if let stdin { writer.write(stdin) }
+            try? writer.close()
+        }
+        defer { feeding.wait() }
+        let output = out.fileHandleForReading.readDataToEndOfFile()
+        let error = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, output, error)
+    }
+
+    static var repo: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    }
+
+    @Test func plansTheSampleAudienceFromStandardInputToStandardOutput() throws {
+        let dir = TemporaryDirectory()
+        let audience = try Data(contentsOf: URL(fileURLWithPath: Self.repo + "/samples/audience.csv"))
+        let result = try Self.run(["plan", Self.repo + "/jobs/spring.json", "-", "--summary", "summary.json"], stdin: audience, in: dir)
+        #expect(result.status == 0)
+        let lines = result.out.split(separator: UInt8(ascii: "\n"))
+        #expect(String(decoding: lines.first!, as: UTF8.self).hasPrefix(#"{"header":"#))
+        #expect(String(decoding: lines.last!, as: UTF8.self).hasPrefix(#"{"trailer":{"records":2994,"#))
+        #expect(result.err.contains("plan: 3002 rows read, 2994 planned, 8 rejected"))
+        #expect(!result.err.contains("bd5fda499a369c0f"))   // no token in the log
+        let rejects = dir.file("spring-sale.rejects.ndjson")
+        #expect(try String(contentsOfFile: rejects, encoding: .utf8).split(separator: "\n").count == 8)
+        #expect(try FileManager.default.attributesOfItem(atPath: rejects)[.posixPermissions] as? Int == 0o600)
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir.file("summary.json")))) as? [String: Any]
+        #expect(summary?["planned"] as? Int == 2994)
+    }
+
+    @Test func unusableInputsExit66WithOneLine() throws {
+        let dir = TemporaryDirectory()
+        try "{\"campaign\":\"x\"}".write(toFile: dir.file("bad.json"), atomically: true, encoding: .utf8)
+        try "name\nx\n".write(toFile: dir.file("a.csv"), atomically: true, encoding: .utf8)
+        for (args, message) in [
+            (["plan", "missing.json", "a.csv"], "campaign plan: missing.json: no such file.\n"),
+            (["plan", "bad.json", "a.csv"], "campaign plan: bad.json: \"messages\" must be an object with at least one language, e.g. {\"en\": {\"alert\": \"Hi\"}}.\n"),
+            (["plan", Self.repo + "/jobs/spring.json", "a.csv"], "campaign plan: a.csv: has no token column (its columns are: name).\n"),
+            (["plan", Self.repo + "/jobs/spring.json", "none.csv"], "campaign plan: none.csv: no such file.\n"),
+        ] {
+            let result = try Self.run(args, in: dir)
+            #expect(result.status == 66, "\(args)")
+            #expect(result.err == message)
+        }
+    }
+}

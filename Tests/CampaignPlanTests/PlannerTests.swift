@@ -273,3 +273,33 @@ struct PlanRun {
         #expect(Timestamp.parse(text) == nil)
     }
 }
+
+@Suite struct RemainingRejectTests {
+    @Test func noMessageAndCannotFit() throws {
+        let job = """
+        {"campaign":"x","messages":{"en":{"alert":"Hi {name}","sound":"{sound}"}}}
+        """
+        let rows = [
+            "token,lang,name,sound",
+            "\(tokenHex(1)),de,Hans,default",                                   // 2: no message, no fallback
+            "\(tokenHex(2)),en,Ann,\(String(repeating: "s", count: 300))",     // 3: cannot fit
+            "\(tokenHex(3)),en,Bo,default",                                     // 4: planned
+        ]
+        let run = try PlanRun(job: job, audience: rows.joined(separator: "\n"))
+        #expect(run.reject(line: 2).code == "no_message")
+        #expect(run.reject(line: 2).reason == "no message for language \"de\" and none in the fallback chain")
+        #expect(run.reject(line: 3).code == "cannot_fit")
+        #expect(run.reject(line: 3).reason == "cannot fit: the payload needs 331 bytes even with an empty alert, over the 256-byte limit")
+        #expect(run.records.count == 1)
+    }
+
+    @Test func gzipAudienceThroughThePlanner() throws {
+        let dir = TemporaryDirectory()
+        let text = "token,lang,first_name,discount,badge\n\(tokenHex(1)),es,Ana,10,1\n"
+        try Data(GzipCompressor().compress(Array(text.utf8), finish: true)).write(to: URL(fileURLWithPath: dir.file("a.csv.gz")))
+        let job = try CampaignJob(json: JSONValue.parse(springJob), path: "job.json")
+        let summary = try Planner(job: job, options: PlanOptions(now: 1))
+            .run(reader: AudienceFile.open(dir.file("a.csv.gz")), plan: PlanWriter(path: dir.file("plan")), rejects: nil)
+        #expect(summary.planned == 1 && summary.perLanguage == ["es": 1])
+    }
+}

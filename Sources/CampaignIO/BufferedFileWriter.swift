@@ -1,0 +1,64 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Appends to a file, or standard output for "-", through a buffer. Files are
+/// created with the given mode whatever the umask: 0600 for anything holding
+/// tokens.
+public final class BufferedFileWriter {
+    /// The name for messages.
+    public let name: String
+    private let fd: Int32
+    private let owned: Bool
+    public var buffer: [UInt8] = []
+    public let flushThreshold: Int
+
+    public init(path: String, mode: mode_t = SecureFile.privateMode, append: Bool = false, flushThreshold: Int = 1 << 16) throws(IOError) {
+        self.flushThreshold = flushThreshold
+        buffer.reserveCapacity(flushThreshold * 2)
+        if path == "-" {
+            name = "standard output"
+            fd = 1
+            owned = false
+            return
+        }
+        name = path
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), mode)
+        guard fd >= 0 else { throw IOError(path: path, reason: "cannot be created: \(String(cString: strerror(errno)))") }
+        fchmod(fd, mode)
+        self.fd = fd
+        owned = true
+    }
+
+    deinit {
+        try? flush()
+        if owned { close(fd) }
+    }
+
+    /// Writes the buffer out when it has grown past the threshold.
+    @inline(__always)
+    public func flushIfFull() throws(IOError) {
+        if buffer.count >= flushThreshold { try flush() }
+    }
+
+    public func flush() throws(IOError) {
+        var offset = 0
+        while offset < buffer.count {
+            let n = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw IOError(path: name, reason: "write failed: \(String(cString: strerror(errno)))")
+            }
+            offset += n
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Flushes and asks the kernel to put the data on disk (a no-op for pipes).
+    public func sync() throws(IOError) {
+        try flush()
+        if owned, fsync(fd) != 0, errno != EINVAL {
+            throw IOError(path: name, reason: "fsync failed: \(String(cString: strerror(errno)))")
+        }
+    }
+}
