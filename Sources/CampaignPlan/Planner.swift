@@ -237,7 +237,9 @@ struct LanguageCache {
         if keys.count >= 256 {
             if let cached = overflow[text] { return cached }
             let result = selector.select(LanguageTag(text))
-            overflow[text] = result
+            // Bounded: an audience with a new language value on every row must
+            // not grow memory with the audience.
+            if overflow.count < 16_384 { overflow[text] = result }
             return result
         }
         let result = selector.select(LanguageTag(text))
