@@ -52,6 +52,8 @@ let package = Package(
         .target(name: "FeedbackStore", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"]),
         // The plan stream, de-duplication, and the planner that turns an audience into a plan.
         .target(name: "CampaignPlan", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "FeedbackStore"], swiftSettings: releaseSpeed),
+        // The sender: connections, batching, error recovery, the journal.
+        .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignPlan", "CampaignTLS", "FeedbackStore"], swiftSettings: releaseSpeed),
         // Sockets, TLS over OpenSSL, development certificates, gzip and CSV wrappers.
         .target(name: "CampaignTLS", dependencies: ["CampaignIO", "COpenSSL", "CCampaignShims"]),
         // The gateway and feedback simulator, startable in-process on port 0.
@@ -61,7 +63,7 @@ let package = Package(
             name: "CampaignCommands",
             dependencies: [
                 "APNSWire", "AudienceIngest", "CampaignIO", "CampaignPayload", "CampaignPlan", "CampaignTLS",
-                "FeedbackStore", "GatewaySimulator",
+                "CampaignSend", "FeedbackStore", "GatewaySimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -72,6 +74,7 @@ let package = Package(
         .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS"], path: "Tests/CampaignTestSupport"),
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire", "CampaignIO"]),
         .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),
+        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "CampaignPlan", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
         .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),

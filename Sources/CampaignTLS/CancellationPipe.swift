@@ -37,6 +37,19 @@ public final class CancellationPipe: @unchecked Sendable {
         _ = write(writeFD, &byte, 1)
     }
 
+    /// Wakes waiters, like ``cancel()``; a pipe used as a doorbell is rung
+    /// many times and ``drain()``ed between rings.
+    public func ring() { cancel() }
+
+    /// Empties the pipe, so a doorbell can be rung again.
+    public func drain() {
+        var sink = [UInt8](repeating: 0, count: 64)
+        while read(readFD, &sink, sink.count) > 0 {}
+    }
+
+    /// The descriptor to poll for readability.
+    public var pollDescriptor: Int32 { readFD }
+
     /// Whether ``cancel()`` has been called.
     public var isCancelled: Bool {
         var p = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)

@@ -1,4 +1,7 @@
 import CampaignIO
+#if canImport(Glibc)
+import Glibc
+#endif
 internal import COpenSSL
 internal import CCampaignShims
 
@@ -17,7 +20,13 @@ public final class TLSContext: @unchecked Sendable {
     /// Whether clients verify the server's certificate and name.
     public let verifiesPeer: Bool
 
+    /// OpenSSL writes to sockets with write(2); a peer that has closed would
+    /// kill the process with SIGPIPE. Ignored once, so the write fails with
+    /// EPIPE and the caller handles a lost connection like any other.
+    private static let ignoreBrokenPipes: Void = { signal(SIGPIPE, SIG_IGN) }()
+
     private init(server: Bool, verifiesPeer: Bool) throws(TLSError) {
+        Self.ignoreBrokenPipes
         OpenSSLErrorQueue.clear()
         guard let ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()) else {
             throw TLSError(.openSSL(operation: "Creating a TLS context", reason: OpenSSLErrorQueue.summary(OpenSSLErrorQueue.drain())))

@@ -1,0 +1,300 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import APNSWire
+import CampaignIO
+import CampaignJSON
+
+/// What a send remembers so that `--resume` can go on where it stopped.
+public struct SendSettings: Equatable, Sendable {
+    /// The plan's path, or nil when it came from standard input and is spooled in the journal.
+    public var planPath: String?
+    public var gatewayHost: String
+    public var gatewayPort: Int
+    public var connections = 4
+    public var batchBytes = 16_384
+    public var batchDelayMilliseconds = 5
+    /// Notifications per second over all connections; 0 for no limit.
+    public var rate = 0
+    /// Prove acceptance after this many notifications per connection; 0: only at the end
+    /// (and when the window reaches `maxWindow`).
+    public var checkpointEvery = 0
+    /// The most notifications left unproven on one connection before a proof is forced.
+    public var maxWindow = 100_000
+    public var certificate: String
+    public var key: String?
+    public var caFile: String?
+    public var feedbackStore: String?
+
+    public init(gatewayHost: String, gatewayPort: Int, certificate: String) {
+        self.gatewayHost = gatewayHost
+        self.gatewayPort = gatewayPort
+        self.certificate = certificate
+    }
+
+    var json: JSONValue {
+        func s(_ v: String?) -> JSONValue { v.map { .string($0) } ?? .null }
+        func n(_ v: Int) -> JSONValue { .number(String(v)) }
+        return .object([
+            ("plan", s(planPath)), ("host", .string(gatewayHost)), ("port", n(gatewayPort)),
+            ("connections", n(connections)), ("batch_bytes", n(batchBytes)), ("batch_delay_ms", n(batchDelayMilliseconds)),
+            ("rate", n(rate)), ("checkpoint_every", n(checkpointEvery)), ("max_window", n(maxWindow)),
+            ("cert", .string(certificate)), ("key", s(key)), ("ca", s(caFile)), ("feedback_store", s(feedbackStore)),
+        ])
+    }
+
+    init?(json v: JSONValue) {
+        guard let host = v["host"]?.stringValue, let port = v["port"]?.integerValue, let cert = v["cert"]?.stringValue else { return nil }
+        self.init(gatewayHost: host, gatewayPort: Int(port), certificate: cert)
+        planPath = v["plan"]?.stringValue
+        connections = Int(v["connections"]?.integerValue ?? 4)
+        batchBytes = Int(v["batch_bytes"]?.integerValue ?? 16_384)
+        batchDelayMilliseconds = Int(v["batch_delay_ms"]?.integerValue ?? 5)
+        rate = Int(v["rate"]?.integerValue ?? 0)
+        checkpointEvery = Int(v["checkpoint_every"]?.integerValue ?? 0)
+        maxWindow = Int(v["max_window"]?.integerValue ?? 100_000)
+        key = v["key"]?.stringValue
+        caFile = v["ca"]?.stringValue
+        feedbackStore = v["feedback_store"]?.stringValue
+    }
+}
+
+/// One notification the gateway refused for good.
+public struct SendFailure: Equatable, Sendable {
+    public var seq: UInt64
+    public var shard: Int
+    public var ordinal: Int
+    public var status: UInt8
+    public var token: [UInt8]
+    /// Whether the sender gave up after retries rather than on the first answer.
+    public var gaveUp: Bool
+}
+
+/// Everything a journal says, replayed.
+public struct JournalState: Sendable {
+    public var settings: SendSettings
+    /// The plan header, as JSON, for matching a resume against the same plan.
+    public var planHeader: JSONValue
+    /// Set once the whole plan was read and its trailer verified.
+    public var planChecksum: String?
+    public var planRecords: Int?
+    public var planIncomplete = false
+    /// Final ordinals per shard (accepted, presumed or failed).
+    public var done: [Int: OrdinalRanges] = [:]
+    public var presumed = 0
+    public var accepted = 0
+    public var failures: [SendFailure] = []
+    /// Per shard, ordinals below this were written to a connection at least once.
+    public var sentBelow: [Int: Int] = [:]
+    public var resends = 0
+    public var duplicatesRisked = 0
+    public var reconnects = 0
+    public var runs = 0
+    /// "complete", "interrupted", "incomplete-plan", "gave-up", "failed"; nil while running or after a crash.
+    public var outcome: String?
+    /// The last record was torn (a crash mid-write) and was ignored.
+    public var tornTail = false
+    /// Where the torn record starts, to cut it off before appending.
+    public var tornOffset: Int? = nil
+
+    public var doneCount: Int { done.values.reduce(0) { $0 + $1.count } }
+}
+
+/// A journal that cannot be used.
+public struct JournalError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var path: String
+    public var reason: String
+    public var description: String { "\(path): \(reason)." }
+}
+
+/// The journal of one send: a directory with an append-only log of records,
+/// each line `CRC32 JSON` so a record torn by a crash is detected and ignored;
+/// fsync at every proof of acceptance. A lock refuses a second concurrent send.
+public final class Journal: @unchecked Sendable {
+    public static let logName = "journal.log"
+    public static let spoolName = "plan.ndjson.gz"
+    public static let lockName = "lock"
+
+    public let directory: String
+    private let file: BufferedFileWriter
+    private let lockFD: Int32
+    private let lock = PThreadMutex()
+
+    public var spoolPath: String { "\(directory)/\(Self.spoolName)" }
+
+    private init(directory: String, append: Bool) throws {
+        self.directory = directory
+        let lockPath = "\(directory)/\(Self.lockName)"
+        lockFD = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lockFD >= 0 else { throw JournalError(path: lockPath, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
+        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
+            close(lockFD)
+            throw JournalError(path: directory, reason: "another send is using this journal")
+        }
+        file = try BufferedFileWriter(path: "\(directory)/\(Self.logName)", append: append, flushThreshold: 1 << 14)
+    }
+
+    deinit {
+        try? file.flush()
+        flock(lockFD, LOCK_UN)
+        close(lockFD)
+    }
+
+    /// Starts a new journal in `directory` (created 0700 when missing; it must not hold one already).
+    public static func create(directory: String, settings: SendSettings, planHeader: JSONValue) throws -> Journal {
+        try SecureFile.makeDirectory(directory, mode: 0o700)
+        let log = "\(directory)/\(logName)"
+        if access(log, F_OK) == 0 {
+            throw JournalError(path: directory, reason: "already holds a journal: use --resume \(directory), or another directory")
+        }
+        let journal = try Journal(directory: directory, append: false)
+        try journal.append(.object([("t", .string("start")), ("settings", settings.json), ("plan_header", planHeader)]))
+        try journal.checkpoint()
+        return journal
+    }
+
+    /// Opens an existing journal for appending (a resume) and replays it.
+    public static func resume(directory: String) throws -> (Journal, JournalState) {
+        let journal = try Journal(directory: directory, append: true)
+        var state = try read(directory: directory)
+        if let offset = state.tornOffset {
+            let path = "\(directory)/\(logName)"
+            guard truncate(path, off_t(offset)) == 0 else {
+                throw JournalError(path: path, reason: "cannot cut its torn last record: \(String(cString: strerror(errno)))")
+            }
+            state.tornOffset = nil
+        }
+        return (journal, state)
+    }
+
+    /// Replays a journal without locking it (for `campaign status`).
+    public static func read(directory: String) throws -> JournalState {
+        let path = "\(directory)/\(logName)"
+        let bytes: [UInt8]
+        do { bytes = try readWholeFile(path, limit: 1 << 30) } catch {
+            throw JournalError(path: directory, reason: "holds no journal (\(error.reason))")
+        }
+        var state: JournalState? = nil
+        var offset = 0
+        var tornAt: Int? = nil
+        while offset < bytes.count {
+            guard let lf = bytes[offset...].firstIndex(of: 0x0A) else { tornAt = offset; break }
+            let line = bytes[offset..<lf]
+            guard let value = Self.verify(line) else {
+                // Only the last record may be torn; damage before it is corruption.
+                if lf + 1 < bytes.count { throw JournalError(path: path, reason: "record at byte \(offset) is damaged (checksum mismatch) before the end of the journal") }
+                tornAt = offset
+                break
+            }
+            if state == nil {
+                guard value["t"]?.stringValue == "start", let s = value["settings"].flatMap(SendSettings.init(json:)) else {
+                    throw JournalError(path: path, reason: "does not start with a start record")
+                }
+                state = JournalState(settings: s, planHeader: value["plan_header"] ?? .null)
+            }
+            Self.apply(value, to: &state!)
+            offset = lf + 1
+        }
+        guard var result = state else { throw JournalError(path: path, reason: "is empty") }
+        if let tornAt { result.tornTail = true; result.tornOffset = tornAt }
+        return result
+    }
+
+    static func verify(_ line: ArraySlice<UInt8>) -> JSONValue? {
+        guard line.count > 9, line[line.startIndex + 8] == UInt8(ascii: " ") else { return nil }
+        let hex = String(decoding: line.prefix(8), as: UTF8.self)
+        let body = line.dropFirst(9)
+        var crc = CRC32()
+        crc.update(body)
+        guard crc.hex == hex else { return nil }
+        return try? JSONValue.parse(body)
+    }
+
+    static func apply(_ v: JSONValue, to s: inout JournalState) {
+        func int(_ k: String) -> Int { Int(v[k]?.integerValue ?? 0) }
+        switch v["t"]?.stringValue {
+        case "start":
+            s.runs += 1
+            s.outcome = nil
+        case "plan":
+            s.planChecksum = v["crc32"]?.stringValue
+            s.planRecords = v["records"]?.integerValue.map(Int.init)
+            s.planIncomplete = v["incomplete"] == .bool(true)
+        case "done", "presumed":
+            let shard = int("shard")
+            if case .array(let items)? = v["ranges"] {
+                for item in items {
+                    if case .array(let pair) = item, pair.count == 2, let a = pair[0].integerValue, let b = pair[1].integerValue, a < b {
+                        s.done[shard, default: OrdinalRanges()].insert(Int(a)..<Int(b))
+                        if v["t"]?.stringValue == "done" { s.accepted += Int(b - a) } else { s.presumed += Int(b - a) }
+                    }
+                }
+            }
+        case "fail":
+            let f = SendFailure(seq: UInt64(int("seq")), shard: int("shard"), ordinal: int("ordinal"), status: UInt8(clamping: int("status")),
+                                token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [], gaveUp: v["gave_up"] == .bool(true))
+            s.failures.append(f)
+            s.done[f.shard, default: OrdinalRanges()].insert(f.ordinal..<(f.ordinal + 1))
+        case "sent":
+            if case .object(let members)? = v["below"] {
+                for (k, value) in members { if let shard = Int(k), let n = value.integerValue { s.sentBelow[shard] = max(s.sentBelow[shard] ?? 0, Int(n)) } }
+            }
+        case "counters":
+            s.resends += int("resends")
+            s.duplicatesRisked += int("duplicates_risked")
+            s.reconnects += int("reconnects")
+        case "end":
+            s.outcome = v["outcome"]?.stringValue
+        default:
+            break
+        }
+    }
+
+    // MARK: - Writing
+
+    /// Appends one record (buffered until the next checkpoint or 16 KB).
+    public func append(_ record: JSONValue) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        let body = record.serialized()
+        var crc = CRC32()
+        crc.update(body)
+        file.buffer.append(contentsOf: crc.hex.utf8)
+        file.buffer.append(UInt8(ascii: " "))
+        file.buffer.append(contentsOf: body)
+        file.buffer.append(0x0A)
+        try file.flushIfFull()
+    }
+
+    /// Writes out what is buffered and fsyncs: after this, the records survive a crash.
+    public func checkpoint() throws {
+        lock.lock()
+        defer { lock.unlock() }
+        try file.sync()
+    }
+
+    /// Ordinals of one shard now final: proven accepted, or (simple format) presumed delivered.
+    public func recordDone(shard: Int, ordinals: [Int], presumed: Bool) throws {
+        guard !ordinals.isEmpty else { return }
+        let ranges = OrdinalRanges.ranges(of: ordinals).map { JSONValue.array([.number(String($0.lowerBound)), .number(String($0.upperBound))]) }
+        try append(.object([("t", .string(presumed ? "presumed" : "done")), ("shard", .number(String(shard))), ("ranges", .array(ranges))]))
+    }
+
+    public func recordFailure(_ f: SendFailure) throws {
+        var token: [UInt8] = []
+        HexEncoding.append(f.token, to: &token)
+        try append(.object([("t", .string("fail")), ("seq", .number(String(f.seq))), ("shard", .number(String(f.shard))),
+                            ("ordinal", .number(String(f.ordinal))), ("status", .number(String(f.status))),
+                            ("token", .string(String(decoding: token, as: UTF8.self))), ("gave_up", .bool(f.gaveUp))]))
+    }
+
+}
+
+/// A pthread mutex, for the few places that need one without Foundation.
+final class PThreadMutex: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    init() { pthread_mutex_init(&mutex, nil) }
+    deinit { pthread_mutex_destroy(&mutex) }
+    func lock() { pthread_mutex_lock(&mutex) }
+    func unlock() { pthread_mutex_unlock(&mutex) }
+}

@@ -1,0 +1,318 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import APNSWire
+import CampaignIO
+import CampaignJSON
+import CampaignPlan
+import CampaignTLS
+import FeedbackStore
+
+/// Why a send stopped before its end.
+public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
+    /// A certificate, key or trust problem: retrying cannot help.
+    case credentials(TLSError)
+    /// The gateway could not be reached after repeated attempts.
+    case unreachable(TLSError)
+
+    public var description: String {
+        switch self {
+        case .credentials(let e): "\(e)"
+        case .unreachable(let e): "Giving up after repeated connection failures: \(e)"
+        }
+    }
+}
+
+/// How a send ended.
+public enum SendOutcome: String, Sendable {
+    /// Every notification has a final outcome.
+    case complete
+    /// Stopped by a signal; `--resume` goes on.
+    case interrupted
+    /// The plan had no trailer (or was damaged): what it held was sent.
+    case incompletePlan = "incomplete-plan"
+    /// The gateway stayed unreachable; `--resume` goes on.
+    case gaveUp = "gave-up"
+    /// A credential or trust failure.
+    case credentials
+}
+
+/// The counts of a send, for the terminal and `--report`.
+public struct SendReport: Sendable {
+    public var outcome: SendOutcome = .complete
+    public var planRecords = 0
+    /// Final before this run started (a resume).
+    public var alreadyDone = 0
+    public var accepted = 0
+    public var presumed = 0
+    public var failedByStatus: [UInt8: Int] = [:]
+    public var resends = 0
+    public var duplicatesRisked = 0
+    public var reconnects = 0
+    public var drops = 0
+    public var shutdowns = 0
+    public var seconds = 0.0
+    public var message: String? = nil
+
+    public var failed: Int { failedByStatus.values.reduce(0, +) }
+    public var perSecond: Double { seconds > 0 ? Double(accepted + presumed + failed) / seconds : 0 }
+
+    public var json: JSONValue {
+        func n(_ v: Int) -> JSONValue { .number(String(v)) }
+        return .object([
+            ("outcome", .string(outcome.rawValue)),
+            ("plan_records", n(planRecords)), ("already_done", n(alreadyDone)),
+            ("accepted", n(accepted)), ("presumed", n(presumed)), ("failed", n(failed)),
+            ("failed_by_status", .object(failedByStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
+            ("resends", n(resends)), ("duplicates_risked", n(duplicatesRisked)),
+            ("reconnects", n(reconnects)), ("drops", n(drops)), ("shutdowns", n(shutdowns)),
+            ("seconds", .number(format3(seconds))),
+            ("notifications_per_second", n(Int(perSecond))),
+        ])
+    }
+
+    public var text: String {
+        var s = "send: \(outcome.rawValue): \(accepted) accepted"
+        if presumed > 0 { s += ", \(presumed) presumed delivered (simple format: failures cannot be detected)" }
+        s += ", \(failed) failed"
+        if !failedByStatus.isEmpty {
+            s += " (" + failedByStatus.sorted { $0.key < $1.key }.map { "status \($0.key) \(ErrorResponse.Status(rawValue: $0.key).meaning): \($0.value)" }.joined(separator: ", ") + ")"
+        }
+        if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
+        s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(Int(perSecond))/s"
+        if let message { s += "\n  \(message)" }
+        return s
+    }
+}
+
+func format3(_ x: Double) -> String {
+    let ms = Int((x * 1000).rounded())
+    let frac = String(ms % 1000)
+    return "\(ms / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
+}
+
+/// State the workers share: counters, the journal, the stop flags.
+final class SendShared: @unchecked Sendable {
+    let journal: Journal
+    let context: TLSContext
+    let cancellation: CancellationPipe
+    let stopBell: CancellationPipe
+    let maxConnectAttempts: Int
+    let logger: @Sendable (String) -> Void
+    private let mutex = PThreadMutex()
+    private(set) var report = SendReport()
+    private var failure: SendFailureReason?
+    private var stopping = false
+    private var workersLeft: Int
+    private var sentBelow: [Int32: Int32] = [:]
+    var feedbackTokens: [([UInt8], UInt32)] = []
+    private var journalError: Error?
+
+    init(journal: Journal, context: TLSContext, cancellation: CancellationPipe, workers: Int,
+         maxConnectAttempts: Int, logger: @escaping @Sendable (String) -> Void) throws {
+        self.journal = journal
+        self.context = context
+        self.cancellation = cancellation
+        self.stopBell = try CancellationPipe()
+        self.workersLeft = workers
+        self.maxConnectAttempts = maxConnectAttempts
+        self.logger = logger
+    }
+
+    var isStopping: Bool { mutex.lock(); defer { mutex.unlock() }; return stopping || failure != nil }
+    var isFinished: Bool { mutex.lock(); defer { mutex.unlock() }; return failure != nil }
+    var failureReason: SendFailureReason? { mutex.lock(); defer { mutex.unlock() }; return failure }
+
+    /// A graceful stop: no new notifications; prove what is in flight.
+    func requestStop() {
+        mutex.lock()
+        stopping = true
+        mutex.unlock()
+        stopBell.ring()
+    }
+
+    func fail(_ reason: SendFailureReason) {
+        mutex.lock()
+        if failure == nil { failure = reason }
+        mutex.unlock()
+        stopBell.ring()
+        if case .credentials = reason { cancellation.cancel() }
+    }
+
+    func log(_ message: String) { logger(message) }
+
+    func connected() { mutex.lock(); report.reconnects += 1; mutex.unlock() }
+    func disconnected() {}
+    func wrote(bytes: Int) {}
+
+    func count(resends: Int = 0, duplicatesRisked: Int = 0, drops: Int = 0, shutdowns: Int = 0) {
+        mutex.lock()
+        report.resends += resends
+        report.duplicatesRisked += duplicatesRisked
+        report.drops += drops
+        report.shutdowns += shutdowns
+        mutex.unlock()
+    }
+
+    /// Journals a proof: final ordinals per shard, failures; then fsync.
+    func record(_ outcome: ProofOutcome) {
+        mutex.lock()
+        defer { mutex.unlock() }
+        report.accepted += outcome.accepted
+        report.presumed += outcome.presumed
+        for f in outcome.failures {
+            report.failedByStatus[f.status, default: 0] += 1
+            if f.status == 8 { feedbackTokens.append((f.token, UInt32(time(nil)))) }
+        }
+        do {
+            for f in outcome.failures { try journal.recordFailure(f) }
+            for (shard, ordinals) in outcome.acceptedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: false) }
+            for (shard, ordinals) in outcome.presumedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: true) }
+            try journal.checkpoint()
+        } catch {
+            journalError = error
+            logger("cannot write the journal: \(error)")
+            stopping = true
+            stopBell.ring()
+        }
+    }
+
+    func workerFinished(sentBelow below: [Int32: Int32]) {
+        mutex.lock()
+        for (k, v) in below where (sentBelow[k] ?? 0) < v { sentBelow[k] = v }
+        workersLeft -= 1
+        mutex.unlock()
+    }
+
+    var sentBelowByShard: [Int32: Int32] { mutex.lock(); defer { mutex.unlock() }; return sentBelow }
+    var journalFailure: Error? { mutex.lock(); defer { mutex.unlock() }; return journalError }
+}
+
+/// Sends a plan: reads it on the calling thread, spreads its shards over
+/// connections, and journals every proof.
+public final class Sender {
+    public let settings: SendSettings
+    public let journal: Journal
+    public let cancellation: CancellationPipe
+    private let shared: SendShared
+    private let resumeState: JournalState?
+    private let logger: @Sendable (String) -> Void
+
+    /// - Parameters:
+    ///   - resumeState: the replayed journal when resuming; its final notifications are skipped.
+    ///   - maxConnectAttempts: consecutive failed connection attempts before giving up.
+    public init(settings: SendSettings, journal: Journal, context: TLSContext, resumeState: JournalState? = nil,
+                maxConnectAttempts: Int = 8, cancellation: CancellationPipe,
+                logger: @escaping @Sendable (String) -> Void = { _ in }) throws {
+        self.settings = settings
+        self.journal = journal
+        self.cancellation = cancellation
+        self.resumeState = resumeState
+        self.logger = logger
+        shared = try SendShared(journal: journal, context: context, cancellation: cancellation,
+                                workers: settings.connections, maxConnectAttempts: maxConnectAttempts, logger: logger)
+    }
+
+    /// Stop taking new notifications, prove what is in flight, then return. Safe from any thread.
+    public func requestStop() { shared.requestStop() }
+
+    /// Sends every record of `plan` not already final in the journal.
+    public func run(plan: PlanReader) throws -> SendReport {
+        let started = Deadline.now()
+        let header = WorkerHeader(format: plan.header.format, expiry: plan.header.expiry, priority: plan.header.priority)
+        if plan.header.format == .simple {
+            logger("warning: the simple format (command 0) has no error responses: failures cannot be detected, and sent notifications are only presumed delivered")
+        }
+        let queues = try (0..<settings.connections).map { _ in try WorkQueue(capacity: 8192) }
+        let workers = (0..<settings.connections).map {
+            ConnectionWorker(index: $0, queue: queues[$0], shared: shared, settings: settings, header: header)
+        }
+        var threads: [pthread_t] = []
+        for worker in workers {
+            threads.append(Self.spawn { worker.run() })
+        }
+
+        var report = SendReport()
+        var ordinals = [Int32](repeating: 0, count: plan.header.shards)
+        var readError: Error? = nil
+        do {
+            while !shared.isStopping, !cancellation.isCancelled, let record = try plan.next() {
+                report.planRecords += 1
+                let ordinal = ordinals[record.shard]
+                ordinals[record.shard] += 1
+                if let done = resumeState?.done[record.shard], done.contains(Int(ordinal)) {
+                    report.alreadyDone += 1
+                    continue
+                }
+                let item = WorkItem(seq: record.seq, shard: Int32(record.shard), ordinal: ordinal, token: record.token, payload: record.payload)
+                if !queues[record.shard % settings.connections].push(item, cancellation: cancellation) { break }
+            }
+        } catch {
+            readError = error
+            logger("the plan cannot be read further: \(error)")
+        }
+        for q in queues { q.close() }
+        let planFullyRead = !shared.isStopping && !cancellation.isCancelled && readError == nil
+        if planFullyRead {
+            try journal.append(.object([
+                ("t", .string("plan")), ("records", .number(String(report.planRecords))),
+                ("crc32", plan.trailer.map { .string($0.crc32) } ?? .null), ("incomplete", .bool(!plan.isComplete)),
+            ]))
+        }
+        for t in threads { pthread_join(t, nil) }
+
+        let counts = shared.report
+        report.accepted = counts.accepted
+        report.presumed = counts.presumed
+        report.failedByStatus = counts.failedByStatus
+        report.resends = counts.resends
+        report.duplicatesRisked = counts.duplicatesRisked
+        report.reconnects = counts.reconnects
+        report.drops = counts.drops
+        report.shutdowns = counts.shutdowns
+
+        if let failure = shared.failureReason {
+            switch failure {
+            case .credentials: report.outcome = .credentials
+            case .unreachable: report.outcome = .gaveUp
+            }
+            report.message = failure.description
+        } else if shared.journalFailure != nil || cancellation.isCancelled || shared.isStopping {
+            report.outcome = .interrupted
+        } else if readError != nil || !plan.isComplete {
+            report.outcome = .incompletePlan
+            report.message = readError.map { "\($0)" } ?? "the plan has no trailer: it was cut short upstream; everything it held was sent"
+        }
+        var below: [(String, JSONValue)] = []
+        for (shard, n) in shared.sentBelowByShard.sorted(by: { $0.key < $1.key }) { below.append((String(shard), .number(String(n)))) }
+        try journal.append(.object([("t", .string("sent")), ("below", .object(below))]))
+        try journal.append(.object([
+            ("t", .string("counters")), ("resends", .number(String(report.resends))),
+            ("duplicates_risked", .number(String(report.duplicatesRisked))), ("reconnects", .number(String(report.reconnects))),
+        ]))
+        try journal.append(.object([("t", .string("end")), ("outcome", .string(report.outcome.rawValue))]))
+        try journal.checkpoint()
+        try updateFeedbackStore()
+        report.seconds = Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9
+        return report
+    }
+
+    private func updateFeedbackStore() throws {
+        guard let path = settings.feedbackStore, !shared.feedbackTokens.isEmpty else { return }
+        var store = try FeedbackStore.load(path: path)
+        for (token, ts) in shared.feedbackTokens { store.record(token: token, timestamp: ts) }
+        try store.save(path: path)
+    }
+
+    private static func spawn(_ body: @escaping @Sendable () -> Void) -> pthread_t {
+        final class Box { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
+        var thread = pthread_t()
+        let box = Unmanaged.passRetained(Box(body)).toOpaque()
+        pthread_create(&thread, nil, { raw in
+            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+            box.body()
+            return nil
+        }, box)
+        return thread
+    }
+}
