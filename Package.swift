@@ -85,7 +85,8 @@ let package = Package(
         ),
         .testTarget(
             name: "CampaignCommandsTests",
-            dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS"]
+            dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "CampaignIO", "CampaignJSON", "CampaignPlan",
+                           "CampaignPayload", "CampaignSend", "AudienceIngest", "APNSWire", "GatewaySimulator"]
         ),
     ]
 )

@@ -8,8 +8,14 @@ public enum CampaignExit {
     public static let failure = ExitCode(1)
     /// Wrong arguments (ArgumentParser's validation errors use it too).
     public static let usage = ExitCode(64)
+    /// The plan had no trailer (cut short upstream): what it held was sent.
+    public static let incompletePlan = ExitCode(65)
     /// An input file is unusable: missing, malformed, or of the wrong kind.
     public static let unusableInput = ExitCode(66)
+    /// The gateway stayed unreachable; the send can be resumed.
+    public static let unavailable = ExitCode(69)
+    /// Stopped by a signal; the send can be resumed.
+    public static let interrupted = ExitCode(75)
     /// A certificate, key, passphrase or trust problem: retrying will not help.
     public static let credentials = ExitCode(77)
 }

@@ -13,9 +13,13 @@ public final class GzipSource: ByteSource {
     private var consumedTotal = 0
     private var finished = false
     private var sawData = false
+    private let toleratesTruncation: Bool
 
-    init(compressed source: ByteSource) throws(IOError) {
+    /// With `toleratesTruncation`, a stream cut short ends quietly where its
+    /// data ends: for spools written with sync flushes by a process that died.
+    public init(compressed source: ByteSource, toleratesTruncation: Bool = false) throws(IOError) {
         self.source = source
+        self.toleratesTruncation = toleratesTruncation
         // 15 + 16: a gzip wrapper only, with the largest window.
         guard campaign_inflate_init2(&stream, 15 + 16) == Z_OK else {
             throw IOError(path: source.name, reason: "cannot start gzip decompression")
@@ -30,7 +34,7 @@ public final class GzipSource: ByteSource {
             if inputOffset == inputCount {
                 let n = try source.read(into: &input)
                 if n == 0 {
-                    if sawData { throw IOError(path: name, reason: "ends in the middle of its gzip data (truncated?)") }
+                    if sawData && !toleratesTruncation { throw IOError(path: name, reason: "ends in the middle of its gzip data (truncated?)") }
                     finished = true
                     return 0
                 }
@@ -79,8 +83,10 @@ public final class GzipCompressor {
 
     deinit { deflateEnd(&stream) }
 
-    /// Compresses `bytes`; with `finish`, ends the gzip member. Returns what is ready to write.
-    public func compress(_ bytes: [UInt8], finish: Bool = false) -> [UInt8] {
+    /// Compresses `bytes`; with `sync`, everything so far becomes decodable
+    /// (a crash after it loses nothing written before it); with `finish`, ends
+    /// the gzip member. Returns what is ready to write.
+    public func compress(_ bytes: [UInt8], sync: Bool = false, finish: Bool = false) -> [UInt8] {
         var out: [UInt8] = []
         var bytes = bytes
         bytes.withUnsafeMutableBytes { raw in
@@ -90,10 +96,10 @@ public final class GzipCompressor {
                 scratch.withUnsafeMutableBytes { s in
                     stream.next_out = s.baseAddress!.assumingMemoryBound(to: Bytef.self)
                     stream.avail_out = uInt(s.count)
-                    _ = deflate(&stream, finish ? Z_FINISH : Z_NO_FLUSH)
+                    _ = deflate(&stream, finish ? Z_FINISH : (sync ? Z_SYNC_FLUSH : Z_NO_FLUSH))
                     out.append(contentsOf: UnsafeRawBufferPointer(rebasing: s[0..<(s.count - Int(stream.avail_out))]))
                 }
-            } while stream.avail_out == 0 || (finish && stream.avail_in > 0)
+            } while stream.avail_out == 0 || stream.avail_in > 0
         }
         return out
     }

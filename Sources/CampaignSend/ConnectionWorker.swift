@@ -69,6 +69,8 @@ final class ConnectionWorker: @unchecked Sendable {
     private var connectFailures = 0
     private var readBuffer = [UInt8](repeating: 0, count: 4096)
     private var sentBelow: [Int32: Int32] = [:]
+    /// Shards whose sent mark moved since the journal last heard of it.
+    private var unmarked: [Int32: Int32] = [:]
     private var rateAllowance: Double = 0
     private var rateUpdatedAt: UInt64 = 0
 
@@ -206,7 +208,10 @@ final class ConnectionWorker: @unchecked Sendable {
         unproven += 1
         sinceProof += 1
         let below = entry.ordinal + 1
-        if (sentBelow[entry.shard] ?? 0) < below { sentBelow[entry.shard] = below }
+        if (sentBelow[entry.shard] ?? 0) < below {
+            sentBelow[entry.shard] = below
+            unmarked[entry.shard] = below
+        }
     }
 
     /// A notification the gateway must refuse, with an identifier of ours: its
@@ -281,6 +286,12 @@ final class ConnectionWorker: @unchecked Sendable {
 
     private func writeSome() {
         guard let connection else { return }
+        if !unmarked.isEmpty {
+            // Write-ahead: the journal learns what may reach the gateway before it can,
+            // so a resume after a crash knows which notifications may be duplicates.
+            shared.markSent(unmarked)
+            unmarked.removeAll(keepingCapacity: true)
+        }
         while written < sent.count {
             let result: TLSConnection.IOResult
             do {

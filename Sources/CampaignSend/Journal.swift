@@ -32,6 +32,9 @@ public struct SendSettings: Equatable, Sendable {
         self.certificate = certificate
     }
 
+    /// As the journal's start record holds them.
+    public var jsonValue: JSONValue { json }
+
     var json: JSONValue {
         func s(_ v: String?) -> JSONValue { v.map { .string($0) } ?? .null }
         func n(_ v: Int) -> JSONValue { .number(String(v)) }
@@ -266,7 +269,14 @@ public final class Journal: @unchecked Sendable {
         try file.flushIfFull()
     }
 
-    /// Writes out what is buffered and fsyncs: after this, the records survive a crash.
+    /// Hands what is buffered to the kernel: it survives the process being killed.
+    public func flush() throws {
+        lock.lock()
+        defer { lock.unlock() }
+        try file.flush()
+    }
+
+    /// Writes out what is buffered and fsyncs: after this, the records survive a power loss.
     public func checkpoint() throws {
         lock.lock()
         defer { lock.unlock() }

@@ -100,7 +100,8 @@ final class SendShared: @unchecked Sendable {
     let maxConnectAttempts: Int
     let logger: @Sendable (String) -> Void
     private let mutex = PThreadMutex()
-    private(set) var report = SendReport()
+    private var counts = SendReport()
+    var report: SendReport { mutex.lock(); defer { mutex.unlock() }; return counts }
     private var failure: SendFailureReason?
     private var stopping = false
     private var workersLeft: Int
@@ -141,16 +142,16 @@ final class SendShared: @unchecked Sendable {
 
     func log(_ message: String) { logger(message) }
 
-    func connected() { mutex.lock(); report.reconnects += 1; mutex.unlock() }
+    func connected() { mutex.lock(); counts.reconnects += 1; mutex.unlock() }
     func disconnected() {}
     func wrote(bytes: Int) {}
 
     func count(resends: Int = 0, duplicatesRisked: Int = 0, drops: Int = 0, shutdowns: Int = 0) {
         mutex.lock()
-        report.resends += resends
-        report.duplicatesRisked += duplicatesRisked
-        report.drops += drops
-        report.shutdowns += shutdowns
+        counts.resends += resends
+        counts.duplicatesRisked += duplicatesRisked
+        counts.drops += drops
+        counts.shutdowns += shutdowns
         mutex.unlock()
     }
 
@@ -158,10 +159,10 @@ final class SendShared: @unchecked Sendable {
     func record(_ outcome: ProofOutcome) {
         mutex.lock()
         defer { mutex.unlock() }
-        report.accepted += outcome.accepted
-        report.presumed += outcome.presumed
+        counts.accepted += outcome.accepted
+        counts.presumed += outcome.presumed
         for f in outcome.failures {
-            report.failedByStatus[f.status, default: 0] += 1
+            counts.failedByStatus[f.status, default: 0] += 1
             if f.status == 8 { feedbackTokens.append((f.token, UInt32(time(nil)))) }
         }
         do {
@@ -172,6 +173,21 @@ final class SendShared: @unchecked Sendable {
         } catch {
             journalError = error
             logger("cannot write the journal: \(error)")
+            stopping = true
+            stopBell.ring()
+        }
+    }
+
+    /// Journals (without fsync: it must survive a killed process, not a power loss)
+    /// how far each shard has been handed to a connection.
+    func markSent(_ below: [Int32: Int32]) {
+        mutex.lock()
+        defer { mutex.unlock() }
+        do {
+            try journal.append(.object([("t", .string("sent")), ("below", .object(below.map { (String($0.key), .number(String($0.value))) }))]))
+            try journal.flush()
+        } catch {
+            journalError = error
             stopping = true
             stopBell.ring()
         }
@@ -190,7 +206,7 @@ final class SendShared: @unchecked Sendable {
 
 /// Sends a plan: reads it on the calling thread, spreads its shards over
 /// connections, and journals every proof.
-public final class Sender {
+public final class Sender: @unchecked Sendable {
     public let settings: SendSettings
     public let journal: Journal
     public let cancellation: CancellationPipe
@@ -216,6 +232,47 @@ public final class Sender {
     /// Stop taking new notifications, prove what is in flight, then return. Safe from any thread.
     public func requestStop() { shared.requestStop() }
 
+    /// Live counts, for a progress line.
+    public func progress() -> (read: Int, settled: Int, failed: Int) {
+        let r = shared.report
+        return (recordsRead, r.accepted + r.presumed + r.failed, r.failed)
+    }
+
+    private var recordsRead: Int {
+        get { readMutex.lock(); defer { readMutex.unlock() }; return _recordsRead }
+        set { readMutex.lock(); _recordsRead = newValue; readMutex.unlock() }
+    }
+    private var _recordsRead = 0
+    private let readMutex = PThreadMutex()
+
+    /// On resume: checks that `scan` (a first pass over the plan) is the plan the
+    /// journal began with, counts the notifications that were handed to a
+    /// connection before the stop but never proven (they will be sent again:
+    /// possible duplicates), and journals that count at once.
+    public static func prepareResume(state: JournalState, scan: PlanReader, journal: Journal) throws -> Int {
+        guard scan.header.json == state.planHeader else {
+            throw JournalError(path: journal.directory, reason: "the plan is not the one this journal was started with (its header differs); refusing to resume")
+        }
+        var ordinals = [Int](repeating: 0, count: scan.header.shards)
+        var risked = 0
+        while let record = try scan.next() {
+            let ordinal = ordinals[record.shard]
+            ordinals[record.shard] += 1
+            if ordinal < (state.sentBelow[record.shard] ?? 0), !(state.done[record.shard]?.contains(ordinal) ?? false) {
+                risked += 1
+            }
+        }
+        if let expected = state.planChecksum, scan.trailer?.crc32 != expected {
+            throw JournalError(path: journal.directory, reason: "the plan has changed since the send started (checksum \(scan.trailer?.crc32 ?? "missing"), journal \(expected)); refusing to resume")
+        }
+        try journal.append(.object([("t", .string("counters")), ("duplicates_risked", .number(String(risked)))]))
+        try journal.checkpoint()
+        return risked
+    }
+
+    /// Possible duplicates carried over from an earlier, interrupted run.
+    public var duplicatesRiskedBeforeThisRun = 0
+
     /// Sends every record of `plan` not already final in the journal.
     public func run(plan: PlanReader) throws -> SendReport {
         let started = Deadline.now()
@@ -238,6 +295,7 @@ public final class Sender {
         do {
             while !shared.isStopping, !cancellation.isCancelled, let record = try plan.next() {
                 report.planRecords += 1
+                if report.planRecords & 1023 == 0 { recordsRead = report.planRecords }
                 let ordinal = ordinals[record.shard]
                 ordinals[record.shard] += 1
                 if let done = resumeState?.done[record.shard], done.contains(Int(ordinal)) {
@@ -251,6 +309,7 @@ public final class Sender {
             readError = error
             logger("the plan cannot be read further: \(error)")
         }
+        recordsRead = report.planRecords
         for q in queues { q.close() }
         let planFullyRead = !shared.isStopping && !cancellation.isCancelled && readError == nil
         if planFullyRead {
@@ -266,7 +325,7 @@ public final class Sender {
         report.presumed = counts.presumed
         report.failedByStatus = counts.failedByStatus
         report.resends = counts.resends
-        report.duplicatesRisked = counts.duplicatesRisked
+        report.duplicatesRisked = counts.duplicatesRisked + duplicatesRiskedBeforeThisRun
         report.reconnects = counts.reconnects
         report.drops = counts.drops
         report.shutdowns = counts.shutdowns
@@ -288,7 +347,7 @@ public final class Sender {
         try journal.append(.object([("t", .string("sent")), ("below", .object(below))]))
         try journal.append(.object([
             ("t", .string("counters")), ("resends", .number(String(report.resends))),
-            ("duplicates_risked", .number(String(report.duplicatesRisked))), ("reconnects", .number(String(report.reconnects))),
+            ("duplicates_risked", .number(String(counts.duplicatesRisked))), ("reconnects", .number(String(report.reconnects))),
         ]))
         try journal.append(.object([("t", .string("end")), ("outcome", .string(report.outcome.rawValue))]))
         try journal.checkpoint()

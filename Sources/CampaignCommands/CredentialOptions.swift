@@ -1,0 +1,69 @@
+import ArgumentParser
+import Foundation
+import CampaignTLS
+
+/// Flags naming the provider certificate, shared by `send` and `feedback`.
+struct CredentialOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Provider certificate: PEM (with --key, or with the key inside), or a PKCS#12 bundle (.p12/.pfx).", valueName: "file"))
+    var cert: String?
+
+    @Option(help: ArgumentHelp("Private key (PEM), when it is not in the certificate file.", valueName: "file"))
+    var key: String?
+
+    @Option(help: ArgumentHelp("Environment variable holding the key's or bundle's passphrase.", valueName: "VAR"))
+    var passphraseEnv: String?
+
+    @Option(help: ArgumentHelp("File whose first line is the passphrase.", valueName: "file"))
+    var passphraseFile: String?
+
+    @Option(help: ArgumentHelp("Certificate authorities to trust for the gateway (PEM). Default: the system's store.", valueName: "file"))
+    var ca: String?
+
+    func validate() throws {
+        if passphraseEnv != nil && passphraseFile != nil {
+            throw ValidationError("Give the passphrase with --passphrase-env or --passphrase-file, not both.")
+        }
+        if let name = passphraseEnv, ProcessInfo.processInfo.environment[name] == nil {
+            throw ValidationError("The environment variable \(name) named by --passphrase-env is not set.")
+        }
+    }
+
+    /// The passphrase, never from the command line itself.
+    func passphrase() throws -> String? {
+        if let name = passphraseEnv { return ProcessInfo.processInfo.environment[name] }
+        if let path = passphraseFile {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw TLSError(.fileUnreadable(path: path, reason: "cannot be read as text"))
+            }
+            return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        }
+        return nil
+    }
+
+    /// A client context presenting the certificate and trusting `ca` (or the system store).
+    static func context(cert: String, key: String?, ca: String?, passphrase: String?) throws -> TLSContext {
+        let lower = cert.lowercased()
+        let identity = lower.hasSuffix(".p12") || lower.hasSuffix(".pfx")
+            ? try TLSIdentity.pkcs12(path: cert, passphrase: passphrase)
+            : try TLSIdentity.pem(certificate: cert, key: key, passphrase: passphrase)
+        return try TLSContext.client(identity: identity, trust: ca.map { .file($0) } ?? .system)
+    }
+}
+
+/// Where the gateway is: `--gateway HOST:PORT` or `--environment`.
+enum GatewayAddress {
+    static func parse(_ text: String) -> (String, Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host.isEmpty ? nil : (host, port)
+    }
+
+    static func environment(_ name: String, feedback: Bool) -> (String, Int)? {
+        switch name {
+        case "production": feedback ? ("feedback.push.apple.com", 2196) : ("gateway.push.apple.com", 2195)
+        case "sandbox": feedback ? ("feedback.sandbox.push.apple.com", 2196) : ("gateway.sandbox.push.apple.com", 2195)
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,236 @@
+import ArgumentParser
+import Foundation
+import CampaignIO
+import CampaignJSON
+import CampaignPlan
+import CampaignSend
+import CampaignTLS
+
+/// `campaign send`: a plan to the gateway over parallel TLS connections.
+struct Send: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a plan to the gateway: parallel TLS connections, batching, exact error recovery, a resumable journal.",
+        discussion: """
+        Reads the plan from PLAN or standard input (spooled into the journal, so \
+        --resume needs no input). Every notification ends accepted or refused with \
+        a status; an interrupted send resumes with `campaign send --resume DIR`. \
+        Exit codes: 0 complete, 64 usage, 65 incomplete plan, 66 unusable plan or \
+        journal, 69 gateway unreachable (resumable), 75 interrupted (resumable), \
+        77 credential or trust failure.
+        """
+    )
+
+    @Argument(help: "The plan; - (the default) reads standard input.")
+    var plan: String = "-"
+
+    @Option(help: ArgumentHelp("Journal directory for a new send.", valueName: "dir"))
+    var journal: String?
+
+    @Option(help: ArgumentHelp("Resume the send whose journal is in this directory.", valueName: "dir"))
+    var resume: String?
+
+    @Option(help: ArgumentHelp("Gateway address.", valueName: "host:port"))
+    var gateway: String?
+
+    @Option(help: ArgumentHelp("sandbox (gateway.sandbox.push.apple.com:2195) or production (gateway.push.apple.com:2195).", valueName: "name"))
+    var environment: String?
+
+    @OptionGroup var credentials: CredentialOptions
+
+    @Option(help: "Parallel connections; each owns a share of the plan's shards.")
+    var connections: Int?
+
+    @Option(help: ArgumentHelp("Write when this many bytes are batched (about one TLS record by default).", valueName: "bytes"))
+    var batchBytes: Int?
+
+    @Option(name: .customLong("batch-delay-ms"), help: ArgumentHelp("Write a batch at the latest this long after its first notification.", valueName: "ms"))
+    var batchDelayMilliseconds: Int?
+
+    @Option(help: ArgumentHelp("At most this many notifications per second over all connections (0: no limit).", valueName: "n"))
+    var rate: Int?
+
+    @Option(help: ArgumentHelp("Write the final counts here as JSON.", valueName: "file"))
+    var report: String?
+
+    @Option(help: ArgumentHelp("Record tokens refused with status 8 in this suppression store.", valueName: "file"))
+    var feedbackStore: String?
+
+    @Option(help: ArgumentHelp("Prove acceptance after every N notifications per connection (costs a reconnect each).", valueName: "n"))
+    var checkpointEvery: Int?
+
+    func validate() throws {
+        guard (journal == nil) != (resume == nil) else {
+            throw ValidationError("Give exactly one of --journal DIR (a new send) or --resume DIR.")
+        }
+        if journal != nil {
+            guard credentials.cert != nil else { throw ValidationError("--cert is required.") }
+            guard (gateway == nil) != (environment == nil) else {
+                throw ValidationError("Give exactly one of --gateway HOST:PORT or --environment sandbox|production.")
+            }
+        }
+        if let g = gateway, GatewayAddress.parse(g) == nil { throw ValidationError("--gateway must be HOST:PORT, not \"\(g)\".") }
+        if let e = environment, GatewayAddress.environment(e, feedback: false) == nil {
+            throw ValidationError("--environment must be sandbox or production.")
+        }
+        if let n = connections, !(1...64).contains(n) { throw ValidationError("--connections must be between 1 and 64.") }
+        if let n = batchBytes, !(256...(1 << 20)).contains(n) { throw ValidationError("--batch-bytes must be between 256 and 1048576.") }
+        if let n = batchDelayMilliseconds, !(0...10_000).contains(n) { throw ValidationError("--batch-delay-ms must be between 0 and 10000.") }
+        if let n = rate, n < 0 { throw ValidationError("--rate must not be negative.") }
+        if let n = checkpointEvery, n < 0 { throw ValidationError("--checkpoint-every must not be negative.") }
+        if resume != nil && plan != "-" { throw ValidationError("--resume reads the plan the journal remembers; do not name one.") }
+    }
+
+    func run() throws {
+        let reportValue: SendReport
+        do {
+            reportValue = try send()
+        } catch let error as TLSError {
+            printError("campaign send: \(error)")
+            throw error.isCredentialOrTrustFailure ? CampaignExit.credentials : CampaignExit.failure
+        } catch let error as JournalError {
+            printError("campaign send: \(error)")
+            throw CampaignExit.unusableInput
+        } catch let error as PlanError {
+            printError("campaign send: \(error)")
+            throw CampaignExit.unusableInput
+        } catch let error as IOError {
+            printError("campaign send: \(error)")
+            throw CampaignExit.unusableInput
+        }
+        printError(reportValue.text)
+        if let report {
+            try SecureFile.write(reportValue.json.serialized() + [0x0A], to: report, mode: SecureFile.publicMode)
+        }
+        switch reportValue.outcome {
+        case .complete: return
+        case .incompletePlan: throw CampaignExit.incompletePlan
+        case .interrupted: throw CampaignExit.interrupted
+        case .gaveUp: throw CampaignExit.unavailable
+        case .credentials: throw CampaignExit.credentials
+        }
+    }
+
+    private func send() throws -> SendReport {
+        var settings: SendSettings
+        let journalHandle: Journal
+        var state: JournalState? = nil
+        var carried = 0
+        let planReader: PlanReader
+        if let dir = resume {
+            let opened = try Journal.resume(directory: dir)
+            journalHandle = opened.0
+            state = opened.1
+            settings = opened.1.settings
+            // Flags may override what the journal remembers: credentials, and tuning.
+            if let c = credentials.cert { settings.certificate = c }
+            if let k = credentials.key { settings.key = k }
+            if let a = credentials.ca { settings.caFile = a }
+            if let g = gateway.flatMap(GatewayAddress.parse) { (settings.gatewayHost, settings.gatewayPort) = g }
+            apply(to: &settings)
+            carried = try Sender.prepareResume(state: opened.1, scan: Self.openResumedPlan(state: opened.1, journal: journalHandle),
+                                               journal: journalHandle)
+            planReader = try Self.openResumedPlan(state: opened.1, journal: journalHandle)
+            if let outcome = opened.1.outcome, outcome == SendOutcome.complete.rawValue {
+                printError("campaign send: the send in \(dir) is already complete; nothing to do.")
+            }
+            try journalHandle.append(.object([("t", .string("start")), ("settings", settings.jsonValue), ("plan_header", planReader.header.json)]))
+            try journalHandle.checkpoint()
+        } else {
+            let (host, port) = gateway.flatMap(GatewayAddress.parse) ?? GatewayAddress.environment(environment!, feedback: false)!
+            settings = SendSettings(gatewayHost: host, gatewayPort: port, certificate: credentials.cert!)
+            settings.key = credentials.key
+            settings.caFile = credentials.ca
+            apply(to: &settings)
+            let dir = journal!
+            try SecureFile.makeDirectory(dir, mode: 0o700)
+            if plan == "-" {
+                settings.planPath = nil
+                let spool = "\(dir)/\(Journal.spoolName)"
+                planReader = try PlanReader(source: SpoolingSource(source: FileSource(path: "-"), spoolPath: spool), path: "standard input")
+            } else {
+                settings.planPath = URL(fileURLWithPath: plan).standardizedFileURL.path
+                planReader = try PlanReader(path: plan)
+            }
+            journalHandle = try Journal.create(directory: dir, settings: settings, planHeader: planReader.header.json)
+        }
+        let context = try CredentialOptions.context(cert: settings.certificate, key: settings.key, ca: settings.caFile,
+                                                    passphrase: credentials.passphrase())
+        let cancellation = try CancellationPipe()
+        let sender = try Sender(settings: settings, journal: journalHandle, context: context, resumeState: state,
+                                cancellation: cancellation, logger: { printError("campaign send: \($0)") })
+        sender.duplicatesRiskedBeforeThisRun = carried
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM], handler: SignalEscalation(first: { sender.requestStop() }).handle)
+        defer { signals.cancel() }
+        let progress = isatty(2) == 1 ? ProgressLine(sender: sender) : nil
+        defer { progress?.stop() }
+        return try sender.run(plan: planReader)
+    }
+
+    private func apply(to settings: inout SendSettings) {
+        if let v = connections { settings.connections = v }
+        if let v = batchBytes { settings.batchBytes = v }
+        if let v = batchDelayMilliseconds { settings.batchDelayMilliseconds = v }
+        if let v = rate { settings.rate = v }
+        if let v = checkpointEvery { settings.checkpointEvery = v }
+        if let v = feedbackStore { settings.feedbackStore = v }
+    }
+
+    /// The plan a journal was started with: from its path, or the journal's spool.
+    static func openResumedPlan(state: JournalState, journal: Journal) throws -> PlanReader {
+        if let path = state.settings.planPath { return try PlanReader(path: path) }
+        let source = try GzipSource(compressed: FileSource(path: journal.spoolPath), toleratesTruncation: true)
+        return try PlanReader(source: source, path: journal.spoolPath)
+    }
+}
+
+/// First signal: stop gracefully. Second: exit at once; the journal is
+/// append-only with a checksum per record, so it is consistent at any moment.
+final class SignalEscalation: @unchecked Sendable {
+    private let first: @Sendable () -> Void
+    private var count = 0
+    private let lock = NSLock()
+
+    init(first: @escaping @Sendable () -> Void) { self.first = first }
+
+    @Sendable func handle() {
+        lock.lock()
+        count += 1
+        let n = count
+        lock.unlock()
+        if n == 1 {
+            printError("campaign send: stopping: proving what is in flight (signal again to exit at once)")
+            first()
+        } else {
+            _exit(75)
+        }
+    }
+}
+
+/// "sent 120000 (52000/s), 3 failed, ETA 12 s" on a terminal, once a second.
+final class ProgressLine: @unchecked Sendable {
+    private let sender: Sender
+    private let stopPipe = try! CancellationPipe()
+    private let done = DispatchSemaphore(value: 0)
+
+    init(sender: Sender) {
+        self.sender = sender
+        Thread { [self] in
+            let start = Date()
+            while sleep(until: .after(seconds: 1), cancellation: stopPipe) {
+                let p = sender.progress()
+                let elapsed = Date().timeIntervalSince(start)
+                let rate = elapsed > 0 ? Double(p.settled) / elapsed : 0
+                let remaining = max(0, p.read - p.settled)
+                let eta = rate > 0 ? " ETA \(Int(Double(remaining) / rate)) s" : ""
+                FileHandleWriter.write("\r\u{1B}[Ksent \(p.settled) of \(p.read) read (\(Int(rate))/s), \(p.failed) failed\(eta)", fd: 2)
+            }
+            FileHandleWriter.write("\r\u{1B}[K", fd: 2)
+            done.signal()
+        }.start()
+    }
+
+    func stop() {
+        stopPipe.cancel()
+        done.wait()
+    }
+}

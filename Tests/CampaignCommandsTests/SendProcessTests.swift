@@ -1,0 +1,150 @@
+import Foundation
+import Testing
+import APNSWire
+import AudienceIngest
+import CampaignIO
+import CampaignJSON
+import CampaignPayload
+import CampaignPlan
+import CampaignSend
+import CampaignTestSupport
+import GatewaySimulator
+
+/// Runs the `campaign` binary; `wait` returns its exit status, or nil if it is still running after `timeout`.
+final class CampaignProcess {
+    let process = Process()
+    private let exited = DispatchSemaphore(value: 0)
+    let errors = Pipe()
+
+    init(_ arguments: [String], in dir: String) throws {
+        process.executableURL = SimulatorProcessTests.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: dir)
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        process.terminationHandler = { [exited] _ in exited.signal() }
+        try process.run()
+    }
+
+    func wait(timeout: Double) -> Int32? {
+        guard exited.wait(timeout: .now() + timeout) == .success else { return nil }
+        exited.signal()
+        return process.terminationStatus
+    }
+
+    func kill9() {
+        kill(process.processIdentifier, SIGKILL)
+        _ = wait(timeout: 30)
+    }
+
+    var stderr: String { String(decoding: errors.fileHandleForReading.availableData, as: UTF8.self) }
+}
+
+@Suite(.serialized) struct SendProcessTests {
+    static func plan(count: Int, into path: String, seed: UInt64) throws -> Set<String> {
+        var rng = SplitMix64(seed: seed)
+        var csv = "token,lang,n\n"
+        var tokens = Set<String>()
+        for i in 0..<count {
+            let hex = (0..<4).map { _ in String(format: "%016llx", rng.next()) }.joined()
+            tokens.insert(hex)
+            csv += "\(hex),en,\(i)\n"
+        }
+        try csv.write(toFile: path + ".csv", atomically: true, encoding: .utf8)
+        let job = try CampaignJob(json: JSONValue.parse(#"{"campaign":"kill","messages":{"en":{"alert":"Notification {n}"}}}"#), path: "job")
+        var options = PlanOptions(now: 1_700_000_000)
+        options.shards = 32
+        _ = try Planner(job: job, options: options).run(reader: AudienceFile.open(path + ".csv"), plan: PlanWriter(path: path), rejects: nil)
+        return tokens
+    }
+
+    static func simulator(in dir: TemporaryDirectory) throws -> GatewaySimulator {
+        var configuration = SimulatorConfiguration(certificatesDirectory: TestCertificates.directory)
+        configuration.recordPath = dir.file("record.ndjson")
+        let simulator = try GatewaySimulator(configuration: configuration)
+        try simulator.start()
+        return simulator
+    }
+
+    static func credentials() -> [String] {
+        ["--cert", TestCertificates.path("client.pem"), "--key", TestCertificates.path("client.key"), "--ca", TestCertificates.path("ca.pem")]
+    }
+
+    static func recorded(_ dir: TemporaryDirectory) throws -> [String] {
+        try String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8).split(separator: "\n").map {
+            try #require(try JSONValue.parse(String($0))["token"]?.stringValue)
+        }
+    }
+
+    @Test func killedTenTimesAtRandomAndResumedNothingIsLost() throws {
+        let dir = TemporaryDirectory("kill9")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let tokens = try Self.plan(count: 20_000, into: dir.file("plan.ndjson"), seed: 11)
+        var rng = SplitMix64(seed: 2026)
+        var kills = 0
+        var finished = false
+        let start = ["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway", "127.0.0.1:\(simulator.port)",
+                     "--connections", "4", "--rate", "6000"] + Self.credentials()
+        for attempt in 0..<40 {
+            let hasJournal = FileManager.default.fileExists(atPath: dir.file("journal/journal.log"))
+            let arguments = hasJournal ? ["send", "--resume", dir.file("journal")] + Self.credentials() : start
+            let run = try CampaignProcess(arguments, in: dir.path)
+            if kills < 10 {
+                // Chaos, not synchronisation: the kill lands at a random moment of the run.
+                let delay = 0.05 + Double(rng.next() % 400) / 1000
+                if run.wait(timeout: delay) == nil {
+                    run.kill9()
+                    kills += 1
+                    continue
+                }
+            }
+            let status = run.wait(timeout: 120)
+            #expect(status == 0, "attempt \(attempt): \(run.stderr)")
+            finished = status == 0
+            break
+        }
+        #expect(kills >= 10)
+        #expect(finished)
+        simulator.stop()
+        let recorded = try Self.recorded(dir)
+        #expect(Set(recorded) == tokens, "a notification was lost")
+        let state = try Journal.read(directory: dir.file("journal"))
+        let duplicates = recorded.count - Set(recorded).count
+        #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
+        #expect(state.outcome == "complete")
+        #expect(state.doneCount == tokens.count)
+    }
+
+    @Test func aResumeAgainstAnotherPlanIsRefused() throws {
+        let dir = TemporaryDirectory("otherplan")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        _ = try Self.plan(count: 300, into: dir.file("plan.ndjson"), seed: 1)
+        let first = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"),
+                                         "--gateway", "127.0.0.1:\(simulator.port)"] + Self.credentials(), in: dir.path)
+        #expect(first.wait(timeout: 60) == 0)
+        _ = try Self.plan(count: 300, into: dir.file("plan.ndjson"), seed: 2)   // same path, other plan
+        let resumed = try CampaignProcess(["send", "--resume", dir.file("journal")] + Self.credentials(), in: dir.path)
+        #expect(resumed.wait(timeout: 60) == 66)
+        #expect(resumed.stderr.contains("has changed since the send started"))
+        #expect(try Self.recorded(dir).count == 300)
+    }
+
+    @Test func anIncompletePlanIsSentAndReported() throws {
+        let dir = TemporaryDirectory("incomplete")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        _ = try Self.plan(count: 100, into: dir.file("plan.ndjson"), seed: 3)
+        let lines = try String(contentsOfFile: dir.file("plan.ndjson"), encoding: .utf8).split(separator: "\n")
+        try (lines.prefix(51).joined(separator: "\n") + "\n").write(toFile: dir.file("cut.ndjson"), atomically: true, encoding: .utf8)
+        let run = try CampaignProcess(["send", dir.file("cut.ndjson"), "--journal", dir.file("journal"),
+                                       "--gateway", "127.0.0.1:\(simulator.port)", "--report", dir.file("report.json")] + Self.credentials(), in: dir.path)
+        #expect(run.wait(timeout: 60) == 65)
+        simulator.stop()
+        #expect(try Self.recorded(dir).count == 50)
+        let report = try JSONValue.parse(Array(Data(contentsOf: URL(fileURLWithPath: dir.file("report.json")))))
+        #expect(report["outcome"]?.stringValue == "incomplete-plan")
+        #expect(report["accepted"]?.integerValue == 50)
+    }
+}
