@@ -147,4 +147,26 @@ final class CampaignProcess {
         #expect(report["outcome"]?.stringValue == "incomplete-plan")
         #expect(report["accepted"]?.integerValue == 50)
     }
+
+    @Test func aSignalStopsGracefullyAndTheResumeFinishesWithoutDuplicates() throws {
+        let dir = TemporaryDirectory("sigint")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let tokens = try Self.plan(count: 8000, into: dir.file("plan.ndjson"), seed: 5)
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(simulator.port)", "--rate", "2000", "--connections", "2"] + Self.credentials(), in: dir.path)
+        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted >= 500 })
+        kill(run.process.processIdentifier, SIGINT)
+        #expect(run.wait(timeout: 60) == 75)
+        let stopped = try Journal.read(directory: dir.file("journal"))
+        #expect(stopped.outcome == "interrupted")
+        #expect(stopped.doneCount > 0 && stopped.doneCount < tokens.count)
+        let resumed = try CampaignProcess(["send", "--resume", dir.file("journal")] + Self.credentials(), in: dir.path)
+        #expect(resumed.wait(timeout: 120) == 0)
+        simulator.stop()
+        let recorded = try Self.recorded(dir)
+        #expect(recorded.count == tokens.count, "graceful stops prove everything in flight: no duplicates")
+        #expect(Set(recorded) == tokens)
+        #expect(try Journal.read(directory: dir.file("journal")).duplicatesRisked == 0)
+    }
 }
