@@ -7,7 +7,7 @@ APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev pkg-config
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE_BIN  := .build/release/campaign
 
-.PHONY: deps build release test bench demo clean
+.PHONY: deps build release test bench demo nightly clean
 
 # Installs only the Debian packages that are missing; a machine that has them
 # all runs no apt command at all.
@@ -43,6 +43,11 @@ bench: deps
 demo: deps
 	$(SWIFT) build -c release --product campaign
 	bash scripts/demo.sh
+
+# feedback → plan → send for one campaign; see scripts/nightly.sh for the variables.
+nightly: deps
+	$(SWIFT) build -c release --product campaign
+	bash scripts/nightly.sh
 
 clean:
 	rm -rf .build out

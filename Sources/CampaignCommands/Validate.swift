@@ -19,6 +19,9 @@ struct Validate: ParsableCommand {
     @Option(name: .customLong("sample"), help: ArgumentHelp("A sample value for a template variable.", valueName: "name=value"))
     var samples: [String] = []
 
+    @Flag(help: "Print only the job's campaign name (for scripts), after checking the job.")
+    var campaignName = false
+
     func validate() throws {
         for s in samples where !s.contains("=") { throw ValidationError("--sample takes NAME=VALUE, not \"\(s)\".") }
     }
@@ -28,6 +31,10 @@ struct Validate: ParsableCommand {
         do { jobFile = try CampaignJob.load(path: job) } catch {
             printError("campaign validate: \(error)")
             throw CampaignExit.unusableInput
+        }
+        if campaignName {
+            print(jobFile.campaign)
+            return
         }
         var values = jobFile.samples
         for s in samples {

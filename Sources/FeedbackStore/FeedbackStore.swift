@@ -42,6 +42,14 @@ public struct FeedbackStore {
         return true
     }
 
+    /// Removes entries older than `cutoff` (UNIX seconds); returns how many.
+    @discardableResult
+    public mutating func prune(olderThan cutoff: UInt32) -> Int {
+        let before = entries.count
+        entries = entries.filter { $0.value >= cutoff }
+        return before - entries.count
+    }
+
     /// The entries as NDJSON, sorted by token so the file is deterministic.
     public func serialized() -> [UInt8] {
         var out: [UInt8] = []

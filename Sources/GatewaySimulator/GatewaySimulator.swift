@@ -194,21 +194,17 @@ public final class GatewaySimulator: @unchecked Sendable {
             update { $0.handshakeFailures += 1 }
             return
         }
+        // Like Apple's service, the list is cleared once handed to a connection,
+        // whether or not the client reads it all: a client must not lose what it read.
         lock.lock()
         let tuples = pendingFeedback
         pendingFeedback = []
+        statistics.feedbackServed += tuples.count
+        lock.broadcast()
         lock.unlock()
         var bytes: [UInt8] = []
         for tuple in tuples { tuple.encode(into: &bytes) }
-        do {
-            try connection.write(bytes, cancellation: cancellation, deadline: .after(seconds: 30))
-            update { $0.feedbackServed += tuples.count }
-        } catch {
-            // Not delivered: keep them for the next connection, as the service would.
-            lock.lock()
-            pendingFeedback = tuples + pendingFeedback
-            lock.unlock()
-        }
+        try? connection.write(bytes, cancellation: cancellation, deadline: .after(seconds: 30))
         connection.close()
     }
 }
