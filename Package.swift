@@ -9,7 +9,7 @@ let releaseSpeed: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecke
 
 let package = Package(
     name: "campaign",
-    platforms: [.macOS(.v13)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "campaign", targets: ["campaign"]),
         .library(name: "APNSWire", targets: ["APNSWire"]),

@@ -36,6 +36,81 @@ public final class PlanReader {
         try self.init(source: InputFile.open(path), path: path == "-" ? "standard input" : path)
     }
 
+    /// One record, seen in place: the token is decoded into a scratch buffer
+    /// and the payload is a slice of the line just read. Valid only inside
+    /// ``nextView(_:)``'s closure: nothing is copied or allocated per record.
+    public struct RecordView {
+        public var seq: UInt64
+        public var shard: Int
+        public var token: UnsafeBufferPointer<UInt8>
+        public var payload: UnsafeRawBufferPointer
+    }
+
+    private var tokenScratch = [UInt8](repeating: 0, count: 128)
+
+    /// Calls `body` with the next record, checked as ``next()`` checks it except
+    /// that the payload is not parsed (the planner made it; the gateway checks it
+    /// again and refuses a bad one with status 7). False after the trailer or at
+    /// the end of an incomplete plan.
+    public func nextView(_ body: (RecordView) throws -> Void) throws -> Bool {
+        guard !done else { return false }
+        while true {
+            guard let line = try lines.next() else {
+                done = true
+                return false
+            }
+            guard case .text(let number) = line else {
+                throw PlanError(path: path, line: lineNumber + 1, reason: .badRecord("the line is longer than 64 KiB"))
+            }
+            lineNumber = number
+            let kind = lines.withCurrentLine { b -> Int in
+                if b.allSatisfy({ $0 == 0x0A || $0 == 0x0D || $0 == 0x20 }) { return 0 }
+                return b.starts(with: #"{"trailer":"#.utf8) ? 1 : 2
+            }
+            if kind == 0 { continue }
+            if trailer != nil { throw PlanError(path: path, line: number, reason: .afterTrailer) }
+            if kind == 1 { try readTrailer(number); continue }
+            let handled = try lines.withCurrentLine { bytes throws -> Bool in
+                crc.update(bytes)
+                guard let fast = Self.fastView(bytes, token: &tokenScratch) else { return false }
+                try check(seq: fast.seq, shard: fast.shard, tokenCount: fast.tokenCount, payloadCount: fast.payload.count, line: number)
+                try tokenScratch.withUnsafeBufferPointer { t in
+                    try body(RecordView(seq: fast.seq, shard: fast.shard, token: UnsafeBufferPointer(rebasing: t[0..<fast.tokenCount]),
+                                        payload: fast.payload))
+                }
+                return true
+            }
+            if !handled {
+                // Not the layout PlanWriter writes: read it the general way.
+                let record = try lines.withCurrentLine { try Self.genericRecord($0, path: path, line: number) }
+                try check(seq: record.seq, shard: record.shard, tokenCount: record.token.count, payloadCount: record.payload.count, line: number)
+                try record.token.withUnsafeBufferPointer { t in
+                    try record.payload.withUnsafeBytes { p in
+                        try body(RecordView(seq: record.seq, shard: record.shard, token: t, payload: p))
+                    }
+                }
+            }
+            recordsRead += 1
+            return true
+        }
+    }
+
+    private func check(seq: UInt64, shard: Int, tokenCount: Int, payloadCount: Int, line number: Int) throws {
+        let expected = UInt64(recordsRead + 1)
+        guard seq == expected else {
+            throw PlanError(path: path, line: number, reason: .outOfOrder(expected: expected, found: seq))
+        }
+        guard shard >= 0, shard < header.shards else {
+            throw PlanError(path: path, line: number, reason: .badRecord("shard \(shard) is outside 0..<\(header.shards)"))
+        }
+        guard tokenCount > 0, tokenCount <= header.format.maxTokenBytes else {
+            throw PlanError(path: path, line: number, reason: .badRecord("a \(tokenCount)-byte token does not fit the \(header.format) format"))
+        }
+        guard payloadCount > 1, payloadCount <= header.maxPayload else {
+            throw PlanError(path: path, line: number, reason: .badRecord("a \(payloadCount)-byte payload is over the plan's \(header.maxPayload)-byte limit"))
+        }
+    }
+
     /// The next record; nil after the trailer or at the end of an incomplete plan.
     public func next() throws -> PlanRecord? {
         guard !done else { return nil }
@@ -91,6 +166,44 @@ public final class PlanReader {
         }
         trailer = PlanTrailer(records: Int(records), crc32: sum,
                               rowsRead: Int(t["rows"]?.integerValue ?? 0), rejected: Int(t["rejected"]?.integerValue ?? 0))
+    }
+
+    /// The layout `PlanWriter` writes, read in place: the token decoded into
+    /// `token`, the payload a slice of `b`.
+    static func fastView(_ b: UnsafeRawBufferPointer, token: inout [UInt8])
+        -> (seq: UInt64, shard: Int, tokenCount: Int, payload: UnsafeRawBufferPointer)? {
+        var p = 0
+        func expect(_ text: StaticString) -> Bool {
+            let n = text.utf8CodeUnitCount
+            guard b.count - p >= n, memcmp(b.baseAddress! + p, text.utf8Start, n) == 0 else { return false }
+            p += n
+            return true
+        }
+        func number() -> UInt64? {
+            var v: UInt64 = 0
+            let start = p
+            while p < b.count, b[p] >= 0x30, b[p] <= 0x39, p - start < 19 { v = v &* 10 &+ UInt64(b[p] &- 0x30); p += 1 }
+            return p > start ? v : nil
+        }
+        guard expect(#"{"seq":"#), let seq = number(), expect(#","shard":"#), let shard = number(),
+              expect(#","token":""#) else { return nil }
+        var count = 0
+        while p + 1 < b.count, b[p] != UInt8(ascii: "\""), count < token.count {
+            guard let h = DeviceToken.nibbleValue(b[p]), let l = DeviceToken.nibbleValue(b[p + 1]) else { return nil }
+            token[count] = h << 4 | l
+            count += 1
+            p += 2
+        }
+        guard expect(#"","lang":""#) else { return nil }
+        while p < b.count, b[p] != UInt8(ascii: "\""), b[p] != UInt8(ascii: "\\") { p += 1 }
+        guard p < b.count, b[p] == UInt8(ascii: "\"") else { return nil }
+        p += 1
+        guard expect(#","payload":"#) else { return nil }
+        var end = b.count
+        while end > p, b[end - 1] == 0x0A || b[end - 1] == 0x0D { end -= 1 }
+        guard end > p, b[end - 1] == UInt8(ascii: "}"), b[p] == UInt8(ascii: "{") else { return nil }
+        end -= 1
+        return (seq, Int(shard), count, UnsafeRawBufferPointer(rebasing: b[p..<end]))
     }
 
     /// The layout `PlanWriter` writes, read without building JSON values.

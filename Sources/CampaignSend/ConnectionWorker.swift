@@ -45,8 +45,7 @@ final class ConnectionWorker: @unchecked Sendable {
     let settings: SendSettings
     let header: WorkerHeader
 
-    private var pending: [WorkItem] = []
-    private var pendingHead = 0
+    private var queueEmpty = false
     private var resends: [Resend] = []
     private var resendHead = 0
     private var inputFinished = false
@@ -89,15 +88,15 @@ final class ConnectionWorker: @unchecked Sendable {
     private var now: UInt64 { Deadline.now().nanoseconds }
 
     private var hasWork: Bool {
-        !shared.isStopping && (resendHead < resends.count || pendingHead < pending.count)
+        !shared.isStopping && (resendHead < resends.count || !queueEmpty)
     }
 
     // MARK: - Main loop
 
     func run() {
         while !shared.cancellation.isCancelled {
-            refill()
             if connection == nil {
+                peekQueue()
                 if !hasWork && unproven == 0 {
                     if inputFinished || shared.isStopping { break }
                     waitForWork()
@@ -119,16 +118,15 @@ final class ConnectionWorker: @unchecked Sendable {
         shared.workerFinished(sentBelow: sentBelow)
     }
 
-    private func refill() {
-        if pendingHead >= pending.count {
-            pending.removeAll(keepingCapacity: true)
-            pendingHead = 0
-            let (_, finished) = queue.take(max: 1024, into: &pending)
-            if finished { inputFinished = true }
-        }
+    /// Learns whether the queue has frames, without taking any.
+    private func peekQueue() {
+        let state = queue.state
+        queueEmpty = state.empty
+        if state.finished { inputFinished = true }
     }
 
     private func waitForWork() {
+        guard queue.prepareToSleep() else { return }
         var fds = [pollfd(fd: queue.doorbell.pollDescriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: shared.cancellation.pollDescriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: shared.stopBell.pollDescriptor, events: Int16(POLLIN), revents: 0)]
@@ -181,24 +179,16 @@ final class ConnectionWorker: @unchecked Sendable {
                               start: start, end: sent.count, attempts: r.attempts, isSentinel: false))
                 continue
             }
-            refill()
-            guard pendingHead < pending.count else { break }
-            let item = pending[pendingHead]
-            pendingHead += 1
-            let start = sent.count
-            let identifier = UInt32(truncatingIfNeeded: item.seq)
-            switch header.format {
-            case .simple:
-                NotificationEncoder.appendSimple(token: item.token, payload: item.payload, to: &sent)
-            case .enhanced:
-                NotificationEncoder.appendEnhanced(identifier: identifier, expiry: header.expiry,
-                                                   token: item.token, payload: item.payload, to: &sent)
-            case .frame:
-                NotificationEncoder.appendFrame(token: item.token, payload: item.payload, identifier: identifier,
-                                                expiry: header.expiry, priority: header.priority, to: &sent)
+            let room = settings.batchBytes - (sent.count - written)
+            let limit = settings.rate > 0 ? 1 : settings.maxWindow - window.count
+            let (n, finished) = queue.take(maxBytes: room, maxFrames: limit, into: &sent) { frame, offset in
+                let tries = attempts.isEmpty ? 0 : attempts[frame.seq] ?? 0
+                push(InFlight(seq: frame.seq, shard: frame.shard, ordinal: frame.ordinal, identifier: UInt32(truncatingIfNeeded: frame.seq),
+                              start: offset, end: offset + frame.count, attempts: tries, isSentinel: false))
             }
-            push(InFlight(seq: item.seq, shard: item.shard, ordinal: item.ordinal, identifier: identifier,
-                          start: start, end: sent.count, attempts: attempts[item.seq] ?? 0, isSentinel: false))
+            if finished { inputFinished = true }
+            queueEmpty = n == 0 || queue.isEmpty
+            if n == 0 { break }
         }
     }
 
@@ -272,7 +262,13 @@ final class ConnectionWorker: @unchecked Sendable {
                    pollfd(fd: shared.cancellation.pollDescriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: shared.stopBell.pollDescriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: queue.doorbell.pollDescriptor, events: Int16(POLLIN), revents: 0)]
-        let watchQueue = !inputFinished && pendingHead >= pending.count && !sentinelOut && unwritten < settings.batchBytes
+        var watchQueue = !inputFinished && queueEmpty && !sentinelOut && unwritten < settings.batchBytes
+        if watchQueue && !queue.prepareToSleep() {
+            // Frames arrived meanwhile: no need to wait for them.
+            watchQueue = false
+            queueEmpty = false
+            if !wantWrite { timeout = 0 }
+        }
         _ = poll(&fds, watchQueue ? 4 : 3, timeout)
         if fds[0].revents != 0 || wantWrite {
             if !readResponses() { return }

@@ -293,17 +293,39 @@ public final class Sender: @unchecked Sendable {
         var ordinals = [Int32](repeating: 0, count: plan.header.shards)
         var readError: Error? = nil
         do {
-            while !shared.isStopping, !cancellation.isCancelled, let record = try plan.next() {
-                report.planRecords += 1
-                if report.planRecords & 1023 == 0 { recordsRead = report.planRecords }
-                let ordinal = ordinals[record.shard]
-                ordinals[record.shard] += 1
-                if let done = resumeState?.done[record.shard], done.contains(Int(ordinal)) {
-                    report.alreadyDone += 1
-                    continue
+            let format = header.format, expiry = header.expiry, priority = header.priority
+            var more = true
+            var sinceCheck = 0
+            while more {
+                sinceCheck += 1
+                if sinceCheck & 255 == 0, shared.isStopping || cancellation.isCancelled { break }
+                var pushed = true
+                more = try plan.nextView { record in
+                    report.planRecords += 1
+                    if report.planRecords & 1023 == 0 { recordsRead = report.planRecords }
+                    let ordinal = ordinals[record.shard]
+                    ordinals[record.shard] += 1
+                    if let done = resumeState?.done[record.shard], done.contains(Int(ordinal)) {
+                        report.alreadyDone += 1
+                        return
+                    }
+                    let identifier = UInt32(truncatingIfNeeded: record.seq)
+                    pushed = queues[record.shard % settings.connections].push(
+                        seq: record.seq, shard: Int32(record.shard), ordinal: ordinal, cancellation: cancellation
+                    ) { bytes in
+                        switch format {
+                        case .simple:
+                            NotificationEncoder.appendSimple(token: record.token, payload: record.payload, to: &bytes)
+                        case .enhanced:
+                            NotificationEncoder.appendEnhanced(identifier: identifier, expiry: expiry, token: record.token,
+                                                               payload: record.payload, to: &bytes)
+                        case .frame:
+                            NotificationEncoder.appendFrame(token: record.token, payload: record.payload, identifier: identifier,
+                                                            expiry: expiry, priority: priority, to: &bytes)
+                        }
+                    }
                 }
-                let item = WorkItem(seq: record.seq, shard: Int32(record.shard), ordinal: ordinal, token: record.token, payload: record.payload)
-                if !queues[record.shard % settings.connections].push(item, cancellation: cancellation) { break }
+                if !pushed { break }
             }
         } catch {
             readError = error

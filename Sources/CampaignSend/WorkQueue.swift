@@ -3,23 +3,29 @@ import Glibc
 #endif
 import CampaignTLS
 
-/// One notification to send.
-struct WorkItem: Sendable {
+/// A frame waiting in a queue: where its bytes are, and what it is.
+struct QueuedFrame {
     var seq: UInt64
     var shard: Int32
-    /// Its index among its shard's records: what the journal counts.
     var ordinal: Int32
-    var token: [UInt8]
-    var payload: [UInt8]
+    var start: Int
+    var count: Int
 }
 
-/// A bounded queue from the plan reader to one connection. The reader blocks
-/// when it is full (backpressure); the connection is woken through a pipe it
-/// polls together with its socket.
+/// A bounded queue of encoded frames from the plan reader to one connection.
+///
+/// Frames live in one byte arena, so queueing a notification allocates
+/// nothing: the reader encodes straight into it, and the connection copies
+/// whole frames out into its batch. The reader blocks when the queue is full
+/// (backpressure); the connection is woken through a pipe it polls with its socket.
 final class WorkQueue: @unchecked Sendable {
-    private var items: [WorkItem] = []
+    private var bytes: [UInt8] = []
+    private var frames: [QueuedFrame] = []
     private var head = 0
     private var closed = false
+    /// Set by the connection just before it sleeps on the doorbell: the only
+    /// time a push needs to ring it (a ring is a system call and a wake-up).
+    private var waiterSleeping = false
     private let capacity: Int
     private var mutex = pthread_mutex_t()
     private var notFull = pthread_cond_t()
@@ -30,7 +36,8 @@ final class WorkQueue: @unchecked Sendable {
         doorbell = try CancellationPipe()
         pthread_mutex_init(&mutex, nil)
         pthread_cond_init(&notFull, nil)
-        items.reserveCapacity(capacity)
+        frames.reserveCapacity(capacity * 2)
+        bytes.reserveCapacity(capacity * 256)
     }
 
     deinit {
@@ -38,10 +45,10 @@ final class WorkQueue: @unchecked Sendable {
         pthread_cond_destroy(&notFull)
     }
 
-    /// Adds an item, waiting while the queue is full. False when cancelled.
-    func push(_ item: WorkItem, cancellation: CancellationPipe) -> Bool {
+    /// Encodes a frame into the queue, waiting while it is full. False when cancelled.
+    func push(seq: UInt64, shard: Int32, ordinal: Int32, cancellation: CancellationPipe, encode: (inout [UInt8]) -> Void) -> Bool {
         pthread_mutex_lock(&mutex)
-        while items.count - head >= capacity {
+        while frames.count - head >= capacity {
             if cancellation.isCancelled { pthread_mutex_unlock(&mutex); return false }
             var deadline = timespec()
             clock_gettime(CLOCK_REALTIME, &deadline)
@@ -49,36 +56,81 @@ final class WorkQueue: @unchecked Sendable {
             if deadline.tv_nsec >= 1_000_000_000 { deadline.tv_sec += 1; deadline.tv_nsec -= 1_000_000_000 }
             pthread_cond_timedwait(&notFull, &mutex, &deadline)
         }
-        let wasEmpty = items.count == head
-        items.append(item)
+        if head >= capacity / 2 { compact() }
+        let start = bytes.count
+        encode(&bytes)
+        frames.append(QueuedFrame(seq: seq, shard: shard, ordinal: ordinal, start: start, count: bytes.count - start))
+        let wake = waiterSleeping
+        waiterSleeping = false
         pthread_mutex_unlock(&mutex)
-        if wasEmpty { doorbell.ring() }
+        if wake { doorbell.ring() }
         return true
     }
 
-    /// Takes up to `max` items without waiting; `finished` when closed and drained.
-    func take(max: Int, into out: inout [WorkItem]) -> (taken: Int, finished: Bool) {
-        pthread_mutex_lock(&mutex)
-        let n = min(max, items.count - head)
-        if n > 0 {
-            out.append(contentsOf: items[head..<(head + n)])
-            head += n
-            if head > 4096 && head * 2 > items.count {
-                items.removeFirst(head)
-                head = 0
-            }
-            pthread_cond_signal(&notFull)
+    /// Drops what has been taken, so the arena does not grow.
+    private func compact() {
+        if head == frames.count {
+            frames.removeAll(keepingCapacity: true)
+            bytes.removeAll(keepingCapacity: true)
+        } else {
+            let offset = frames[head].start
+            frames.removeFirst(head)
+            bytes.removeFirst(offset)
+            for i in frames.indices { frames[i].start -= offset }
         }
-        let finished = closed && items.count == head
-        if items.count == head { doorbell.drain() }
+        head = 0
+    }
+
+    /// Appends whole frames to `out` until `maxBytes` or `maxFrames` would be
+    /// passed, calling `taken` with each frame and its offset in `out`.
+    /// `finished` when the queue is closed and empty.
+    func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], taken: (QueuedFrame, Int) -> Void) -> (count: Int, finished: Bool) {
+        pthread_mutex_lock(&mutex)
+        var n = 0
+        var budget = maxBytes
+        while head < frames.count, n < maxFrames {
+            let frame = frames[head]
+            if n > 0 && frame.count > budget { break }
+            let offset = out.count
+            bytes.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[frame.start..<(frame.start + frame.count)])) }
+            taken(frame, offset)
+            budget -= frame.count
+            head += 1
+            n += 1
+        }
+        if n > 0 { pthread_cond_signal(&notFull) }
+        let empty = frames.count == head
+        if n > 0 || empty { doorbell.drain() }
+        let finished = closed && empty
         pthread_mutex_unlock(&mutex)
         return (n, finished)
     }
 
-    /// No more items will come.
+    /// Called before sleeping on the doorbell: true when the sleep may begin
+    /// (nothing waiting), and then the next push rings.
+    func prepareToSleep() -> Bool {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        guard frames.count == head, !closed else { return false }
+        waiterSleeping = true
+        return true
+    }
+
+    /// Whether no frame is waiting, and whether none ever will again.
+    var state: (empty: Bool, finished: Bool) {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        let empty = frames.count == head
+        return (empty, closed && empty)
+    }
+
+    var isEmpty: Bool { state.empty }
+
+    /// No more frames will come.
     func close() {
         pthread_mutex_lock(&mutex)
         closed = true
+        waiterSleeping = false
         pthread_mutex_unlock(&mutex)
         doorbell.ring()
     }

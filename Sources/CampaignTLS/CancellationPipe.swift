@@ -1,4 +1,5 @@
 import CampaignIO
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -12,6 +13,9 @@ import Darwin
 public final class CancellationPipe: @unchecked Sendable {
     let readFD: Int32
     private let writeFD: Int32
+    /// Set with the first cancel(): checking it costs no system call, which
+    /// matters in loops that ask once per notification.
+    private let cancelled = Atomic<Bool>(false)
 
     public init() throws(SystemError) {
         var fds: [Int32] = [0, 0]
@@ -33,13 +37,18 @@ public final class CancellationPipe: @unchecked Sendable {
     /// Wakes every waiter, now and later. Safe to call from a signal handler's
     /// thread, and more than once.
     public func cancel() {
+        cancelled.store(true, ordering: .releasing)
+        signalPipe()
+    }
+
+    private func signalPipe() {
         var byte: UInt8 = 1
         _ = write(writeFD, &byte, 1)
     }
 
     /// Wakes waiters, like ``cancel()``; a pipe used as a doorbell is rung
     /// many times and ``drain()``ed between rings.
-    public func ring() { cancel() }
+    public func ring() { signalPipe() }
 
     /// Empties the pipe, so a doorbell can be rung again.
     public func drain() {
@@ -52,8 +61,7 @@ public final class CancellationPipe: @unchecked Sendable {
 
     /// Whether ``cancel()`` has been called.
     public var isCancelled: Bool {
-        var p = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
-        return poll(&p, 1, 0) > 0
+        cancelled.load(ordering: .acquiring)
     }
 }
 
