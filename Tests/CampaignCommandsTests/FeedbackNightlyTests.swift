@@ -152,4 +152,17 @@ import GatewaySimulator
         #expect(refused.status == 75)
         #expect(refused.err.contains("another run of spring-sale is in progress"))
     }
+
+    @Test func pruneDaysRemovesOldEntriesOnly() throws {
+        let dir = TemporaryDirectory("prune")
+        var store = FeedbackStore()
+        let now = UInt32(Date().timeIntervalSince1970)
+        store.record(token: [1], timestamp: now - 100 * 86_400)
+        store.record(token: [2], timestamp: now - 10 * 86_400)
+        try store.save(path: dir.file("store.ndjson"))
+        let result = try PlanProcessTests.run(["feedback", "--store", "store.ndjson", "--prune-days", "30"], in: dir)
+        #expect(result.status == 0)
+        #expect(result.err.contains("pruned 1 entries older than 30 days; the store holds 1"))
+        #expect(try FeedbackStore.load(path: dir.file("store.ndjson")).entries.keys.map { $0 } == [[2]])
+    }
 }

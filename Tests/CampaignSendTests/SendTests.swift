@@ -165,4 +165,15 @@ final class SendHarness {
         #expect(report.outcome == .credentials)
         #expect(report.message?.hasPrefix("The server refused our client certificate") == true)
     }
+
+    @Test func aSlowGatewayAppliesBackpressureAndEverythingArrivesOnce() throws {
+        var faults = FaultPlan()
+        faults.readDelayMilliseconds = 2
+        let harness = try SendHarness(faults: faults)
+        let tokens = try makePlan(count: 3000, in: harness.dir)
+        let report = try harness.send(connections: 2) { $0.batchBytes = 2048 }
+        let recorded = try harness.recordedTokens()
+        #expect(report.outcome == .complete)
+        #expect(recorded.count == tokens.count && Set(recorded) == Set(tokens))
+    }
 }
