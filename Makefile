@@ -32,12 +32,15 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
-# Throughput measurements (release build); not part of `make test`.
+# Throughput and memory of plan and send beside their limits (release builds,
+# medians of 3 runs); results in out/bench/results.json. Not part of `make test`.
+# Needs GNU time for peak RSS. ROWS, BIG_ROWS and RUNS may be set.
 bench: deps
+	@command -v /usr/bin/time >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq time; }
+	$(SWIFT) build -c release --product campaign
 	$(SWIFT) build -c release --product campaign-bench
-	.build/release/campaign-bench simulator --notifications 2000000 --runs 5 --connections 1
-	.build/release/campaign-bench simulator --notifications 2000000 --runs 5 --connections 4
-	.build/release/campaign-bench simulator --notifications 2000000 --runs 5 --connections 1 --record
+	python3 scripts/bench.py
+	.build/release/campaign-bench simulator --notifications 2000000 --runs 3 --connections 1 --record
 
 # The whole pipeline against the simulator on 127.0.0.1; outputs under out/demo/.
 demo: deps

@@ -108,10 +108,16 @@ case "simulator":
     try runSimulatorBenchmark(Options(arguments.dropFirst()))
 case "audience":
     try writeAudience(AudienceOptions(arguments.dropFirst()))
+case "csv-tokenize":
+    try tokenizeCSV(path: arguments.dropFirst().first ?? "-")
+case "writer":
+    try runWriter(Array(arguments.dropFirst()))
 default:
     print("""
     usage: campaign-bench simulator [--notifications N] [--connections C] [--record] [--format F] [--runs R]
            campaign-bench audience [--rows N] [--format csv|ndjson] [--seed S] [--bad-every K]
+           campaign-bench csv-tokenize FILE
+           campaign-bench writer --port P --certs DIR [--notifications N]
     """)
     exit(64)
 }

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""make bench: throughput and memory of plan and send on this machine, beside
+their limits (libcsv alone; a minimal TLS writer). Release builds; medians of
+--runs runs. Writes out/bench/results.json and prints a table. Talks only to
+127.0.0.1, and stops the simulator it starts."""
+import json, os, re, signal, statistics, subprocess, sys, time
+
+RUNS = int(os.environ.get("RUNS", "3"))
+ROWS = int(os.environ.get("ROWS", "1000000"))
+BIG = int(os.environ.get("BIG_ROWS", "10000000"))
+OUT = "out/bench"
+C, B = ".build/release/campaign", ".build/release/campaign-bench"
+TIME = "/usr/bin/time"
+os.makedirs(OUT, exist_ok=True)
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, shell=True, check=True, capture_output=True, text=True, **kw)
+
+def timed(cmd):
+    """Runs cmd under GNU time; returns (seconds, peak RSS in MB, stdout, stderr)."""
+    r = sh(f"{TIME} -f '@@ %e %M' {cmd}")
+    m = re.search(r"@@ ([0-9.]+) ([0-9]+)", r.stderr)
+    return float(m.group(1)), int(m.group(2)) / 1024, r.stdout, r.stderr
+
+def median(xs): return statistics.median(xs)
+
+results = {"machine": {"cores": os.cpu_count()}, "rows": ROWS, "runs": RUNS}
+print(f"generating audiences ({ROWS:,} rows, and {BIG:,} for memory)…", file=sys.stderr)
+a_csv, a_nd, a_big = f"{OUT}/audience.csv", f"{OUT}/audience.ndjson", f"{OUT}/audience-big.csv"
+if not os.path.exists(a_csv): sh(f"{B} audience --rows {ROWS} --seed 1 > {a_csv}")
+if not os.path.exists(a_nd): sh(f"{B} audience --rows {ROWS} --seed 1 --format ndjson > {a_nd}")
+sh(f"rm -rf {OUT}/certs && {C} certs {OUT}/certs")
+
+def plan_rate(audience):
+    rates, rss = [], []
+    for _ in range(RUNS):
+        s, m, _, err = timed(f"{C} plan jobs/spring.json {audience} --out {OUT}/plan.ndjson --rejects {OUT}/rejects.ndjson")
+        rates.append(ROWS / s); rss.append(m)
+    return {"rows_per_second": round(median(rates)), "peak_rss_mb": round(median(rss), 1), "seconds": [round(ROWS / r, 3) for r in rates]}
+
+print("plan…", file=sys.stderr)
+results["plan_csv"] = plan_rate(a_csv)
+results["plan_ndjson"] = plan_rate(a_nd)
+libcsv = [json.loads(sh(f"{B} csv-tokenize {a_csv}").stdout)["rows_per_second"] for _ in range(RUNS)]
+results["libcsv_tokenize_rows_per_second"] = round(median(libcsv))
+results["plan_csv"]["share_of_libcsv"] = round(results["plan_csv"]["rows_per_second"] / results["libcsv_tokenize_rows_per_second"], 3)
+sh(f"{C} plan jobs/spring.json {a_csv} --out {OUT}/plan.ndjson --rejects {OUT}/rejects.ndjson")
+
+print("send…", file=sys.stderr)
+ready = f"{OUT}/ready.json"
+if os.path.exists(ready): os.remove(ready)
+sim = subprocess.Popen([C, "simulator", "--certs", f"{OUT}/certs", "--ready-file", ready, "--max-seconds", "3600"],
+                       stderr=open(f"{OUT}/simulator.log", "w"))
+try:
+    for _ in range(200):
+        if os.path.exists(ready) and os.path.getsize(ready) > 0: break
+        if sim.poll() is not None: sys.exit("the simulator did not start")
+        time.sleep(0.05)
+    port = json.load(open(ready))["port"]
+    creds = f"--cert {OUT}/certs/client.pem --key {OUT}/certs/client.key --ca {OUT}/certs/ca.pem"
+    results["send"] = {}
+    for conns in (1, 2, 4, 8):
+        rates = []
+        for r in range(RUNS):
+            sh(f"rm -rf {OUT}/journal")
+            s, _, _, _ = timed(f"{C} send {OUT}/plan.ndjson --journal {OUT}/journal --gateway 127.0.0.1:{port} {creds} "
+                               f"--connections {conns} --report {OUT}/report.json")
+            rep = json.load(open(f"{OUT}/report.json"))
+            assert rep["outcome"] == "complete" and rep["accepted"] == ROWS, rep
+            rates.append(ROWS / s)
+        results["send"][str(conns)] = {"notifications_per_second": round(median(rates))}
+    writer = [json.loads(sh(f"{B} writer --port {port} --certs {OUT}/certs --notifications {ROWS}").stdout)["per_second"] for _ in range(RUNS)]
+    results["minimal_writer_per_second"] = round(median(writer))
+    best = max(v["notifications_per_second"] for v in results["send"].values())
+    results["send_best_share_of_writer"] = round(best / results["minimal_writer_per_second"], 3)
+    e2e = []
+    for _ in range(RUNS):
+        sh(f"rm -rf {OUT}/journal")
+        s, _, _, _ = timed(f"sh -c '{C} plan jobs/spring.json {a_csv} --rejects {OUT}/rejects.ndjson 2>/dev/null | "
+                           f"{C} send --journal {OUT}/journal --gateway 127.0.0.1:{port} {creds} --connections 2'")
+        e2e.append(ROWS / s)
+    results["plan_pipe_send_per_second"] = round(median(e2e))
+finally:
+    sim.send_signal(signal.SIGTERM)
+    sim.wait(timeout=60)
+
+print("memory…", file=sys.stderr)
+results["plan_rss_mb_1m"] = results["plan_csv"]["peak_rss_mb"]
+if BIG > 0:
+    if not os.path.exists(a_big): sh(f"{B} audience --rows {BIG} --seed 3 > {a_big}")
+    s, m, _, _ = timed(f"{C} plan jobs/spring.json {a_big} --out /dev/null --rejects {OUT}/rejects-big.ndjson")
+    results[f"plan_rss_mb_{BIG // 1000000}m"] = round(m, 1)
+    results[f"plan_big_rows_per_second"] = round(BIG / s)
+
+json.dump(results, open(f"{OUT}/results.json", "w"), indent=2)
+print(f"\n{'measure':45} {'value':>14}")
+def row(name, value): print(f"{name:45} {value:>14}")
+row("plan CSV, rows/s", f"{results['plan_csv']['rows_per_second']:,}")
+row("libcsv tokenizing alone, rows/s", f"{results['libcsv_tokenize_rows_per_second']:,}")
+row("plan CSV / libcsv", f"{results['plan_csv']['share_of_libcsv']:.0%}")
+row("plan NDJSON, rows/s", f"{results['plan_ndjson']['rows_per_second']:,}")
+for c, v in results["send"].items(): row(f"send, {c} connection(s), notifications/s", f"{v['notifications_per_second']:,}")
+row("minimal writer, 1 connection, /s", f"{results['minimal_writer_per_second']:,}")
+row("best send / minimal writer", f"{results['send_best_share_of_writer']:.0%}")
+row("plan | send, 2 connections, /s", f"{results['plan_pipe_send_per_second']:,}")
+for k, v in results.items():
+    if k.startswith("plan_rss_mb"): row(f"plan peak RSS, {k.split('_')[-1]} unique tokens, MB", v)
+print(f"\nwritten: {OUT}/results.json", file=sys.stderr)
