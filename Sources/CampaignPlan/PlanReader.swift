@@ -43,6 +43,8 @@ public final class PlanReader {
         public var seq: UInt64
         public var shard: Int
         public var token: UnsafeBufferPointer<UInt8>
+        /// The message chosen (the text inside the JSON string).
+        public var lang: UnsafeRawBufferPointer
         public var payload: UnsafeRawBufferPointer
     }
 
@@ -76,7 +78,7 @@ public final class PlanReader {
                 try check(seq: fast.seq, shard: fast.shard, tokenCount: fast.tokenCount, payloadCount: fast.payload.count, line: number)
                 try tokenScratch.withUnsafeBufferPointer { t in
                     try body(RecordView(seq: fast.seq, shard: fast.shard, token: UnsafeBufferPointer(rebasing: t[0..<fast.tokenCount]),
-                                        payload: fast.payload))
+                                        lang: fast.lang, payload: fast.payload))
                 }
                 return true
             }
@@ -84,9 +86,12 @@ public final class PlanReader {
                 // Not the layout PlanWriter writes: read it the general way.
                 let record = try lines.withCurrentLine { try Self.genericRecord($0, path: path, line: number) }
                 try check(seq: record.seq, shard: record.shard, tokenCount: record.token.count, payloadCount: record.payload.count, line: number)
+                var lang = Array(record.lang.utf8)
                 try record.token.withUnsafeBufferPointer { t in
                     try record.payload.withUnsafeBytes { p in
-                        try body(RecordView(seq: record.seq, shard: record.shard, token: t, payload: p))
+                        try lang.withUnsafeMutableBytes { l in
+                            try body(RecordView(seq: record.seq, shard: record.shard, token: t, lang: UnsafeRawBufferPointer(l), payload: p))
+                        }
                     }
                 }
             }
@@ -111,46 +116,20 @@ public final class PlanReader {
         }
     }
 
-    /// The next record; nil after the trailer or at the end of an incomplete plan.
+    /// The next record as a value, its payload also checked to be a JSON object
+    /// with an `aps` dictionary; nil after the trailer or at the end of an
+    /// incomplete plan. (The sender uses ``nextView(_:)``, which copies nothing.)
     public func next() throws -> PlanRecord? {
-        guard !done else { return nil }
-        while true {
-            guard let line = try lines.next() else {
-                done = true
-                return nil
-            }
-            guard case .text(let number) = line else {
-                throw PlanError(path: path, line: lineNumber + 1, reason: .badRecord("the line is longer than 64 KiB"))
-            }
-            lineNumber = number
-            let blank = lines.withCurrentLine { $0.allSatisfy { $0 == 0x0A || $0 == 0x0D || $0 == 0x20 } }
-            if blank { continue }
-            if trailer != nil { throw PlanError(path: path, line: number, reason: .afterTrailer) }
-            let isTrailer = lines.withCurrentLine { $0.starts(with: #"{"trailer":"#.utf8) }
-            if isTrailer {
-                try readTrailer(number)
-                continue
-            }
-            let record = try lines.withCurrentLine { bytes throws -> PlanRecord in
-                crc.update(bytes)
-                return try Self.fastRecord(bytes) ?? Self.genericRecord(bytes, path: path, line: number)
-            }
-            let expected = UInt64(recordsRead + 1)
-            guard record.seq == expected else {
-                throw PlanError(path: path, line: number, reason: .outOfOrder(expected: expected, found: record.seq))
-            }
-            guard record.shard >= 0, record.shard < header.shards else {
-                throw PlanError(path: path, line: number, reason: .badRecord("shard \(record.shard) is outside 0..<\(header.shards)"))
-            }
-            guard !record.token.isEmpty, record.token.count <= header.format.maxTokenBytes else {
-                throw PlanError(path: path, line: number, reason: .badRecord("a \(record.token.count)-byte token does not fit the \(header.format) format"))
-            }
-            guard record.payload.count <= header.maxPayload, PayloadInspector.problem(in: record.payload) == nil else {
-                throw PlanError(path: path, line: number, reason: .badRecord("the payload is over \(header.maxPayload) bytes or not an object with an aps dictionary"))
-            }
-            recordsRead += 1
-            return record
+        var record: PlanRecord? = nil
+        let number = lineNumber
+        _ = try nextView { v in
+            record = PlanRecord(seq: v.seq, shard: v.shard, token: Array(v.token),
+                                lang: String(decoding: v.lang, as: UTF8.self), payload: Array(v.payload))
         }
+        if let record, PayloadInspector.problem(in: record.payload) != nil {
+            throw PlanError(path: path, line: max(number + 1, lineNumber), reason: .badRecord("the payload is not a JSON object with an aps dictionary"))
+        }
+        return record
     }
 
     private func readTrailer(_ number: Int) throws {
@@ -171,7 +150,7 @@ public final class PlanReader {
     /// The layout `PlanWriter` writes, read in place: the token decoded into
     /// `token`, the payload a slice of `b`.
     static func fastView(_ b: UnsafeRawBufferPointer, token: inout [UInt8])
-        -> (seq: UInt64, shard: Int, tokenCount: Int, payload: UnsafeRawBufferPointer)? {
+        -> (seq: UInt64, shard: Int, tokenCount: Int, lang: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer)? {
         var p = 0
         func expect(_ text: StaticString) -> Bool {
             let n = text.utf8CodeUnitCount
@@ -195,52 +174,17 @@ public final class PlanReader {
             p += 2
         }
         guard expect(#"","lang":""#) else { return nil }
+        let langStart = p
         while p < b.count, b[p] != UInt8(ascii: "\""), b[p] != UInt8(ascii: "\\") { p += 1 }
         guard p < b.count, b[p] == UInt8(ascii: "\"") else { return nil }
+        let lang = UnsafeRawBufferPointer(rebasing: b[langStart..<p])
         p += 1
         guard expect(#","payload":"#) else { return nil }
         var end = b.count
         while end > p, b[end - 1] == 0x0A || b[end - 1] == 0x0D { end -= 1 }
         guard end > p, b[end - 1] == UInt8(ascii: "}"), b[p] == UInt8(ascii: "{") else { return nil }
         end -= 1
-        return (seq, Int(shard), count, UnsafeRawBufferPointer(rebasing: b[p..<end]))
-    }
-
-    /// The layout `PlanWriter` writes, read without building JSON values.
-    static func fastRecord(_ b: UnsafeRawBufferPointer) -> PlanRecord? {
-        var p = 0
-        func expect(_ text: StaticString) -> Bool {
-            let n = text.utf8CodeUnitCount
-            guard b.count - p >= n, memcmp(b.baseAddress! + p, text.utf8Start, n) == 0 else { return false }
-            p += n
-            return true
-        }
-        func number() -> UInt64? {
-            var v: UInt64 = 0
-            let start = p
-            while p < b.count, b[p] >= 0x30, b[p] <= 0x39, p - start < 19 { v = v * 10 + UInt64(b[p] - 0x30); p += 1 }
-            return p > start ? v : nil
-        }
-        guard expect(#"{"seq":"#), let seq = number(), expect(#","shard":"#), let shard = number(),
-              expect(#","token":""#) else { return nil }
-        var token: [UInt8] = []
-        while p + 1 < b.count, b[p] != UInt8(ascii: "\"") {
-            guard let h = DeviceToken.nibbleValue(b[p]), let l = DeviceToken.nibbleValue(b[p + 1]) else { return nil }
-            token.append(h << 4 | l)
-            p += 2
-        }
-        guard expect(#"","lang":""#) else { return nil }
-        let langStart = p
-        while p < b.count, b[p] != UInt8(ascii: "\""), b[p] != UInt8(ascii: "\\") { p += 1 }
-        guard p < b.count, b[p] == UInt8(ascii: "\"") else { return nil }
-        let lang = String(decoding: UnsafeRawBufferPointer(rebasing: b[langStart..<p]), as: UTF8.self)
-        p += 1
-        guard expect(#","payload":"#) else { return nil }
-        var end = b.count
-        while end > p, b[end - 1] == 0x0A || b[end - 1] == 0x0D { end -= 1 }
-        guard end > p, b[end - 1] == UInt8(ascii: "}") else { return nil }
-        end -= 1
-        return PlanRecord(seq: seq, shard: Int(shard), token: token, lang: lang, payload: Array(b[p..<end]))
+        return (seq, Int(shard), count, lang, UnsafeRawBufferPointer(rebasing: b[p..<end]))
     }
 
     static func genericRecord(_ b: UnsafeRawBufferPointer, path: String, line: Int) throws -> PlanRecord {
