@@ -43,6 +43,7 @@ public struct AudienceRow {
     public internal(set) var line = 0
     public internal(set) var storage: [UInt8] = []
     /// (start, end) per column; start -1 when the row has no value there.
+    /// An empty value (start == end) counts as absent.
     var bounds: [Int] = []
 
     public init() {}

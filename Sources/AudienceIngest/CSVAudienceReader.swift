@@ -164,12 +164,10 @@ public final class CSVAudienceReader: AudienceReader, CSVTokenSink {
             }
             return .malformed(line: rowStartLine, reason: "the row has \(count) fields where the header has \(columns)", token: tokenGuess())
         }
-        row.reset(line: rowStartLine, columns: count)
-        row.storage.append(contentsOf: fields)
-        for i in 0..<count where fieldBounds[i * 2 + 1] > fieldBounds[i * 2] {
-            row.bounds[i * 2] = fieldBounds[i * 2]
-            row.bounds[i * 2 + 1] = fieldBounds[i * 2 + 1]
-        }
+        // Hand the field bytes and bounds over by swapping buffers: no copy.
+        row.line = rowStartLine
+        swap(&row.storage, &fields)
+        swap(&row.bounds, &fieldBounds)
         return .row
     }
 

@@ -20,6 +20,31 @@ public struct PayloadProgram: Sendable {
     let ops: [Op]
     /// Whether the program marks text that may be shortened.
     public let hasShortenableText: Bool
+
+    /// The same ops flattened for the hot path: (kind, a, b) triples over one
+    /// byte table, so running them touches no reference counts.
+    let flat: [Int]
+    let table: [UInt8]
+
+    static let rawKind = 0, escapedKind = 1, numberKind = 2, startKind = 3, endKind = 4
+
+    init(ops: [Op], hasShortenableText: Bool) {
+        self.ops = ops
+        self.hasShortenableText = hasShortenableText
+        var flat: [Int] = []
+        var table: [UInt8] = []
+        for op in ops {
+            switch op {
+            case .raw(let bytes): flat += [Self.rawKind, table.count, bytes.count]; table += bytes
+            case .escaped(let v): flat += [Self.escapedKind, v, 0]
+            case .wholeNumber(let v): flat += [Self.numberKind, v, 0]
+            case .shortenableStart: flat += [Self.startKind, 0, 0]
+            case .shortenableEnd: flat += [Self.endKind, 0, 0]
+            }
+        }
+        self.flat = flat
+        self.table = table
+    }
 }
 
 /// What rendering a row produced.
@@ -58,24 +83,34 @@ public struct PayloadRenderer: Sendable {
         out.removeAll(keepingCapacity: true)
         var start = -1, end = -1
         let program = programs[index]
-        for op in program.ops {
-            switch op {
-            case .raw(let bytes):
-                out.append(contentsOf: bytes)
-            case .escaped(let v):
-                guard let range = row.range(of: columns[v]) else { return .missingVariable(variables[v]) }
-                row.storage.withUnsafeBufferPointer {
-                    JSONText.appendEscaped(buffer: UnsafeBufferPointer(rebasing: $0[range]), to: &out)
+        var failure: RenderOutcome? = nil
+        program.flat.withUnsafeBufferPointer { flat in
+            program.table.withUnsafeBufferPointer { table in
+                row.storage.withUnsafeBufferPointer { storage in
+                    var i = 0
+                    while i < flat.count {
+                        let kind = flat[i], a = flat[i + 1], b = flat[i + 2]
+                        i += 3
+                        switch kind {
+                        case PayloadProgram.rawKind:
+                            out.append(contentsOf: UnsafeBufferPointer(rebasing: table[a..<(a + b)]))
+                        case PayloadProgram.escapedKind:
+                            guard let range = row.range(of: columns[a]) else { failure = .missingVariable(variables[a]); return }
+                            JSONText.appendEscaped(buffer: UnsafeBufferPointer(rebasing: storage[range]), to: &out)
+                        case PayloadProgram.numberKind:
+                            guard let range = row.range(of: columns[a]) else { failure = .missingVariable(variables[a]); return }
+                            guard Self.appendWholeNumber(row.storage[range], to: &out) else {
+                                failure = .invalidBadge(String(decoding: storage[range], as: UTF8.self))
+                                return
+                            }
+                        case PayloadProgram.startKind: start = out.count
+                        default: end = out.count
+                        }
+                    }
                 }
-            case .wholeNumber(let v):
-                guard let range = row.range(of: columns[v]) else { return .missingVariable(variables[v]) }
-                guard Self.appendWholeNumber(row.storage[range], to: &out) else {
-                    return .invalidBadge(String(decoding: row.storage[range], as: UTF8.self))
-                }
-            case .shortenableStart: start = out.count
-            case .shortenableEnd: end = out.count
             }
         }
+        if let failure { return failure }
         if out.count <= maxBytes { return .fitted }
         guard start >= 0, end >= start else { return .cannotFit(minimumBytes: out.count) }
         return PayloadFitter.shorten(&out, textRange: start..<end, maxBytes: maxBytes)

@@ -101,18 +101,24 @@ public struct PlanRecord: Equatable, Sendable {
     /// The payload comes last so a reader can take its bytes without parsing them.
     static func appendLine(seq: UInt64, shard: Int, token: UnsafeBufferPointer<UInt8>, lang: [UInt8],
                            payload: [UInt8], to out: inout [UInt8]) {
-        out.append(contentsOf: #"{"seq":"#.utf8)
+        appendStatic(#"{"seq":"#, to: &out)
         JSONText.appendDecimal(Int64(seq), to: &out)
-        out.append(contentsOf: #","shard":"#.utf8)
+        appendStatic(#","shard":"#, to: &out)
         JSONText.appendDecimal(shard, to: &out)
-        out.append(contentsOf: #","token":""#.utf8)
+        appendStatic(#","token":""#, to: &out)
         HexEncoding.append(token, to: &out)
-        out.append(contentsOf: #"","lang":"#.utf8)
+        appendStatic(#"","lang":"#, to: &out)
         out.append(contentsOf: lang)
-        out.append(contentsOf: #","payload":"#.utf8)
+        appendStatic(#","payload":"#, to: &out)
         out.append(contentsOf: payload)
-        out.append(contentsOf: "}\n".utf8)
+        appendStatic("}\n", to: &out)
     }
+}
+
+/// Appends a literal's bytes without going through String.
+@inline(__always)
+func appendStatic(_ text: StaticString, to out: inout [UInt8]) {
+    out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
 }
 
 /// A plan that cannot be read, naming the file and line.
