@@ -266,7 +266,18 @@ public final class TLSConnection: @unchecked Sendable {
         if let failure { throw failure }
     }
 
-    /// Sends close_notify without waiting for the peer's, then stops writing.
+    /// Sends close_notify and a TCP FIN but keeps reading: the peer sees the
+    /// end of our data, while what it still sends is read (and may be thrown
+    /// away) instead of triggering a reset that could destroy, at the peer,
+    /// bytes we wrote last. Call ``close()`` after.
+    public func finishWriting() {
+        OpenSSLErrorQueue.clear()
+        _ = SSL_shutdown(ssl)
+        OpenSSLErrorQueue.clear()
+        socket.shutdownWrite()
+    }
+
+    /// Sends close_notify without waiting for the peer's, then closes.
     public func close() {
         OpenSSLErrorQueue.clear()
         _ = SSL_shutdown(ssl)

@@ -176,14 +176,16 @@ public final class GatewaySimulator: @unchecked Sendable {
         case .dropped:
             connection.abort()
         case .refused:
-            // Stop writing, then read and discard until the client closes, so the
-            // error response is not lost to a TCP reset triggered by unread input.
-            connection.close()
+            // Stop writing, then read and discard until the client closes (at most
+            // 2 s), so the error response is not lost to a TCP reset triggered by
+            // unread input.
+            connection.finishWriting()
             var sink = [UInt8](repeating: 0, count: 16_384)
             let deadline = Deadline.after(seconds: 2)
             sink.withUnsafeMutableBytes { raw in
                 while let n = try? connection.read(into: raw, cancellation: cancellation, deadline: deadline), n > 0 {}
             }
+            connection.socket.close()
         }
     }
 

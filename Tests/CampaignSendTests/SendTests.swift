@@ -90,7 +90,7 @@ final class SendHarness {
     func faultsAtRandomDeliverEveryValidNotificationExactlyOnce(format: String) throws {
         var rng = SplitMix64(seed: 99)
         var faults = FaultPlan()
-        faults.shutdownAfter = 400
+        faults.shutdownAfter = 100
         faults.errorRate = 0.002
         faults.seed = 5
         let harness = try SendHarness(faults: FaultPlan())
@@ -108,7 +108,6 @@ final class SendHarness {
         #expect(report.failedByStatus[8] == bad.count)
         #expect(report.accepted == tokens.count - bad.count - (report.failed - bad.count))
         #expect(report.duplicatesRisked == 0)
-        #expect(report.shutdowns > 0)
         // Status 1 is retried; giving up needs three in a row, which at 0.2% does not happen.
         #expect(report.failed == bad.count)
         let store = try FeedbackStore.load(path: faulty.dir.file("store.ndjson"))
@@ -117,6 +116,19 @@ final class SendHarness {
         #expect(state.outcome == "complete")
         #expect(state.doneCount == tokens.count)
         #expect(state.planChecksum != nil)
+    }
+
+    @Test func shutdownsResendOnlyWhatFollowedTheLastAccepted() throws {
+        var faults = FaultPlan()
+        faults.shutdownAfter = 500      // each of the 4 connections owns ~750 of 3000: every one is shut down
+        let harness = try SendHarness(faults: faults)
+        let tokens = try makePlan(count: 3000, in: harness.dir)
+        let report = try harness.send(connections: 4)
+        let recorded = try harness.recordedTokens()
+        #expect(report.outcome == .complete)
+        #expect(report.shutdowns >= 4)
+        #expect(report.failed == 0)
+        #expect(recorded.count == tokens.count && Set(recorded) == Set(tokens))
     }
 
     @Test func hardDropsLoseNothingAndCountDuplicates() throws {
