@@ -7,7 +7,7 @@ APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev pkg-config
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE_BIN  := .build/release/campaign
 
-.PHONY: deps build release test bench demo nightly clean
+.PHONY: deps build release test bench demo nightly sanitize clean
 
 # Installs only the Debian packages that are missing; a machine that has them
 # all runs no apt command at all.
@@ -41,6 +41,15 @@ bench: deps
 	$(SWIFT) build -c release --product campaign-bench
 	python3 scripts/bench.py
 	.build/release/campaign-bench simulator --notifications 2000000 --runs 3 --connections 1 --record
+
+# The tests under ThreadSanitizer and AddressSanitizer (separate build folders).
+# Leak detection at exit is off for ASan: the test runner's Foundation.Process
+# and XCTest leave allocations LeakSanitizer reports (see docs/reliability notes).
+sanitize: deps
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
+	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
+	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan
 
 # The whole pipeline against the simulator on 127.0.0.1; outputs under out/demo/.
 demo: deps
