@@ -26,7 +26,7 @@ def median(xs): return statistics.median(xs)
 
 results = {"machine": {"cores": os.cpu_count()}, "rows": ROWS, "runs": RUNS}
 print(f"generating audiences ({ROWS:,} rows, and {BIG:,} for memory)…", file=sys.stderr)
-a_csv, a_nd, a_big = f"{OUT}/audience.csv", f"{OUT}/audience.ndjson", f"{OUT}/audience-big.csv"
+a_csv, a_nd, a_big = f"{OUT}/audience-{ROWS}.csv", f"{OUT}/audience-{ROWS}.ndjson", f"{OUT}/audience-{BIG}.csv"
 if not os.path.exists(a_csv): sh(f"{B} audience --rows {ROWS} --seed 1 > {a_csv}")
 if not os.path.exists(a_nd): sh(f"{B} audience --rows {ROWS} --seed 1 --format ndjson > {a_nd}")
 sh(f"rm -rf {OUT}/certs && {C} certs {OUT}/certs")
@@ -85,7 +85,7 @@ finally:
     sim.wait(timeout=60)
 
 print("memory…", file=sys.stderr)
-results["plan_rss_mb_1m"] = results["plan_csv"]["peak_rss_mb"]
+results[f"plan_rss_mb_{ROWS // 1000000}m" if ROWS >= 1000000 else f"plan_rss_mb_{ROWS}"] = results["plan_csv"]["peak_rss_mb"]
 if BIG > 0:
     if not os.path.exists(a_big): sh(f"{B} audience --rows {BIG} --seed 3 > {a_big}")
     s, m, _, _ = timed(f"{C} plan jobs/spring.json {a_big} --out /dev/null --rejects {OUT}/rejects-big.ndjson")
