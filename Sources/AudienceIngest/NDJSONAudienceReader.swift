@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CampaignIO
 import CampaignJSON
 
@@ -75,6 +78,18 @@ public enum AudienceFormat: String, Sendable {
 
 /// Opens an audience file (or "-"), gzip or not, CSV or NDJSON.
 public enum AudienceFile {
+    /// About how many rows an uncompressed audience file holds: its size over
+    /// the mean length of its first lines. Nil for standard input and gzip.
+    public static func estimatedRows(_ path: String) -> Int? {
+        guard path != "-", let source = try? FileSource(path: path) else { return nil }
+        var head = [UInt8](repeating: 0, count: 1 << 16)
+        guard let n = try? source.read(into: &head), n > 2, !(head[0] == 0x1F && head[1] == 0x8B) else { return nil }
+        let lines = head[0..<n].reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
+        var info = stat()
+        guard lines >= 2, stat(path, &info) == 0 else { return nil }
+        return Int(info.st_size) / max(1, n / lines)
+    }
+
     public static func open(_ path: String, format: AudienceFormat? = nil) throws -> AudienceReader {
         let source = try InputFile.open(path)
         var head = [UInt8](repeating: 0, count: 512)

@@ -59,6 +59,7 @@ struct Plan: ParsableCommand {
             var options = PlanOptions(now: UInt32(Date().timeIntervalSince1970))
             options.shards = shards
             options.maxPayload = maxPayload
+            options.expectedRows = AudienceFile.estimatedRows(audience) ?? 0
             let planner = try Planner(job: jobFile, options: options, feedback: store)
             let reader = try AudienceFile.open(audience, format: audienceFormat.flatMap(AudienceFormat.init(rawValue:)))
             let rejectsPath = rejects ?? (out == "-" ? "\(jobFile.campaign).rejects.ndjson" : "\(out).rejects.ndjson")

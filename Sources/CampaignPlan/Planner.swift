@@ -16,6 +16,8 @@ public struct PlanOptions: Sendable {
     public var maxPayload: Int? = nil
     /// Plan time, UNIX seconds; expiry is counted from it.
     public var now: UInt32
+    /// About how many rows the audience has, to size the de-duplication set once.
+    public var expectedRows = 0
 
     public init(now: UInt32) { self.now = now }
 }
@@ -31,7 +33,7 @@ public final class Planner {
     private let messageTags: [[UInt8]]
     private var suppressed = TokenSet(values: true)
     private var hasSuppressed = false
-    private var seen = TokenSet()
+    private var seen: TokenSet
     private var languageCache = LanguageCache()
 
     /// The stable shard of a token: FNV-1a (64-bit) of its bytes, modulo the shard count.
@@ -55,6 +57,7 @@ public final class Planner {
             maxPayload: maxPayload, shards: options.shards, created: options.now)
         renderer = PayloadRenderer(job: job)
         selector = job.selector
+        seen = TokenSet(expectedCount: options.expectedRows)
         messageTags = job.messages.map { m in
             var quoted: [UInt8] = []
             JSONText.appendString(Array(m.tag.utf8), to: &quoted)

@@ -118,8 +118,14 @@ struct TokenTable {
 public struct TokenSet {
     private var tables: [TokenTable] = []
     private let hasValues: Bool
+    private let expectedCount: Int
 
-    public init(values: Bool = false) { hasValues = values }
+    /// `expectedCount` sizes the first table so that it need not grow (growing
+    /// briefly holds the old and the new table: 2.5 times the memory).
+    public init(values: Bool = false, expectedCount: Int = 0) {
+        hasValues = values
+        self.expectedCount = expectedCount
+    }
 
     public var count: Int { tables.reduce(0) { $0 + $1.count } }
     public var allocatedBytes: Int { tables.reduce(0) { $0 + $1.allocatedBytes } }
@@ -145,7 +151,8 @@ public struct TokenSet {
     public mutating func insert(_ token: UnsafeBufferPointer<UInt8>, value: UInt32 = 0) -> Bool {
         precondition(!token.isEmpty)
         if let i = tableIndex(width: token.count) { return tables[i].insert(token, value: value) }
-        tables.append(TokenTable(width: token.count, hasValues: hasValues))
+        let capacity = max(1024, expectedCount * 5 / 4 + 16)
+        tables.append(TokenTable(width: token.count, hasValues: hasValues, capacity: tables.isEmpty ? capacity : 1024))
         return tables[tables.count - 1].insert(token, value: value)
     }
 
