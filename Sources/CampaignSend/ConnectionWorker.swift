@@ -310,7 +310,6 @@ final class ConnectionWorker: @unchecked Sendable {
         }
         batchStartedAt = nil
         if sentinelOut, sentinelWrittenAt == nil { sentinelWrittenAt = now }
-        shared.wrote(bytes: 0)
         if header.format == .simple { presumeWritten() }
     }
 
@@ -360,7 +359,7 @@ final class ConnectionWorker: @unchecked Sendable {
                 return
             }
             accept(window[..<end], into: &outcome)
-            requeue(window[end...], written: false)
+            requeue(window[end...])
             shared.count(shutdowns: 1)
         } else {
             guard let i = named else {
@@ -373,7 +372,7 @@ final class ConnectionWorker: @unchecked Sendable {
             if !entry.isSentinel {
                 settle(entry, status: response.status, into: &outcome)
             }
-            requeue(window[(i + 1)...], written: false)
+            requeue(window[(i + 1)...])
         }
         shared.record(outcome)
         if outcome.accepted > 0 { dropStrikes.removeAll() }
@@ -423,7 +422,7 @@ final class ConnectionWorker: @unchecked Sendable {
         }
     }
 
-    private func requeue(_ entries: ArraySlice<InFlight>, written wasWritten: Bool) {
+    private func requeue(_ entries: ArraySlice<InFlight>) {
         requeueFront(Array(entries.filter { !$0.isSentinel }))
     }
 
@@ -499,7 +498,6 @@ final class ConnectionWorker: @unchecked Sendable {
         if let connection { abort ? connection.abort() : connection.close() }
         connection = nil
         resetWindow()
-        shared.disconnected()
     }
 }
 

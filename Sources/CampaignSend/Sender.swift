@@ -143,8 +143,6 @@ final class SendShared: @unchecked Sendable {
     func log(_ message: String) { logger(message) }
 
     func connected() { mutex.lock(); counts.reconnects += 1; mutex.unlock() }
-    func disconnected() {}
-    func wrote(bytes: Int) {}
 
     func count(resends: Int = 0, duplicatesRisked: Int = 0, drops: Int = 0, shutdowns: Int = 0) {
         mutex.lock()

@@ -12,21 +12,14 @@ struct AudienceOptions {
     var badEvery = 0
 
     init(_ args: ArraySlice<String>) {
-        var i = args.startIndex
-        func value() -> String {
-            i += 1
-            guard i < args.endIndex else { fatalError("missing value for \(args[i - 1])") }
-            return args[i]
-        }
-        while i < args.endIndex {
-            switch args[i] {
+        parseOptions(args) { name, value in
+            switch name {
             case "--rows": rows = Int(value())!
             case "--format": csv = value() == "csv"
             case "--seed": seed = UInt64(value())!
             case "--bad-every": badEvery = Int(value())!
-            default: fatalError("unknown option \(args[i])")
+            default: fatalError("unknown option \(name)")
             }
-            i += 1
         }
     }
 }

@@ -19,23 +19,30 @@ struct Options {
     var runs = 3
 
     init(_ args: ArraySlice<String>) {
-        var i = args.startIndex
-        func value() -> String {
-            i += 1
-            guard i < args.endIndex else { fatalError("missing value for \(args[i - 1])") }
-            return args[i]
-        }
-        while i < args.endIndex {
-            switch args[i] {
+        parseOptions(args) { name, value in
+            switch name {
             case "--notifications": notifications = Int(value())!
             case "--connections": connections = Int(value())!
             case "--record": record = true
             case "--format": format = NotificationFormat(name: value())!
             case "--runs": runs = Int(value())!
-            default: fatalError("unknown option \(args[i])")
+            default: fatalError("unknown option \(name)")
             }
-            i += 1
         }
+    }
+}
+
+/// Walks `--name [value]` options; `value()` takes the next argument.
+func parseOptions(_ args: ArraySlice<String>, _ handle: (String, () -> String) -> Void) {
+    var i = args.startIndex
+    while i < args.endIndex {
+        let name = args[i]
+        handle(name) {
+            i += 1
+            guard i < args.endIndex else { fatalError("missing value for \(name)") }
+            return args[i]
+        }
+        i += 1
     }
 }
 
