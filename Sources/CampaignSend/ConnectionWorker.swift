@@ -70,11 +70,12 @@ final class ConnectionWorker: @unchecked Sendable {
     private var sentBelow: [Int32: Int32] = [:]
     /// Shards whose sent mark moved since the journal last heard of it.
     private var unmarked: [Int32: Int32] = [:]
+    private var lastWriteProgress: UInt64 = 0
+    private var consecutiveStalls = 0
     private var rateAllowance: Double = 0
     private var rateUpdatedAt: UInt64 = 0
 
     static let retryLimit: UInt8 = 3
-    static let proofTimeoutNanoseconds: UInt64 = 15_000_000_000
 
     init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, header: WorkerHeader) {
         self.index = index
@@ -142,6 +143,7 @@ final class ConnectionWorker: @unchecked Sendable {
                 timeout: 30, cancellation: shared.cancellation)
             connectFailures = 0
             acceptedOnConnection = 0
+            lastWriteProgress = now
             shared.connected()
             return true
         } catch {
@@ -273,10 +275,28 @@ final class ConnectionWorker: @unchecked Sendable {
         if fds[0].revents != 0 || wantWrite {
             if !readResponses() { return }
         }
-        if wantWrite, self.connection != nil { writeSome() }
-        if sentinelOut, let at = sentinelWrittenAt, now - at > Self.proofTimeoutNanoseconds {
-            shared.log("connection \(index + 1): no answer to the proof of acceptance within 15 s; treating the connection as lost")
-            connectionLost(reason: "proof timed out")
+        if wantWrite, self.connection != nil {
+            writeSome()
+            if self.connection != nil, written < sent.count,
+               Double(now - lastWriteProgress) / 1e9 > settings.stallSeconds {
+                gatewaySilent("nothing could be written for \(format1(settings.stallSeconds)) s: the gateway is not reading")
+                return
+            }
+        }
+        if sentinelOut, let at = sentinelWrittenAt, Double(now - at) / 1e9 > settings.stallSeconds {
+            gatewaySilent("no answer to the proof of acceptance within \(format1(settings.stallSeconds)) s")
+        }
+    }
+
+    /// The gateway neither reads nor answers. Three connections like that in a
+    /// row (with no response between them) end the send, resumable, rather than
+    /// retrying for ever.
+    private func gatewaySilent(_ what: String) {
+        consecutiveStalls += 1
+        shared.log("connection \(index + 1): \(what); reconnecting")
+        connectionLost(reason: what, countStrike: false)
+        if consecutiveStalls >= 3 {
+            shared.fail(.unreachable(TLSError(.timedOut(operation: "waiting for a gateway that stopped reading or answering (3 connections in a row)"))))
         }
     }
 
@@ -301,6 +321,7 @@ final class ConnectionWorker: @unchecked Sendable {
             switch result {
             case .bytes(let n):
                 written += n
+                lastWriteProgress = now
             case .wantRead, .wantWrite:
                 return
             case .closed:
@@ -350,6 +371,7 @@ final class ConnectionWorker: @unchecked Sendable {
 
     /// The gateway's error response: split the window at the named notification.
     private func handle(_ response: ErrorResponse) {
+        consecutiveStalls = 0
         let named = window.lastIndex { $0.identifier == response.identifier }
         var outcome = ProofOutcome()
         if response.status == .shutdown {
@@ -438,14 +460,14 @@ final class ConnectionWorker: @unchecked Sendable {
     }
 
     /// The connection ended without an error response: nothing in the window is proven.
-    private func connectionLost(reason: String) {
+    private func connectionLost(reason: String, countStrike: Bool = true) {
         let entries = window.filter { !$0.isSentinel }
         let risked = entries.filter { $0.start < written }.count
         if header.format == .simple {
             // Written notifications were presumed already; only unwritten ones go again.
             requeueFront(entries.filter { $0.start >= written })
         } else {
-            if acceptedOnConnection == 0, let first = entries.first {
+            if countStrike, acceptedOnConnection == 0, let first = entries.first {
                 let strikes = (dropStrikes[first.seq] ?? 0) + 1
                 dropStrikes[first.seq] = strikes
                 if strikes >= 5 {
@@ -522,6 +544,10 @@ struct WorkerHeader: Sendable {
     var format: NotificationFormat
     var expiry: UInt32
     var priority: NotificationPriority?
+}
+
+func format1(_ x: Double) -> String {
+    x == x.rounded() ? String(Int(x)) : String(Double(Int(x * 10)) / 10)
 }
 
 extension Array where Element == UInt8 {

@@ -21,6 +21,9 @@ public struct SendSettings: Equatable, Sendable {
     public var checkpointEvery = 0
     /// The most notifications left unproven on one connection before a proof is forced.
     public var maxWindow = 100_000
+    /// A connection that cannot write for this long is treated as lost (a
+    /// gateway that stopped reading); three in a row end the send, resumable.
+    public var stallSeconds: Double = 60
     public var certificate: String
     public var key: String?
     public var caFile: String?

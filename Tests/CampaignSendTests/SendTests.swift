@@ -188,4 +188,17 @@ final class SendHarness {
         #expect(report.outcome == .complete)
         #expect(recorded.count == tokens.count && Set(recorded) == Set(tokens))
     }
+
+    @Test func aGatewayThatNeverReadsEndsTheSendInsteadOfHanging() throws {
+        var faults = FaultPlan()
+        faults.readDelayMilliseconds = 600_000   // it accepts connections, then never reads
+        let harness = try SendHarness(faults: faults)
+        _ = try makePlan(count: 20_000, in: harness.dir)
+        let report = try harness.send(connections: 1) { $0.stallSeconds = 0.5 }
+        #expect(report.outcome == .gaveUp)
+        #expect(report.message?.contains("stopped reading") == true)
+        #expect(report.accepted == 0)
+        let state = try Journal.read(directory: harness.dir.file("journal"))
+        #expect(state.outcome == "gave-up")
+    }
 }
