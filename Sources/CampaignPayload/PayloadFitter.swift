@@ -50,29 +50,10 @@ public enum PayloadFitter {
         return prefix
     }
 
-    /// Undoes the escaping ``JSONText/appendEscaped(_:to:)`` does.
+    /// The text of the escaped region: it is the inside of a JSON string our
+    /// escaper wrote, so the JSON parser reads it back.
     static func unescape(_ bytes: ArraySlice<UInt8>) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var i = bytes.startIndex
-        while i < bytes.endIndex {
-            let b = bytes[i]
-            guard b == UInt8(ascii: "\\"), i + 1 < bytes.endIndex else { out.append(b); i += 1; continue }
-            let e = bytes[i + 1]
-            i += 2
-            switch e {
-            case UInt8(ascii: "n"): out.append(0x0A)
-            case UInt8(ascii: "r"): out.append(0x0D)
-            case UInt8(ascii: "t"): out.append(0x09)
-            case UInt8(ascii: "b"): out.append(0x08)
-            case UInt8(ascii: "f"): out.append(0x0C)
-            case UInt8(ascii: "u") where i + 4 <= bytes.endIndex:
-                let hex = String(decoding: bytes[i..<(i + 4)], as: UTF8.self)
-                if let v = UInt32(hex, radix: 16), let scalar = Unicode.Scalar(v) { out.append(contentsOf: String(scalar).utf8) }
-                i += 4
-            default: out.append(e)
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
+        let quoted = [UInt8(ascii: "\"")] + bytes + [UInt8(ascii: "\"")]
+        return (try? JSONValue.parse(quoted))?.stringValue ?? String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -36,9 +36,7 @@ public struct SendSettings: Equatable, Sendable {
     }
 
     /// As the journal's start record holds them.
-    public var jsonValue: JSONValue { json }
-
-    var json: JSONValue {
+    public var json: JSONValue {
         func s(_ v: String?) -> JSONValue { v.map { .string($0) } ?? .null }
         func n(_ v: Int) -> JSONValue { .number(String(v)) }
         return .object([
