@@ -70,10 +70,15 @@ let package = Package(
         .executableTarget(name: "campaign", dependencies: ["CampaignCommands"]),
         // Measurements for `make bench`; release builds only.
         .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "CampaignIO", "CampaignTLS", "GatewaySimulator"]),
+        // The parsers of untrusted input as fuzz targets, and `campaign-fuzz`,
+        // which replays inputs through them (or, built by `make fuzz`, runs libFuzzer).
+        .target(name: "CampaignFuzzTargets", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan"]),
+        .executableTarget(name: "campaign-fuzz", dependencies: ["CampaignFuzzTargets", "CCampaignShims"]),
 
         .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS"], path: "Tests/CampaignTestSupport"),
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire", "CampaignIO"]),
         .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),
+        .testTarget(name: "CampaignFuzzTargetsTests", dependencies: ["CampaignFuzzTargets"], exclude: []),
         .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "CampaignPlan", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
         .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),

@@ -195,8 +195,11 @@ public struct NotificationDecoder: Sendable {
         var seen: UInt8 = 0
         while p < frameEnd {
             guard frameEnd - p >= 3 else {
-                // A partial item header at the end of the frame.
-                return .failure(.itemOverrunsFrame(item: p < end ? b[p] : 0), .protocolError, identifier)
+                // A partial item header at the end of the frame. Wait for its
+                // first byte so the error names the same item however the
+                // stream was chunked (found by fuzzing).
+                guard p < end else { return .needMore }
+                return .failure(.itemOverrunsFrame(item: b[p]), .protocolError, identifier)
             }
             guard end - p >= 3 else { return .needMore }
             let item = b[p]

@@ -25,7 +25,10 @@ public final class BufferedFileWriter {
         name = path
         let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), mode)
         guard fd >= 0 else { throw IOError(path: path, reason: "cannot be created: \(String(cString: strerror(errno)))") }
-        fchmod(fd, mode)
+        // Only a regular file gets the mode: a run as root writing to
+        // /dev/null must not make it 0600 for everyone else.
+        var info = stat()
+        if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { fchmod(fd, mode) }
         self.fd = fd
         owned = true
     }

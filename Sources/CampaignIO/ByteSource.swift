@@ -106,6 +106,29 @@ public final class PrefixedByteSource: ByteSource {
     }
 }
 
+/// Bytes in memory, handed out at most `chunkSize` at a time so that readers
+/// meet every buffer boundary a pipe could produce (tests and fuzzing).
+public final class MemorySource: ByteSource {
+    public let name: String
+    private let bytes: [UInt8]
+    private let chunkSize: Int
+    private var offset = 0
+
+    public init(_ bytes: [UInt8], name: String = "memory", chunkSize: Int = .max) {
+        self.bytes = bytes
+        self.name = name
+        self.chunkSize = max(1, chunkSize)
+    }
+
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> Int {
+        let n = min(buffer.count, chunkSize, bytes.count - offset)
+        guard n > 0 else { return 0 }
+        bytes.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: n) }
+        offset += n
+        return n
+    }
+}
+
 /// Opens an input file or "-", decompressing it when it starts with the gzip
 /// magic bytes, whatever its name.
 public enum InputFile {

@@ -206,6 +206,23 @@ import CampaignIO
         Self.expectRefusal([2, 0, 0, 0, 4, 1, 0, 1, 7], status: .missingPayload, identifier: nil, reason: .missingPayload)
     }
 
+    /// Found by fuzzing: a frame whose length ends two bytes into an item
+    /// header. Fed a byte at a time, the decoder used to name item 0 (not yet
+    /// read); it now waits for the item byte and names item 5 either way.
+    @Test func aPartialItemHeaderAtTheFrameEndIsNamedAlikeHoweverTheBytesArrive() throws {
+        let bytes: [UInt8] = [2, 0, 0, 0, 9, 3, 0, 4, 0, 0, 0, 9, 5, 0, 1, 10]
+        for chunk in [1, 2, bytes.count] {
+            var decoder = NotificationDecoder()
+            var failure: NotificationDecodingError? = nil
+            for start in stride(from: 0, to: bytes.count, by: chunk) where failure == nil {
+                decoder.append(bytes[start..<min(bytes.count, start + chunk)])
+                do { _ = try decoder.next() } catch { failure = error }
+            }
+            #expect(failure?.reason == .itemOverrunsFrame(item: 5), "chunks of \(chunk)")
+            #expect(failure?.identifier == 9)
+        }
+    }
+
     @Test func aHugeDeclaredFrameLengthDoesNotMakeTheDecoderWait() {
         // 4 GB declared; the first item is already invalid, so the decoder answers now.
         Self.expectRefusal([2, 0xFF, 0xFF, 0xFF, 0xFF, 0x0B, 0, 0], status: .protocolError, identifier: nil,

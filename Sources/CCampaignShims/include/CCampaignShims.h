@@ -7,6 +7,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <zlib.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /// SSL_CTX_set_min_proto_version is a macro over SSL_CTX_ctrl.
 int campaign_ssl_ctx_set_min_proto_version(SSL_CTX *ctx, int version);
@@ -28,5 +30,10 @@ unsigned long long campaign_ssl_op_no_renegotiation(void);
 int campaign_deflate_init2(z_stream *strm, int level, int windowBits);
 /// inflateInit2 is a macro that passes the zlib version and struct size.
 int campaign_inflate_init2(z_stream *strm, int windowBits);
+
+/// libFuzzer's entry for programs that keep their own main (campaign-fuzz).
+/// Declared only: it is defined when linking with -sanitize=fuzzer, and
+/// referenced only in code compiled with -D CAMPAIGN_FUZZING.
+int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size));
 
 #endif
