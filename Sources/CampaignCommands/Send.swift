@@ -58,6 +58,9 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("Prove acceptance after every N notifications per connection (costs a reconnect each).", valueName: "n"))
     var checkpointEvery: Int?
 
+    @Flag(help: ArgumentHelp("With --resume, after `plan | send` was killed while planning: read the plan again from standard input, check it against what was spooled, and go on."))
+    var replan = false
+
     func validate() throws {
         guard (journal == nil) != (resume == nil) else {
             throw ValidationError("Give exactly one of --journal DIR (a new send) or --resume DIR.")
@@ -78,6 +81,7 @@ struct Send: ParsableCommand {
         if let n = rate, n < 0 { throw ValidationError("--rate must not be negative.") }
         if let n = checkpointEvery, n < 0 { throw ValidationError("--checkpoint-every must not be negative.") }
         if resume != nil && plan != "-" { throw ValidationError("--resume reads the plan the journal remembers; do not name one.") }
+        if replan && resume == nil { throw ValidationError("--replan goes with --resume DIR.") }
     }
 
     func run() throws {
@@ -117,7 +121,11 @@ struct Send: ParsableCommand {
         var carried = 0
         let planReader: PlanReader
         if let dir = resume {
-            let opened = try Journal.resume(directory: dir)
+            var opened = try Journal.resume(directory: dir)
+            if replan {
+                let checked = try Respool.respool(from: FileSource(path: "-"), journal: opened.0, state: &opened.1)
+                printError("campaign send: the plan on standard input matches the \(checked) spooled records; it replaces the spool")
+            }
             journalHandle = opened.0
             state = opened.1
             settings = opened.1.settings

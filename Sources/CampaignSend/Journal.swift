@@ -220,6 +220,8 @@ public final class Journal: @unchecked Sendable {
         case "start":
             s.runs += 1
             s.outcome = nil
+            // A resume with --replan starts with a new plan whose header differs in its times.
+            if let header = v["plan_header"], header != .null { s.planHeader = header }
         case "plan":
             s.planChecksum = v["crc32"]?.stringValue
             s.planRecords = v["records"]?.integerValue.map(Int.init)

@@ -360,7 +360,9 @@ public final class Sender: @unchecked Sendable {
             report.outcome = .interrupted
         } else if readError != nil || !plan.isComplete {
             report.outcome = .incompletePlan
-            report.message = readError.map { "\($0)" } ?? "the plan has no trailer: it was cut short upstream; everything it held was sent"
+            report.message = readError.map { "\($0)" } ?? (settings.planPath == nil
+                ? "the plan has no trailer: it was cut short upstream; everything it held was sent (if the planner was killed, plan again into `campaign send --resume DIR --replan`)"
+                : "the plan has no trailer: it was cut short upstream; everything it held was sent")
         }
         var below: [(String, JSONValue)] = []
         for (shard, n) in shared.sentBelowByShard.sorted(by: { $0.key < $1.key }) { below.append((String(shard), .number(String(n)))) }

@@ -16,8 +16,8 @@ final class CampaignProcess {
     private let exited = DispatchSemaphore(value: 0)
     let errors = Pipe()
 
-    init(_ arguments: [String], in dir: String) throws {
-        process.executableURL = SimulatorProcessTests.binary
+    init(_ arguments: [String], in dir: String, executable: URL = SimulatorProcessTests.binary) throws {
+        process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: dir)
         process.standardError = errors

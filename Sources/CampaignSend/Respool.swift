@@ -1,0 +1,71 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CampaignIO
+import CampaignJSON
+import CampaignPlan
+
+/// When `campaign plan … | campaign send` is killed as a whole, the plan the
+/// journal spooled ends where the kill cut it. Planning again gives the same
+/// records (the same job and audience give the same bytes, in the same order);
+/// only the header's times differ. ``respool(from:journal:state:)`` reads such
+/// a new plan, checks it against the spool, and puts it in the spool's place,
+/// so the resume sends exactly what the interrupted send would have.
+public enum Respool {
+    /// Reads a whole new plan from `source` into the journal's spool, after
+    /// checking that the send spooled its plan, that the new header differs only in `created` and `expiry`, and that
+    /// every record the spool holds is the same in the new plan. Updates
+    /// `state` to the new header. A spool that is complete is kept as it is
+    /// (so `--replan` is always safe to give). Returns the number of records checked.
+    @discardableResult
+    public static func respool(from source: ByteSource, journal: Journal, state: inout JournalState) throws -> Int {
+        func refuse(_ reason: String) -> JournalError { JournalError(path: journal.directory, reason: reason) }
+        guard state.settings.planPath == nil else {
+            throw refuse("the send read its plan from \(state.settings.planPath!), not standard input: resume without --replan")
+        }
+        func openSpool() throws -> PlanReader {
+            try PlanReader(source: GzipSource(compressed: FileSource(path: journal.spoolPath), toleratesTruncation: true),
+                           path: journal.spoolPath)
+        }
+        // A spool that is complete needs nothing: standard input is left unread
+        // (the planner upstream then ends on a broken pipe, which is harmless).
+        let first = try openSpool()
+        while (try? first.next()) ?? nil != nil {}
+        if first.isComplete { return 0 }
+
+        let old = try openSpool()
+        let replacement = journal.spoolPath + ".replan"
+        let new = try PlanReader(source: SpoolingSource(source: source, spoolPath: replacement), path: "standard input")
+        var keep = false
+        defer { if !keep { unlink(replacement) } }
+
+        var oldHeader = old.header, newHeader = new.header
+        oldHeader.created = 0; oldHeader.expiry = 0
+        newHeader.created = 0; newHeader.expiry = 0
+        guard oldHeader == newHeader else {
+            throw refuse("the plan on standard input is for another job or settings (its header differs beyond its times); refusing to resume")
+        }
+        var checked = 0
+        while true {
+            // The spool ends where the kill cut it: possibly inside a record.
+            let expected: PlanRecord?
+            do { expected = try old.next() } catch { break }
+            guard let expected else { break }
+            guard let got = try new.next() else {
+                throw refuse("the plan on standard input ends at record \(checked) but the spool holds more; refusing to resume")
+            }
+            guard got == expected else {
+                throw refuse("record \(expected.seq) of the plan on standard input differs from the spooled one (another audience?); refusing to resume")
+            }
+            checked += 1
+        }
+        while try new.next() != nil {}
+        guard new.isComplete else {
+            throw refuse("the plan on standard input has no trailer either (was it cut short too?); refusing to resume")
+        }
+        try syscall("rename \(replacement)") { rename(replacement, journal.spoolPath) }
+        keep = true
+        state.planHeader = new.header.json
+        return checked
+    }
+}

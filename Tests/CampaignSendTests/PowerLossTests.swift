@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+import APNSWire
+import CampaignIO
+import CampaignPlan
+import CampaignTestSupport
+import GatewaySimulator
+@testable import CampaignSend
+
+/// Power loss: the journal loses whatever the disk had not made durable, so
+/// its last record may be cut at any byte. Every such journal must resume,
+/// and the resume must finish the send with nothing lost.
+@Suite(.serialized) struct PowerLossTests {
+    /// Cuts the journal at every byte offset of its last `records` records (and
+    /// at every record boundary before them), resumes each cut copy against a
+    /// fresh gateway, and checks that every notification ends final exactly once.
+    @Test func aJournalCutAtEveryByteOfItsLastRecordsResumesAndLosesNothing() throws {
+        var faults = FaultPlan()
+        let source = try SendHarness(faults: FaultPlan())
+        let tokens = try makePlan(count: 240, in: source.dir, seed: 77)
+        let bad = Set(tokens.prefix(40).enumerated().filter { $0.offset % 13 == 5 }.map(\.element))
+        faults.badTokens = Set(bad.map { DeviceToken(hex: $0)!.bytes })
+        faults.shutdownAfter = 90
+        let original = try SendHarness(faults: faults)
+        try FileManager.default.copyItem(atPath: source.dir.file("plan.ndjson"), toPath: original.dir.file("plan.ndjson"))
+        let first = try original.send(connections: 2)
+        #expect(first.outcome == .complete)
+
+        let log = try [UInt8](Data(contentsOf: URL(fileURLWithPath: original.dir.file("journal/journal.log"))))
+        let ends = log.indices.filter { log[$0] == 0x0A }.map { $0 + 1 }
+        let lastRecords = 6
+        #expect(ends.count > lastRecords + 1)
+        let cutFrom = ends[ends.count - lastRecords - 1]
+        // Every boundary before the tail, then every byte of the tail.
+        let offsets = Array(ends.dropLast(lastRecords)) + Array(cutFrom...log.count)
+
+        var resumes = 0
+        for offset in offsets {
+            let harness = try SendHarness(faults: faults)
+            try FileManager.default.copyItem(atPath: source.dir.file("plan.ndjson"), toPath: harness.dir.file("plan.ndjson"))
+            try FileManager.default.createDirectory(atPath: harness.dir.file("journal"), withIntermediateDirectories: true)
+            try Data(log[0..<offset]).write(to: URL(fileURLWithPath: harness.dir.file("journal/journal.log")))
+
+            let before = try Journal.read(directory: harness.dir.file("journal"))
+            #expect(before.tornTail == !ends.contains(offset), "offset \(offset)")
+            let report = try harness.send(connections: 2, resume: true)
+            #expect(report.outcome == .complete, "offset \(offset): \(report.message ?? "")")
+            // Each notification is counted once: already final (accepted or
+            // refused), accepted now, or refused now.
+            #expect(report.alreadyDone == before.doneCount, "offset \(offset)")
+            #expect(report.alreadyDone + report.accepted + report.failed == tokens.count, "offset \(offset)")
+            let after = try Journal.read(directory: harness.dir.file("journal"))
+            #expect(after.outcome == "complete" && !after.tornTail, "offset \(offset)")
+            #expect(after.doneCount == tokens.count, "offset \(offset): \(after.doneCount) final")
+            #expect(Set(after.failures.map { DeviceToken(bytes: $0.token).hex }) == bad, "offset \(offset)")
+            let recorded = try harness.recordedTokens()
+            #expect(recorded.count == report.accepted, "offset \(offset)")
+            #expect(Set(recorded).isDisjoint(with: bad), "offset \(offset)")
+            resumes += 1
+        }
+        #expect(resumes == offsets.count)
+        print("power loss: \(resumes) cut journals (\(log.count - cutFrom + 1) byte offsets of the last \(lastRecords) records, \(ends.count - lastRecords) record boundaries) resumed, none lost")
+    }
+}
