@@ -459,6 +459,11 @@ final class ConnectionWorker: @unchecked Sendable {
         shared.count(resends: fresh.count)
     }
 
+    /// Connections in a row, over all workers, that may end with nothing
+    /// proven before the send gives up (resumable): enough for every worker
+    /// to quarantine one notification that kills its connections.
+    static func fruitlessLimit(connections: Int) -> Int { 5 * connections + 5 }
+
     /// The connection ended without an error response: nothing in the window is proven.
     private func connectionLost(reason: String, countStrike: Bool = true) {
         let entries = window.filter { !$0.isSentinel }
@@ -467,7 +472,15 @@ final class ConnectionWorker: @unchecked Sendable {
             // Written notifications were presumed already; only unwritten ones go again.
             requeueFront(entries.filter { $0.start >= written })
         } else {
-            if countStrike, acceptedOnConnection == 0, let first = entries.first {
+            var gatewayHasAnswered = true
+            if countStrike, acceptedOnConnection == 0 {
+                let fruitless = shared.connectionWasFruitless()
+                gatewayHasAnswered = fruitless.gatewayHasAnswered
+                if fruitless.inARow >= Self.fruitlessLimit(connections: settings.connections) {
+                    shared.fail(.unproductive(connections: fruitless.inARow))
+                }
+            }
+            if countStrike, acceptedOnConnection == 0, gatewayHasAnswered, let first = entries.first {
                 let strikes = (dropStrikes[first.seq] ?? 0) + 1
                 dropStrikes[first.seq] = strikes
                 if strikes >= 5 {

@@ -14,11 +14,15 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
     case credentials(TLSError)
     /// The gateway could not be reached after repeated attempts.
     case unreachable(TLSError)
+    /// The gateway keeps ending connections without accepting anything.
+    case unproductive(connections: Int)
 
     public var description: String {
         switch self {
         case .credentials(let e): "\(e)"
         case .unreachable(let e): "Giving up after repeated connection failures: \(e)"
+        case .unproductive(let n):
+            "Giving up: the gateway ended \(n) connections in a row without accepting or refusing anything (is it an APNs gateway?)"
         }
     }
 }
@@ -153,10 +157,28 @@ final class SendShared: @unchecked Sendable {
         mutex.unlock()
     }
 
+    private var fruitless = 0
+    private var gatewayHasAnswered = false
+
+    /// A connection ended with nothing proven (no acceptance, no refusal).
+    /// Returns how many in a row did, over all connections, and whether the
+    /// gateway has ever accepted or refused anything in this run (without
+    /// that, nothing can be blamed on a single notification).
+    func connectionWasFruitless() -> (inARow: Int, gatewayHasAnswered: Bool) {
+        mutex.lock()
+        defer { mutex.unlock() }
+        fruitless += 1
+        return (fruitless, gatewayHasAnswered)
+    }
+
     /// Journals a proof: final ordinals per shard, failures; then fsync.
     func record(_ outcome: ProofOutcome) {
         mutex.lock()
         defer { mutex.unlock() }
+        if outcome.accepted > 0 || outcome.failures.contains(where: { !$0.gaveUp }) {
+            fruitless = 0
+            gatewayHasAnswered = true
+        }
         counts.accepted += outcome.accepted
         counts.presumed += outcome.presumed
         for f in outcome.failures {
@@ -353,7 +375,7 @@ public final class Sender: @unchecked Sendable {
         if let failure = shared.failureReason {
             switch failure {
             case .credentials: report.outcome = .credentials
-            case .unreachable: report.outcome = .gaveUp
+            case .unreachable, .unproductive: report.outcome = .gaveUp
             }
             report.message = failure.description
         } else if shared.journalFailure != nil || cancellation.isCancelled || shared.isStopping {

@@ -1,0 +1,153 @@
+import Foundation
+import Testing
+import APNSWire
+import CampaignIO
+import CampaignPlan
+import CampaignTLS
+import CampaignTestSupport
+import GatewaySimulator
+@testable import CampaignSend
+
+/// A gateway that misbehaves on purpose, on 127.0.0.1: each accepted
+/// connection is handed to `behaviour`. Stops with the test.
+final class HostileGateway: @unchecked Sendable {
+    enum Behaviour: String, CaseIterable {
+        /// Reads a little, then answers with bytes that are no error response.
+        case garbage
+        /// Answers with an error response whose status no guide defines.
+        case unknownStatus
+        /// Answers status 8 for an identifier the sender never used.
+        case unknownIdentifier
+        /// Closes the TCP connection in the middle of the TLS handshake.
+        case closeMidHandshake
+        /// Presents a certificate from an authority the client does not trust.
+        case untrustedCertificate
+        /// Presents a certificate for another host name.
+        case wrongHostName
+    }
+
+    let listener: Listener
+    let cancellation: CancellationPipe
+    let behaviour: Behaviour
+    private let context: TLSContext
+    private let accepter: BackgroundTask<Int>
+
+    init(_ behaviour: Behaviour) throws {
+        self.behaviour = behaviour
+        listener = try Listener(host: "127.0.0.1", port: 0)
+        cancellation = try CancellationPipe()
+        let identity: TLSIdentity
+        switch behaviour {
+        case .untrustedCertificate:
+            identity = try CertificateAuthority(commonName: "Stranger CA")
+                .issue(subject: [("CN", "127.0.0.1")], role: .server(dnsNames: [], ipAddresses: ["127.0.0.1"]))
+        case .wrongHostName:
+            let ca = try CertificateAuthority(certificate: TestCertificates.path("ca.pem"), key: TestCertificates.path("ca.key"))
+            identity = try ca.issue(subject: [("CN", "elsewhere.example")], role: .server(dnsNames: ["elsewhere.example"], ipAddresses: ["10.9.8.7"]))
+        default:
+            identity = try TLSIdentity.pem(certificate: TestCertificates.path("server.pem"), key: TestCertificates.path("server.key"), passphrase: nil)
+        }
+        context = try TLSContext.server(identity: identity, clientAuthorities: TestCertificates.path("ca.pem"))
+        let (listener, cancellation, context) = (listener, cancellation, context)
+        accepter = BackgroundTask {
+            var connections = 0
+            while let socket = try? listener.accept(cancellation: cancellation) {
+                connections += 1
+                Thread.detachNewThread { Self.serve(socket, behaviour: behaviour, context: context, cancellation: cancellation) }
+            }
+            return connections
+        }
+    }
+
+    var port: Int { listener.port }
+
+    /// Stops accepting; returns how many connections the sender made.
+    func stop() throws -> Int {
+        cancellation.cancel()
+        let n = try accepter.value(timeout: 30)
+        listener.close()
+        return n
+    }
+
+    static func serve(_ socket: Socket, behaviour: Behaviour, context: TLSContext, cancellation: CancellationPipe) {
+        if behaviour == .closeMidHandshake {
+            var hello = [UInt8](repeating: 0, count: 16)
+            _ = hello.withUnsafeMutableBytes { recv(socket.fd, $0.baseAddress, 16, 0) }
+            socket.abort()
+            return
+        }
+        guard let tls = try? TLSConnection.accept(socket: socket, context: context, cancellation: cancellation) else {
+            socket.close()
+            return
+        }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        _ = try? tls.read(into: &buffer, cancellation: cancellation, deadline: .after(seconds: 10))
+        var rng = SplitMix64(seed: UInt64(socket.fd))
+        let answer: [UInt8]
+        switch behaviour {
+        case .garbage: answer = (0..<64).map { _ in UInt8(truncatingIfNeeded: rng.next()) | 0x10 }
+        case .unknownStatus: answer = [8, 200, 0, 0, 0, 1]
+        case .unknownIdentifier: answer = [8, 8, 0x7E, 0xAD, 0xBE, 0xEF]
+        default: answer = []
+        }
+        try? tls.write(answer, cancellation: cancellation, deadline: .after(seconds: 10))
+        tls.close()
+    }
+}
+
+@Suite(.serialized) struct HostileGatewayTests {
+    func send(to gateway: HostileGateway, count: Int = 300) throws -> (SendReport, JournalState) {
+        let dir = TemporaryDirectory("hostile")
+        _ = try makePlan(count: count, in: dir)
+        var s = SendSettings(gatewayHost: "127.0.0.1", gatewayPort: gateway.port, certificate: TestCertificates.path("client.pem"))
+        s.key = TestCertificates.path("client.key")
+        s.caFile = TestCertificates.path("ca.pem")
+        s.connections = 2
+        s.planPath = dir.file("plan.ndjson")
+        s.stallSeconds = 2
+        let settings = s
+        let task = BackgroundTask { () throws -> SendReport in
+            let plan = try PlanReader(path: settings.planPath!)
+            let journal = try Journal.create(directory: dir.file("journal"), settings: settings, planHeader: plan.header.json)
+            return try Sender(settings: settings, journal: journal, context: TestCertificates.clientContext(), cancellation: CancellationPipe())
+                .run(plan: plan)
+        }
+        let report = try task.value(timeout: 120)
+        return (report, try Journal.read(directory: dir.file("journal")))
+    }
+
+    @Test(arguments: [HostileGateway.Behaviour.garbage, .unknownStatus, .unknownIdentifier, .closeMidHandshake])
+    func aMisbehavingGatewayEndsTheSendResumablyWithNothingClaimed(behaviour: HostileGateway.Behaviour) throws {
+        let gateway = try HostileGateway(behaviour)
+        let (report, state) = try send(to: gateway)
+        let connections = try gateway.stop()
+        // Such a gateway accepts nothing, so nothing may be claimed accepted,
+        // and the send must end (not hang, not crash) in a state --resume can go on from.
+        #expect(report.outcome == .gaveUp, "\(behaviour): \(report.outcome) \(report.message ?? "")")
+        if behaviour == .unknownStatus {
+            // An error response naming one of ours proves, by the protocol,
+            // everything written before it on that connection; the named one is
+            // retried, then failed keeping the undefined status as it came (or
+            // quarantined, 255, for heading five fruitless connections).
+            #expect(state.failures.allSatisfy { $0.gaveUp && [200, 255].contains($0.status) }, "\(behaviour): \(state.failures.map(\.status))")
+        } else {
+            #expect(report.accepted == 0, "\(behaviour)")
+        }
+        #expect(state.failures.count <= 2 * 2, "\(behaviour): \(state.failures.count) notifications failed for the gateway's fault")
+        #expect(state.outcome == "gave-up", "\(behaviour)")
+        #expect(connections >= 2, "\(behaviour): \(connections) connections")
+        #expect(report.message?.isEmpty == false)
+    }
+
+    @Test(arguments: [HostileGateway.Behaviour.untrustedCertificate, .wrongHostName])
+    func aGatewayThatCannotBeVerifiedIsNeverSentTo(behaviour: HostileGateway.Behaviour) throws {
+        let gateway = try HostileGateway(behaviour)
+        let (report, state) = try send(to: gateway)
+        _ = try gateway.stop()
+        #expect(report.outcome == .credentials, "\(behaviour): \(report.outcome)")
+        #expect(report.accepted == 0)
+        #expect(state.sentBelow.values.allSatisfy { $0 == 0 }, "\(behaviour): bytes were handed to an unverified gateway")
+        let message = report.message ?? ""
+        #expect(message.contains("certificate"), "\(behaviour): \(message)")
+    }
+}
