@@ -99,7 +99,7 @@ import GatewaySimulator
         let dir = TemporaryDirectory("replan-other")
         let simulator = try SendProcessTests.simulator(in: dir)
         defer { simulator.stop() }
-        _ = try Self.audience(count: 3000, in: dir, seed: 4)
+        let tokens = try Self.audience(count: 3000, in: dir, seed: 4)
         let campaign = SimulatorProcessTests.binary.path
         let credentials = SendProcessTests.credentials().joined(separator: " ")
         // A spool cut short, as a kill leaves it: the first 1,000 planned lines.
@@ -115,6 +115,17 @@ import GatewaySimulator
         let same = try Self.shell("'\(campaign)' plan job.json audience.csv --rejects r.ndjson | '\(campaign)' send --resume journal --replan \(credentials)", in: dir)
         #expect(same.wait(timeout: 120) == 0, "\(same.stderr)")
         simulator.stop()
+        // What holds tokens is private; the default log level names none.
+        func mode(_ path: String) throws -> Int {
+            try (FileManager.default.attributesOfItem(atPath: dir.file(path))[.posixPermissions] as? Int) ?? -1
+        }
+        #expect(try mode("journal") == 0o700)
+        #expect(try mode("journal/journal.log") == 0o600)
+        #expect(try mode("journal/plan.ndjson.gz") == 0o600)
+        #expect(try mode("r.ndjson") == 0o600)
+        let logs = cut.stderr + other.stderr + same.stderr
+        #expect(!logs.isEmpty)
+        #expect(!tokens.contains { logs.contains($0) }, "a token appeared in the log")
         let recorded = try SendProcessTests.recorded(dir)
         #expect(recorded.count == 3000 && Set(recorded).count == 3000)
     }
