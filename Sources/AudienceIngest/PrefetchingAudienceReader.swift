@@ -36,16 +36,28 @@ public final class PrefetchingAudienceReader: AudienceReader, @unchecked Sendabl
         let inner: AudienceReader
         let filled = DispatchSemaphore(value: 0)
         let emptied: DispatchSemaphore
-        let queues = Mutex<(full: [Batch], free: [Batch])>(([], []))
+        // A pthread mutex rather than Synchronization.Mutex: ThreadSanitizer
+        // understands the former (the latter is futex-based on Linux).
+        private var mutex = pthread_mutex_t()
+        private var full: [Batch] = []
+        private var free: [Batch] = []
         let stopping = Atomic<Bool>(false)
+
+        func withQueues<R>(_ body: (inout [Batch], inout [Batch]) -> R) -> R {
+            pthread_mutex_lock(&mutex)
+            defer { pthread_mutex_unlock(&mutex) }
+            return body(&full, &free)
+        }
+
+        deinit { pthread_mutex_destroy(&mutex) }
 
         init(inner: AudienceReader, batchRows: Int, batches: Int) {
             self.inner = inner
             // Made at 0 and raised: libdispatch traps when a semaphore is freed
             // below the value it was made with, as this one is after an early stop.
             emptied = DispatchSemaphore(value: 0)
-            let pool = (0..<batches).map { _ in Batch(size: batchRows) }
-            queues.withLock { $0.free = pool }
+            pthread_mutex_init(&mutex, nil)
+            free = (0..<batches).map { _ in Batch(size: batchRows) }
             for _ in 0..<batches { emptied.signal() }
         }
 
@@ -54,7 +66,7 @@ public final class PrefetchingAudienceReader: AudienceReader, @unchecked Sendabl
             while true {
                 emptied.wait()
                 if stopping.load(ordering: .relaxed) { return }
-                guard let batch = queues.withLock({ $0.free.popLast() }) else { return }
+                guard let batch = withQueues({ _, free in free.popLast() }) else { return }
                 batch.count = 0
                 batch.failure = nil
                 do {
@@ -76,7 +88,7 @@ public final class PrefetchingAudienceReader: AudienceReader, @unchecked Sendabl
                 } else {
                     batch.schemaNames = []
                 }
-                queues.withLock { $0.full.insert(batch, at: 0) }
+                withQueues { full, _ in full.insert(batch, at: 0) }
                 filled.signal()
                 if batch.ended { return }
             }
@@ -120,12 +132,12 @@ public final class PrefetchingAudienceReader: AudienceReader, @unchecked Sendabl
                     done = true
                     return nil
                 }
-                pipeline.queues.withLock { $0.free.append(batch) }
+                pipeline.withQueues { _, free in free.append(batch) }
                 pipeline.emptied.signal()
             }
             if done { return nil }
             pipeline.filled.wait()
-            let batch = pipeline.queues.withLock { $0.full.removeLast() }
+            let batch = pipeline.withQueues { full, _ in full.removeLast() }
             for name in batch.schemaNames { schema.add(name) }
             current = batch
             position = 0
