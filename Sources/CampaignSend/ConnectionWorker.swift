@@ -402,11 +402,21 @@ final class ConnectionWorker: @unchecked Sendable {
     }
 
     private func accept(_ entries: ArraySlice<InFlight>, into outcome: inout ProofOutcome) {
+        // Bucketed by shard in an array, then moved into the outcome: a
+        // dictionary operation per notification cost more than the rest of the proof.
+        var maxShard: Int32 = -1
+        for e in entries where e.shard > maxShard { maxShard = e.shard }
+        guard maxShard >= 0 else { return }
+        var byShard = [[Int]](repeating: [], count: Int(maxShard) + 1)
+        let retrying = !attempts.isEmpty
         for e in entries where !e.isSentinel {
-            outcome.acceptedOrdinals[e.shard, default: []].append(Int(e.ordinal))
-            outcome.accepted += 1
-            acceptedOnConnection += 1
-            attempts[e.seq] = nil
+            byShard[Int(e.shard)].append(Int(e.ordinal))
+            if retrying { attempts[e.seq] = nil }
+        }
+        for (shard, ordinals) in byShard.enumerated() where !ordinals.isEmpty {
+            outcome.acceptedOrdinals[Int32(shard), default: []] += ordinals
+            outcome.accepted += ordinals.count
+            acceptedOnConnection += ordinals.count
         }
     }
 
