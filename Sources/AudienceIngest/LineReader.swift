@@ -32,6 +32,34 @@ public final class LineReader {
 
     public var sourceName: String { source.name }
 
+    /// CRC-32 of the lines passed to ``checksumCurrentLine()``, in order.
+    /// Adjacent lines are checksummed as one run when the buffer is refilled
+    /// or the run breaks: zlib is several times faster on long runs than
+    /// line by line. Read it after ``flushChecksum()``.
+    public private(set) var checksum = CRC32()
+    private var runStart = -1
+    private var runEnd = -1
+
+    /// Adds the current line to the checksum.
+    @inline(__always)
+    public func checksumCurrentLine() {
+        if runStart >= 0, runEnd == current.lowerBound {
+            runEnd = current.upperBound
+        } else {
+            flushChecksum()
+            runStart = current.lowerBound
+            runEnd = current.upperBound
+        }
+    }
+
+    /// Brings ``checksum`` up to date with every line added so far.
+    public func flushChecksum() {
+        guard runStart >= 0 else { return }
+        buffer.withUnsafeBytes { checksum.update(UnsafeRawBufferPointer(rebasing: $0[runStart..<runEnd])) }
+        runStart = -1
+        runEnd = -1
+    }
+
     /// Runs `body` on the bytes of the line `next()` returned last.
     @inline(__always)
     public func withCurrentLine<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
@@ -70,6 +98,7 @@ public final class LineReader {
     }
 
     private func refill() throws(IOError) {
+        flushChecksum()   // the bytes are about to move
         if start > 0 {
             buffer.withUnsafeMutableBytes { raw in
                 raw.baseAddress!.copyMemory(from: raw.baseAddress! + start, byteCount: end - start)
@@ -83,6 +112,7 @@ public final class LineReader {
     }
 
     private func skipOverlong() throws(IOError) -> Line {
+        flushChecksum()
         lineNumber += 1
         let number = lineNumber
         var count = 0

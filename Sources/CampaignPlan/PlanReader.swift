@@ -13,7 +13,6 @@ public final class PlanReader {
     public private(set) var trailer: PlanTrailer?
     public private(set) var recordsRead = 0
     private let lines: LineReader
-    private var crc = CRC32()
     private var lineNumber = 1
     private var done = false
 
@@ -75,8 +74,8 @@ public final class PlanReader {
             if kind == 0 { continue }
             if trailer != nil { throw PlanError(path: path, line: number, reason: .afterTrailer) }
             if kind == 1 { try readTrailer(number); continue }
+            lines.checksumCurrentLine()
             let handled = try lines.withCurrentLine { bytes throws -> Bool in
-                crc.update(bytes)
                 guard let fast = Self.fastView(bytes, token: &tokenScratch) else { return false }
                 try check(seq: fast.seq, shard: fast.shard, tokenCount: fast.tokenCount, payloadCount: fast.payload.count, line: number)
                 try tokenScratch.withUnsafeBufferPointer { t in
@@ -143,8 +142,10 @@ public final class PlanReader {
         guard Int(records) == recordsRead else {
             throw PlanError(path: path, line: number, reason: .countMismatch(trailer: Int(records), read: recordsRead))
         }
-        guard sum == crc.hex else {
-            throw PlanError(path: path, line: number, reason: .checksumMismatch(trailer: sum, computed: crc.hex))
+        lines.flushChecksum()
+        let computed = lines.checksum.hex
+        guard sum == computed else {
+            throw PlanError(path: path, line: number, reason: .checksumMismatch(trailer: sum, computed: computed))
         }
         trailer = PlanTrailer(records: Int(records), crc32: sum,
                               rowsRead: Int(t["rows"]?.integerValue ?? 0), rejected: Int(t["rejected"]?.integerValue ?? 0))

@@ -184,3 +184,28 @@ import CampaignTestSupport
         #expect(read(extra.joined(separator: "\n") + "\n").contains("text after the trailer"))
     }
 }
+
+/// The checksum is taken over long runs now; it must still be the CRC-32 of
+/// the record lines, byte for byte, as docs/plan-format.md defines it.
+@Suite struct PlanChecksumTests {
+    @Test func theTrailerHoldsTheCRC32OfTheRecordLinesComputedLineByLine() throws {
+        let dir = TemporaryDirectory("checksum")
+        // Enough rows to span several writer flushes and reader refills.
+        try "token,name\n\((0..<6000).map { String(format: "%064x", $0 + 1) + ",name \($0) " + String(repeating: "é", count: $0 % 40) }.joined(separator: "\n"))\n"
+            .write(toFile: dir.file("a.csv"), atomically: true, encoding: .utf8)
+        _ = try Planner(job: HostileInputTests.job, options: PlanOptions(now: 1_700_000_000))
+            .run(reader: AudienceFile.open(dir.file("a.csv")), plan: PlanWriter(path: dir.file("p.plan")), rejects: nil)
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir.file("p.plan"))))
+        var lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false)
+        lines.removeLast()                      // after the final LF
+        let trailer = try JSONValue.parse(Array(lines.removeLast()))
+        lines.removeFirst()                     // the header
+        var crc = CRC32()
+        for line in lines { crc.update(Array(line) + [0x0A]) }
+        #expect(lines.count == 6000)
+        #expect(trailer["trailer"]?["crc32"]?.stringValue == crc.hex)
+        let reader = try PlanReader(path: dir.file("p.plan"))
+        while try reader.next() != nil {}
+        #expect(reader.trailer?.crc32 == crc.hex)
+    }
+}
