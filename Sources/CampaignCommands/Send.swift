@@ -186,8 +186,7 @@ struct Send: ParsableCommand {
     /// The plan a journal was started with: from its path, or the journal's spool.
     static func openResumedPlan(state: JournalState, journal: Journal) throws -> PlanReader {
         if let path = state.settings.planPath { return try PlanReader(path: path) }
-        let source = try GzipSource(compressed: FileSource(path: journal.spoolPath), toleratesTruncation: true)
-        return try PlanReader(source: source, path: journal.spoolPath)
+        return try PlanReader(source: journal.openSpool(), path: journal.spoolPath)
     }
 }
 

@@ -45,16 +45,30 @@ public final class BufferedFileWriter {
     }
 
     public func flush() throws(IOError) {
+        var failure: IOError? = nil
+        buffer.withUnsafeBytes { bytes in
+            do throws(IOError) { try writeAll(bytes) } catch { failure = error }
+        }
+        if let failure { throw failure }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Writes `bytes` straight to the file, after what is buffered.
+    public func write(_ bytes: UnsafeRawBufferPointer) throws(IOError) {
+        try flush()
+        try writeAll(bytes)
+    }
+
+    private func writeAll(_ bytes: UnsafeRawBufferPointer) throws(IOError) {
         var offset = 0
-        while offset < buffer.count {
-            let n = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        while offset < bytes.count {
+            let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
             if n < 0 {
                 if errno == EINTR { continue }
                 throw IOError(path: name, reason: "write failed: \(String(cString: strerror(errno)))")
             }
             offset += n
         }
-        buffer.removeAll(keepingCapacity: true)
     }
 
     /// Flushes and asks the kernel to put the data on disk (a no-op for pipes).

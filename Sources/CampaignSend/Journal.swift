@@ -116,7 +116,10 @@ public struct JournalError: Error, Equatable, Sendable, CustomStringConvertible 
 /// fsync at every proof of acceptance. A lock refuses a second concurrent send.
 public final class Journal: @unchecked Sendable {
     public static let logName = "journal.log"
-    public static let spoolName = "plan.ndjson.gz"
+    /// The plan as read from standard input, byte for byte.
+    public static let spoolName = "plan.ndjson"
+    /// The gzip spool of journals written before the spool was raw; still read.
+    public static let legacySpoolName = "plan.ndjson.gz"
     public static let lockName = "lock"
 
     public let directory: String
@@ -125,6 +128,22 @@ public final class Journal: @unchecked Sendable {
     private let lock = PThreadMutex()
 
     public var spoolPath: String { "\(directory)/\(Self.spoolName)" }
+
+    /// The spooled plan, raw or (from an older journal) gzip; either may end
+    /// where a kill or power loss cut it.
+    public func openSpool() throws -> ByteSource {
+        let legacy = "\(directory)/\(Self.legacySpoolName)"
+        if access(spoolPath, F_OK) != 0, access(legacy, F_OK) == 0 {
+            return try GzipSource(compressed: FileSource(path: legacy), toleratesTruncation: true)
+        }
+        return try FileSource(path: spoolPath)
+    }
+
+    /// Puts `replacement` in the spool's place (and drops an older gzip spool).
+    public func replaceSpool(with replacement: String) throws {
+        try syscall("rename \(replacement)") { rename(replacement, spoolPath) }
+        unlink("\(directory)/\(Self.legacySpoolName)")
+    }
 
     private init(directory: String, append: Bool) throws {
         self.directory = directory

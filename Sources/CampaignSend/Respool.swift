@@ -24,8 +24,7 @@ public enum Respool {
             throw refuse("the send read its plan from \(state.settings.planPath!), not standard input: resume without --replan")
         }
         func openSpool() throws -> PlanReader {
-            try PlanReader(source: GzipSource(compressed: FileSource(path: journal.spoolPath), toleratesTruncation: true),
-                           path: journal.spoolPath)
+            try PlanReader(source: journal.openSpool(), path: journal.spoolPath)
         }
         // A spool that is complete needs nothing: standard input is left unread
         // (the planner upstream then ends on a broken pipe, which is harmless).
@@ -63,7 +62,7 @@ public enum Respool {
         guard new.isComplete else {
             throw refuse("the plan on standard input has no trailer either (was it cut short too?); refusing to resume")
         }
-        try syscall("rename \(replacement)") { rename(replacement, journal.spoolPath) }
+        try journal.replaceSpool(with: replacement)
         keep = true
         state.planHeader = new.header.json
         return checked

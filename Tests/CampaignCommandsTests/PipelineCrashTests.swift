@@ -39,8 +39,7 @@ import GatewaySimulator
 
     /// Whether the journal's spooled plan was read to its trailer.
     static func spoolIsComplete(_ dir: TemporaryDirectory) -> Bool {
-        guard let reader = try? PlanReader(source: GzipSource(compressed: FileSource(path: dir.file("journal/plan.ndjson.gz")),
-                                                              toleratesTruncation: true), path: "spool") else { return false }
+        guard let reader = try? PlanReader(source: FileSource(path: dir.file("journal/plan.ndjson")), path: "spool") else { return false }
         while (try? reader.next()) ?? nil != nil {}
         return reader.isComplete
     }
@@ -121,7 +120,7 @@ import GatewaySimulator
         }
         #expect(try mode("journal") == 0o700)
         #expect(try mode("journal/journal.log") == 0o600)
-        #expect(try mode("journal/plan.ndjson.gz") == 0o600)
+        #expect(try mode("journal/plan.ndjson") == 0o600)
         #expect(try mode("r.ndjson") == 0o600)
         let logs = cut.stderr + other.stderr + same.stderr
         #expect(!logs.isEmpty)

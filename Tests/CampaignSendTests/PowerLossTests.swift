@@ -62,3 +62,24 @@ import GatewaySimulator
         print("power loss: \(resumes) cut journals (\(log.count - cutFrom + 1) byte offsets of the last \(lastRecords) records, \(ends.count - lastRecords) record boundaries) resumed, none lost")
     }
 }
+
+/// Journals from before the spool was raw keep a gzip spool; they still resume.
+@Suite struct SpoolTests {
+    @Test func aGzipSpoolFromAnOlderJournalIsStillRead() throws {
+        let harness = try SendHarness(faults: FaultPlan())
+        _ = try makePlan(count: 120, in: harness.dir)
+        let plan = try [UInt8](Data(contentsOf: URL(fileURLWithPath: harness.dir.file("plan.ndjson"))))
+        var settings = harness.settings(connections: 1)
+        settings.planPath = nil
+        let header = try PlanReader(path: harness.dir.file("plan.ndjson")).header
+        let journal = try Journal.create(directory: harness.dir.file("j"), settings: settings, planHeader: header.json)
+        // Cut short, as a kill leaves it.
+        let gz = GzipCompressor().compress(Array(plan.prefix(plan.count * 2 / 3)), sync: true)
+        try Data(gz).write(to: URL(fileURLWithPath: harness.dir.file("j/\(Journal.legacySpoolName)")))
+        let reader = try PlanReader(source: journal.openSpool(), path: "spool")
+        var records = 0
+        while (try? reader.next()) ?? nil != nil { records += 1 }
+        #expect(records > 60 && records < 120)
+        #expect(!reader.isComplete)
+    }
+}
