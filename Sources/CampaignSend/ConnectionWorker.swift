@@ -67,9 +67,12 @@ final class ConnectionWorker: @unchecked Sendable {
     private var dropStrikes: [UInt64: Int] = [:]
     private var connectFailures = 0
     private var readBuffer = [UInt8](repeating: 0, count: 4096)
-    private var sentBelow: [Int32: Int32] = [:]
+    /// Per shard: ordinals below this may have reached the gateway. Arrays by
+    /// shard, not dictionaries: this is updated for every notification.
+    private var sentBelow: [Int32]
     /// Shards whose sent mark moved since the journal last heard of it.
-    private var unmarked: [Int32: Int32] = [:]
+    private var unmarked: [Int32] = []
+    private var isUnmarked: [Bool]
     private var lastWriteProgress: UInt64 = 0
     private var consecutiveStalls = 0
     private var rateAllowance: Double = 0
@@ -83,7 +86,15 @@ final class ConnectionWorker: @unchecked Sendable {
         self.shared = shared
         self.settings = settings
         self.header = header
+        sentBelow = [Int32](repeating: 0, count: header.shards)
+        isUnmarked = [Bool](repeating: false, count: header.shards)
         sent.reserveCapacity(settings.batchBytes * 4)
+    }
+
+    private func sentBelowMap(_ shards: [Int32]) -> [Int32: Int32] {
+        var map: [Int32: Int32] = [:]
+        for shard in shards where sentBelow[Int(shard)] > 0 { map[shard] = sentBelow[Int(shard)] }
+        return map
     }
 
     private var now: UInt64 { Deadline.now().nanoseconds }
@@ -116,7 +127,7 @@ final class ConnectionWorker: @unchecked Sendable {
             pump(workLeft: workLeft)
         }
         if let connection { connection.abort(); self.connection = nil }
-        shared.workerFinished(sentBelow: sentBelow)
+        shared.workerFinished(sentBelow: sentBelowMap((0..<Int32(sentBelow.count)).map { $0 }))
     }
 
     /// Learns whether the queue has frames, without taking any.
@@ -200,9 +211,13 @@ final class ConnectionWorker: @unchecked Sendable {
         unproven += 1
         sinceProof += 1
         let below = entry.ordinal + 1
-        if (sentBelow[entry.shard] ?? 0) < below {
-            sentBelow[entry.shard] = below
-            unmarked[entry.shard] = below
+        let shard = Int(entry.shard)
+        if sentBelow[shard] < below {
+            sentBelow[shard] = below
+            if !isUnmarked[shard] {
+                isUnmarked[shard] = true
+                unmarked.append(entry.shard)
+            }
         }
     }
 
@@ -305,7 +320,8 @@ final class ConnectionWorker: @unchecked Sendable {
         if !unmarked.isEmpty {
             // Write-ahead: the journal learns what may reach the gateway before it can,
             // so a resume after a crash knows which notifications may be duplicates.
-            shared.markSent(unmarked)
+            shared.markSent(sentBelowMap(unmarked))
+            for shard in unmarked { isUnmarked[Int(shard)] = false }
             unmarked.removeAll(keepingCapacity: true)
         }
         while written < sent.count {
@@ -565,6 +581,7 @@ struct ProofOutcome {
 /// Per-send constants every worker needs.
 struct WorkerHeader: Sendable {
     var format: NotificationFormat
+    var shards: Int
     var expiry: UInt32
     var priority: NotificationPriority?
 }

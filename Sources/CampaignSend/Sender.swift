@@ -296,7 +296,7 @@ public final class Sender: @unchecked Sendable {
     /// Sends every record of `plan` not already final in the journal.
     public func run(plan: PlanReader) throws -> SendReport {
         let started = Deadline.now()
-        let header = WorkerHeader(format: plan.header.format, expiry: plan.header.expiry, priority: plan.header.priority)
+        let header = WorkerHeader(format: plan.header.format, shards: plan.header.shards, expiry: plan.header.expiry, priority: plan.header.priority)
         if plan.header.format == .simple {
             logger("warning: the simple format (command 0) has no error responses: failures cannot be detected, and sent notifications are only presumed delivered")
         }
