@@ -80,62 +80,66 @@ enum FuzzWire {
         var failure: NotificationDecodingError?
     }
 
-    static func notifications(_ bytes: [UInt8], chunk: Int) -> Decoded {
-        var decoder = NotificationDecoder()
-        var out = Decoded()
+    /// Feeds `bytes` to `decode` in chunks of `chunk` bytes, until it returns false.
+    static func inChunks(_ bytes: [UInt8], of chunk: Int, _ decode: (ArraySlice<UInt8>) -> Bool) {
         var offset = 0
         repeat {
             let end = min(bytes.count, offset + chunk)
-            decoder.append(bytes[offset..<end])
+            guard decode(bytes[offset..<end]) else { return }
             offset = end
-            do {
+        } while offset < bytes.count
+    }
+
+    static func notifications(_ bytes: [UInt8], chunk: Int) -> Decoded {
+        var decoder = NotificationDecoder()
+        var out = Decoded()
+        inChunks(bytes, of: chunk) { slice in
+            decoder.append(slice)
+            do throws(NotificationDecodingError) {
                 while let n = try decoder.next() { out.packets.append(Notification(n)) }
             } catch {
                 out.failure = error
                 _ = error.description
-                return out
+                return false
             }
             require(decoder.bufferedByteCount < 16 + 100 + 2048 + 64, "the decoder buffered more than one packet's worth")
-        } while offset < bytes.count
+            return true
+        }
         return out
     }
 
     static func errorResponses(_ bytes: [UInt8], chunk: Int) -> [String] {
         var decoder = ErrorResponseDecoder()
         var out: [String] = []
-        var offset = 0
-        repeat {
-            let end = min(bytes.count, offset + chunk)
-            decoder.append(bytes[offset..<end])
-            offset = end
-            do {
+        inChunks(bytes, of: chunk) { slice in
+            decoder.append(slice)
+            do throws(ResponseDecodingError) {
                 while let r = try decoder.next() { out.append(r.description) }
+                return true
             } catch {
                 out.append(error.description)
-                return out
+                return false
             }
-        } while offset < bytes.count
+        }
         return out
     }
 
     static func feedback(_ bytes: [UInt8], chunk: Int) -> [String] {
         var decoder = FeedbackTupleDecoder()
         var out: [String] = []
-        var offset = 0
-        repeat {
-            let end = min(bytes.count, offset + chunk)
-            decoder.append(bytes[offset..<end])
-            offset = end
-            do {
+        inChunks(bytes, of: chunk) { slice in
+            decoder.append(slice)
+            do throws(ResponseDecodingError) {
                 while let t = try decoder.next() {
                     require((1...FeedbackTupleDecoder.maxTokenBytes).contains(t.token.count), "a feedback token of \(t.token.count) bytes")
                     out.append("\(t.timestamp) \(t.token)")
                 }
+                return true
             } catch {
                 out.append(error.description)
-                return out
+                return false
             }
-        } while offset < bytes.count
+        }
         return out
     }
 }

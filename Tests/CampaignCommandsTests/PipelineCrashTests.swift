@@ -58,28 +58,15 @@ import GatewaySimulator
         let plan = "'\(campaign)' plan job.json audience.csv --rejects rejects.ndjson"
         let start = "\(plan) | '\(campaign)' send --journal journal --gateway 127.0.0.1:\(simulator.port) --connections 2 --rate 20000 \(credentials)"
         let resume = "\(plan) | '\(campaign)' send --resume journal --replan \(credentials)"
-        var rng = SplitMix64(seed: 17)
-        var kills = 0, spoolCutShort = 0
-        var finished = false
-        for attempt in 0..<60 {
+        var spoolCutShort = 0
+        let (kills, finished) = try killRepeatedlyThenFinish(kills: 12, delays: 30...729, seed: 17, next: {
             let hasJournal = FileManager.default.fileExists(atPath: dir.file("journal/journal.log"))
-            let run = try Self.shell(hasJournal ? resume : start, in: dir)
-            if kills < 12 {
-                // Chaos, not synchronisation: the kill lands at a random moment.
-                let delay = 0.03 + Double(rng.next() % 700) / 1000
-                if run.wait(timeout: delay) == nil {
-                    for child in Self.children(of: run.process.processIdentifier) { kill(child, SIGKILL) }
-                    run.kill9()
-                    kills += 1
-                    if !Self.spoolIsComplete(dir) { spoolCutShort += 1 }
-                    continue
-                }
-            }
-            let status = run.wait(timeout: 180)
-            #expect(status == 0, "attempt \(attempt): \(run.stderr)")
-            finished = status == 0
-            break
-        }
+            return try Self.shell(hasJournal ? resume : start, in: dir)
+        }, kill: { run in
+            for child in Self.children(of: run.process.processIdentifier) { kill(child, SIGKILL) }
+            run.kill9()
+            if !Self.spoolIsComplete(dir) { spoolCutShort += 1 }
+        })
         #expect(kills >= 12)
         #expect(finished)
         simulator.stop()

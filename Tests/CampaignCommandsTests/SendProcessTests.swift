@@ -40,6 +40,31 @@ final class CampaignProcess {
     var stderr: String { String(decoding: errors.fileHandleForReading.availableData, as: UTF8.self) }
 }
 
+/// Starts a run (`next` chooses the command: a first run, or a resume),
+/// kills it at a random moment `kills` times (`kill` does it), then lets one
+/// run finish. Returns the kills made and whether the last run exited 0.
+func killRepeatedlyThenFinish(kills wanted: Int, delays: ClosedRange<Int>, seed: UInt64,
+                              next: () throws -> CampaignProcess, kill: (CampaignProcess) -> Void) throws -> (kills: Int, finished: Bool) {
+    var rng = SplitMix64(seed: seed)
+    var kills = 0
+    for attempt in 0..<(wanted * 5) {
+        let run = try next()
+        if kills < wanted {
+            // Chaos, not synchronisation: the kill lands at a random moment of the run.
+            let delay = Double(delays.lowerBound + Int(rng.next() % UInt64(delays.count))) / 1000
+            if run.wait(timeout: delay) == nil {
+                kill(run)
+                kills += 1
+                continue
+            }
+        }
+        let status = run.wait(timeout: 180)
+        #expect(status == 0, "attempt \(attempt): \(run.stderr)")
+        return (kills, status == 0)
+    }
+    return (kills, false)
+}
+
 @Suite(.serialized) struct SendProcessTests {
     static func plan(count: Int, into path: String, seed: UInt64) throws -> Set<String> {
         var rng = SplitMix64(seed: seed)
@@ -81,29 +106,12 @@ final class CampaignProcess {
         let simulator = try Self.simulator(in: dir)
         defer { simulator.stop() }
         let tokens = try Self.plan(count: 20_000, into: dir.file("plan.ndjson"), seed: 11)
-        var rng = SplitMix64(seed: 2026)
-        var kills = 0
-        var finished = false
         let start = ["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway", "127.0.0.1:\(simulator.port)",
                      "--connections", "4", "--rate", "6000"] + Self.credentials()
-        for attempt in 0..<40 {
+        let (kills, finished) = try killRepeatedlyThenFinish(kills: 10, delays: 50...449, seed: 2026, next: {
             let hasJournal = FileManager.default.fileExists(atPath: dir.file("journal/journal.log"))
-            let arguments = hasJournal ? ["send", "--resume", dir.file("journal")] + Self.credentials() : start
-            let run = try CampaignProcess(arguments, in: dir.path)
-            if kills < 10 {
-                // Chaos, not synchronisation: the kill lands at a random moment of the run.
-                let delay = 0.05 + Double(rng.next() % 400) / 1000
-                if run.wait(timeout: delay) == nil {
-                    run.kill9()
-                    kills += 1
-                    continue
-                }
-            }
-            let status = run.wait(timeout: 120)
-            #expect(status == 0, "attempt \(attempt): \(run.stderr)")
-            finished = status == 0
-            break
-        }
+            return try CampaignProcess(hasJournal ? ["send", "--resume", dir.file("journal")] + Self.credentials() : start, in: dir.path)
+        }, kill: { $0.kill9() })
         #expect(kills >= 10)
         #expect(finished)
         simulator.stop()
