@@ -70,15 +70,9 @@ import GatewaySimulator
         #expect(kills >= 12)
         #expect(finished)
         simulator.stop()
-        let recorded = try SendProcessTests.recorded(dir)
-        #expect(Set(recorded) == tokens, "\(tokens.subtracting(recorded).count) notifications lost")
-        let state = try Journal.read(directory: dir.file("journal"))
-        let duplicates = recorded.count - Set(recorded).count
-        #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
-        #expect(state.outcome == "complete")
-        #expect(state.doneCount == tokens.count)
+        let outcome = try expectEverythingDeliveredAfterKills(dir, tokens: tokens)
         #expect(spoolCutShort > 0, "no kill left the spooled plan cut short: the --replan path was not exercised")
-        print("pipeline kills: \(kills) (\(spoolCutShort) left the spooled plan cut short), \(recorded.count) recorded, \(duplicates) duplicates (bound \(state.duplicatesRisked))")
+        print("pipeline kills: \(kills) (\(spoolCutShort) left the spooled plan cut short), \(outcome.recorded) recorded, \(outcome.duplicates) duplicates (bound \(outcome.bound))")
     }
 
     @Test func aReplanFromAnotherAudienceIsRefused() throws {

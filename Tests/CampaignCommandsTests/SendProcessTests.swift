@@ -65,6 +65,21 @@ func killRepeatedlyThenFinish(kills wanted: Int, delays: ClosedRange<Int>, seed:
     return (kills, false)
 }
 
+/// After a send that was killed and resumed: every token recorded by the
+/// gateway, duplicates within what the journal admits, the journal complete.
+/// Returns the recorded count, the duplicates and the journal's bound.
+@discardableResult
+func expectEverythingDeliveredAfterKills(_ dir: TemporaryDirectory, tokens: Set<String>) throws -> (recorded: Int, duplicates: Int, bound: Int) {
+    let recorded = try SendProcessTests.recorded(dir)
+    #expect(Set(recorded) == tokens, "\(tokens.subtracting(recorded).count) notifications lost")
+    let state = try Journal.read(directory: dir.file("journal"))
+    let duplicates = recorded.count - Set(recorded).count
+    #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
+    #expect(state.outcome == "complete")
+    #expect(state.doneCount == tokens.count)
+    return (recorded.count, duplicates, state.duplicatesRisked)
+}
+
 @Suite(.serialized) struct SendProcessTests {
     static func plan(count: Int, into path: String, seed: UInt64) throws -> Set<String> {
         var rng = SplitMix64(seed: seed)
@@ -115,13 +130,7 @@ func killRepeatedlyThenFinish(kills wanted: Int, delays: ClosedRange<Int>, seed:
         #expect(kills >= 10)
         #expect(finished)
         simulator.stop()
-        let recorded = try Self.recorded(dir)
-        #expect(Set(recorded) == tokens, "a notification was lost")
-        let state = try Journal.read(directory: dir.file("journal"))
-        let duplicates = recorded.count - Set(recorded).count
-        #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
-        #expect(state.outcome == "complete")
-        #expect(state.doneCount == tokens.count)
+        try expectEverythingDeliveredAfterKills(dir, tokens: tokens)
     }
 
     @Test func aResumeAgainstAnotherPlanIsRefused() throws {
