@@ -34,18 +34,18 @@ public final class CSVTokenizer {
     /// The callbacks' context: a concrete class, so finding the sink costs no
     /// dynamic cast per field (a cast per field was a tenth of planning time).
     private final class SinkBox {
-        unowned(unsafe) var sink: CSVTokenSink
+        unowned(unsafe) let sink: CSVTokenSink
         init(_ sink: CSVTokenSink) { self.sink = sink }
     }
 
     private var box: SinkBox?
 
     private static let fieldCallback: @convention(c) (UnsafeMutableRawPointer?, Int, UnsafeMutableRawPointer?) -> Void = { field, count, data in
-        Unmanaged<SinkBox>.fromOpaque(data!).takeUnretainedValue().sink.csvField(UnsafeRawBufferPointer(start: field, count: count))
+        Unmanaged<SinkBox>.fromOpaque(data!)._withUnsafeGuaranteedRef { $0.sink.csvField(UnsafeRawBufferPointer(start: field, count: count)) }
     }
 
     private static let rowCallback: @convention(c) (Int32, UnsafeMutableRawPointer?) -> Void = { _, data in
-        Unmanaged<SinkBox>.fromOpaque(data!).takeUnretainedValue().sink.csvRowEnd()
+        Unmanaged<SinkBox>.fromOpaque(data!)._withUnsafeGuaranteedRef { $0.sink.csvRowEnd() }
     }
 
     private func context(for sink: CSVTokenSink) -> UnsafeMutableRawPointer {
