@@ -174,6 +174,12 @@ import CampaignTestSupport
         var forged = lines
         forged[20] = forged[20].replacingOccurrences(of: "Hello", with: "Howdy")
         #expect(read(forged.joined(separator: "\n") + "\n").contains("does not match the records'"))
+        var forgedTrailer = lines
+        let trailerIndex = forgedTrailer.count - 1
+        forgedTrailer[trailerIndex] = forgedTrailer[trailerIndex].replacingOccurrences(
+            of: #"("crc32":")[0-9a-f]{8}"#, with: "$1deadbeef", options: .regularExpression)
+        #expect(forgedTrailer[trailerIndex].contains("deadbeef"))
+        #expect(read(forgedTrailer.joined(separator: "\n") + "\n").contains("the trailer's checksum deadbeef does not match"))
         var future = lines
         future[0] = future[0].replacingOccurrences(of: #""version":1"#, with: #""version":2"#)
         #expect(read(future.joined(separator: "\n") + "\n").contains("plan format version 2 is not supported"))
