@@ -12,14 +12,7 @@ import GatewaySimulator
 /// resumed the documented way: the same pipeline into `send --resume --replan`.
 @Suite(.serialized) struct PipelineCrashTests {
     static func audience(count: Int, in dir: TemporaryDirectory, seed: UInt64) throws -> Set<String> {
-        var rng = SplitMix64(seed: seed)
-        var csv = "token,lang,n\n"
-        var tokens = Set<String>()
-        for i in 0..<count {
-            let hex = (0..<4).map { _ in String(format: "%016llx", rng.next()) }.joined()
-            tokens.insert(hex)
-            csv += "\(hex),\(i % 4 == 0 ? "es-MX" : "en-US"),\(i)\n"
-        }
+        let (csv, tokens) = randomAudienceCSV(count: count, seed: seed) { $0 % 4 == 0 ? "es-MX" : "en-US" }
         try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
         try #"{"campaign":"crash","fallback":["en"],"messages":{"en":{"alert":"Number {n}"},"es":{"alert":"Número {n}"}}}"#
             .write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)

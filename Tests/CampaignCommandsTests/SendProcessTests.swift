@@ -80,16 +80,23 @@ func expectEverythingDeliveredAfterKills(_ dir: TemporaryDirectory, tokens: Set<
     return (recorded.count, duplicates, state.duplicatesRisked)
 }
 
+/// A CSV audience (token,lang,n) of `count` random 32-byte tokens; `lang`
+/// gives each row's language. Returns the text and the tokens.
+func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in "en" }) -> (csv: String, tokens: Set<String>) {
+    var rng = SplitMix64(seed: seed)
+    var csv = "token,lang,n\n"
+    var tokens = Set<String>()
+    for i in 0..<count {
+        let hex = (0..<4).map { _ in String(format: "%016llx", rng.next()) }.joined()
+        tokens.insert(hex)
+        csv += "\(hex),\(lang(i)),\(i)\n"
+    }
+    return (csv, tokens)
+}
+
 @Suite(.serialized) struct SendProcessTests {
     static func plan(count: Int, into path: String, seed: UInt64) throws -> Set<String> {
-        var rng = SplitMix64(seed: seed)
-        var csv = "token,lang,n\n"
-        var tokens = Set<String>()
-        for i in 0..<count {
-            let hex = (0..<4).map { _ in String(format: "%016llx", rng.next()) }.joined()
-            tokens.insert(hex)
-            csv += "\(hex),en,\(i)\n"
-        }
+        let (csv, tokens) = randomAudienceCSV(count: count, seed: seed)
         try csv.write(toFile: path + ".csv", atomically: true, encoding: .utf8)
         let job = try CampaignJob(json: JSONValue.parse(#"{"campaign":"kill","messages":{"en":{"alert":"Notification {n}"}}}"#), path: "job")
         var options = PlanOptions(now: 1_700_000_000)
