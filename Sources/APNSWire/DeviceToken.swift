@@ -102,6 +102,52 @@ public enum HexEncoding {
         }
     }
 
+    /// Hex digit values by byte (either case); 0xFF for bytes that are not hex digits.
+    public static let digitValues: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (i, c) in "0123456789abcdef".utf8.enumerated() { table[Int(c)] = UInt8(i) }
+        for (i, c) in "ABCDEF".utf8.enumerated() { table[Int(c)] = UInt8(10 + i) }
+        return table
+    }()
+
+    /// Decodes `text`, two digits per byte with nothing between them, into
+    /// `out` (room for `text.count / 2` bytes); false when a byte is not a
+    /// hex digit or the count is odd. A table lookup per digit: branchy
+    /// decoders were a tenth of plan's and send's CPU.
+    @inlinable
+    public static func decodePairs(_ text: UnsafeBufferPointer<UInt8>, into out: UnsafeMutablePointer<UInt8>) -> Bool {
+        guard text.count % 2 == 0, let p = text.baseAddress else { return text.isEmpty }
+        return digitValues.withUnsafeBufferPointer { table in
+            var bad: UInt8 = 0
+            for k in 0..<(text.count / 2) {
+                let h = table[Int(p[2 * k])], l = table[Int(p[2 * k + 1])]
+                bad |= h | l
+                out[k] = h << 4 | l
+            }
+            return bad & 0xF0 == 0
+        }
+    }
+
+    /// Appends two lower-case hex digits per byte.
+    @inlinable
+    public static func append(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        let count = bytes.count
+        guard count > 0, let p = bytes.baseAddress else { return }
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: count * 2))
+        digits.withUnsafeBufferPointer { d in
+            out.withUnsafeMutableBufferPointer { o in
+                var i = start
+                for k in 0..<count {
+                    let b = p[k]
+                    o[i] = d[Int(b >> 4)]
+                    o[i + 1] = d[Int(b & 0x0f)]
+                    i += 2
+                }
+            }
+        }
+    }
+
     static func byteHex(_ b: UInt8) -> String {
         String(decoding: [digits[Int(b >> 4)], digits[Int(b & 0x0f)]], as: UTF8.self)
     }

@@ -66,7 +66,7 @@ struct Plan: ParsableCommand {
             let rejectsWriter = try RejectsWriter(path: rejectsPath)
             let writer = try PlanWriter(path: out)
             // Tokenizing runs on its own thread, a few batches ahead of planning.
-            let result = try planner.run(reader: PrefetchingAudienceReader(reader), plan: writer, rejects: rejectsWriter)
+            let result = try planner.run(reader: PrefetchingAudienceReader(reader, batchRows: 1024, batches: 8), plan: writer, rejects: rejectsWriter)
             printError(result.text)
             if result.rejectedTotal > 0 { printError("  rejects: \(rejectsPath)") }
             if let summary {

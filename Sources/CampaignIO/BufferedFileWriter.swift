@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+internal import CCampaignShims
 
 /// Appends to a file, or standard output for "-", through a buffer. Files are
 /// created with the given mode whatever the umask: 0600 for anything holding
@@ -12,14 +13,26 @@ public final class BufferedFileWriter {
     private let owned: Bool
     public var buffer: [UInt8] = []
     public let flushThreshold: Int
+    /// Whether written data is sent to disk as it goes (see `init`).
+    private let writeBehind: Bool
+    private var written: Int64 = 0
+    private var writtenBack: Int64 = 0
+    /// How much is written between two write-backs.
+    static let writeBehindStep: Int64 = 8 << 20
 
-    public init(path: String, mode: mode_t = SecureFile.privateMode, append: Bool = false, flushThreshold: Int = 1 << 16) throws(IOError) {
+    /// With `writeBehind`, a regular file's data is handed to the disk every
+    /// few megabytes as it is written, without waiting, so that ``sync()`` at
+    /// the end has little left to wait for (the fsync of a plan of a million
+    /// records took 0.6 s on its own).
+    public init(path: String, mode: Glibc.mode_t = SecureFile.privateMode, append: Bool = false, flushThreshold: Int = 1 << 16,
+                writeBehind: Bool = false) throws(IOError) {
         self.flushThreshold = flushThreshold
         buffer.reserveCapacity(flushThreshold * 2)
         if path == "-" {
             name = "standard output"
             fd = 1
             owned = false
+            self.writeBehind = false
             return
         }
         name = path
@@ -28,7 +41,9 @@ public final class BufferedFileWriter {
         // Only a regular file gets the mode: a run as root writing to
         // /dev/null must not make it 0600 for everyone else.
         var info = stat()
-        if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { fchmod(fd, mode) }
+        let regular = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        if regular { fchmod(fd, mode) }
+        self.writeBehind = writeBehind && regular && !append
         self.fd = fd
         owned = true
     }
@@ -68,6 +83,12 @@ public final class BufferedFileWriter {
                 throw IOError(path: name, reason: "write failed: \(String(cString: strerror(errno)))")
             }
             offset += n
+        }
+        written += Int64(bytes.count)
+        if writeBehind, written - writtenBack >= Self.writeBehindStep {
+            // Advice only: a failure here leaves the work to sync().
+            _ = campaign_start_writeback(fd, writtenBack, written - writtenBack)
+            writtenBack = written
         }
     }
 

@@ -68,11 +68,30 @@ public struct PayloadRenderer: Sendable {
     /// Every variable any message uses; programs refer to them by index.
     public let variables: [String]
 
+    /// Every program's flat ops, one after another, over one byte table (the
+    /// programs' own offsets moved): one borrow per render.
+    private let flat: [Int]
+    private let table: [UInt8]
+    private let programOps: [Range<Int>]
+
     public init(job: CampaignJob) {
         self.job = job
         var compiler = Compiler()
         programs = job.messages.map { compiler.compile(aps: $0.aps, custom: job.custom) }
         variables = compiler.variables
+        var flat: [Int] = [], table: [UInt8] = [], ranges: [Range<Int>] = []
+        for program in programs {
+            let start = flat.count
+            for i in stride(from: 0, to: program.flat.count, by: 3) {
+                let kind = program.flat[i]
+                flat += [kind, kind == PayloadProgram.rawKind ? program.flat[i + 1] + table.count : program.flat[i + 1], program.flat[i + 2]]
+            }
+            table += program.table
+            ranges.append(start..<flat.count)
+        }
+        self.flat = flat
+        self.table = table
+        programOps = ranges
     }
 
     /// Renders message `index` for `row` into `out` (cleared first), fitted to
@@ -81,14 +100,26 @@ public struct PayloadRenderer: Sendable {
         message index: Int, row: AudienceRow, columns: [Int], maxBytes: Int, into out: inout [UInt8]
     ) -> RenderOutcome {
         out.removeAll(keepingCapacity: true)
+        return render(message: index, row: row, columns: columns, maxBytes: maxBytes, appendingTo: &out)
+    }
+
+    /// Renders message `index` for `row` after what `out` already holds;
+    /// `maxBytes` counts the payload's bytes only. When the outcome is a
+    /// failure, what was appended is left for the caller to drop.
+    public func render(
+        message index: Int, row: AudienceRow, columns: [Int], maxBytes: Int, appendingTo out: inout [UInt8]
+    ) -> RenderOutcome {
+        let base = out.count
         var start = -1, end = -1
-        let program = programs[index]
         var failure: RenderOutcome? = nil
-        program.flat.withUnsafeBufferPointer { flat in
-            program.table.withUnsafeBufferPointer { table in
+        let ops = programOps[index]
+        // The flat tables of all programs, borrowed for the whole render: no
+        // reference count is touched per op.
+        flat.withUnsafeBufferPointer { flat in
+            table.withUnsafeBufferPointer { table in
                 row.storage.withUnsafeBufferPointer { storage in
-                    var i = 0
-                    while i < flat.count {
+                    var i = ops.lowerBound
+                    while i < ops.upperBound {
                         let kind = flat[i], a = flat[i + 1], b = flat[i + 2]
                         i += 3
                         switch kind {
@@ -111,9 +142,9 @@ public struct PayloadRenderer: Sendable {
             }
         }
         if let failure { return failure }
-        if out.count <= maxBytes { return .fitted }
-        guard start >= 0, end >= start else { return .cannotFit(minimumBytes: out.count) }
-        return PayloadFitter.shorten(&out, textRange: start..<end, maxBytes: maxBytes)
+        if out.count - base <= maxBytes { return .fitted }
+        guard start >= 0, end >= start else { return .cannotFit(minimumBytes: out.count - base) }
+        return PayloadFitter.shorten(&out, from: base, textRange: start..<end, maxBytes: maxBytes)
     }
 
     /// Appends digits with leading zeros removed; false unless the value is a whole number ≥ 0.

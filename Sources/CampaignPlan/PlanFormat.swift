@@ -101,8 +101,23 @@ public struct PlanRecord: Equatable, Sendable {
     /// The payload comes last so a reader can take its bytes without parsing them.
     static func appendLine(seq: UInt64, shard: Int, token: UnsafeBufferPointer<UInt8>, lang: [UInt8],
                            payload: [UInt8], to out: inout [UInt8]) {
+        appendSeq(seq, to: &out)
+        appendFieldsBeforePayload(shard: shard, token: token, lang: lang, to: &out)
+        out.append(contentsOf: payload)
+        appendEnd(to: &out)
+    }
+
+    // The line in three parts, so the planner can render the payload in place
+    // and number the record later, on another thread.
+
+    @inline(__always)
+    static func appendSeq(_ seq: UInt64, to out: inout [UInt8]) {
         appendStatic(#"{"seq":"#, to: &out)
         JSONText.appendDecimal(Int64(seq), to: &out)
+    }
+
+    @inline(__always)
+    static func appendFieldsBeforePayload(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: [UInt8], to out: inout [UInt8]) {
         appendStatic(#","shard":"#, to: &out)
         JSONText.appendDecimal(shard, to: &out)
         appendStatic(#","token":""#, to: &out)
@@ -110,7 +125,10 @@ public struct PlanRecord: Equatable, Sendable {
         appendStatic(#"","lang":"#, to: &out)
         out.append(contentsOf: lang)
         appendStatic(#","payload":"#, to: &out)
-        out.append(contentsOf: payload)
+    }
+
+    @inline(__always)
+    static func appendEnd(to out: inout [UInt8]) {
         appendStatic("}\n", to: &out)
     }
 }
@@ -165,7 +183,7 @@ public final class PlanWriter {
     private var seq: UInt64 = 0
 
     public init(path: String) throws(IOError) {
-        file = try BufferedFileWriter(path: path)
+        file = try BufferedFileWriter(path: path, writeBehind: true)
     }
 
     public func writeHeader(_ header: PlanHeader) throws(IOError) {
@@ -178,6 +196,16 @@ public final class PlanWriter {
     public func append(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: [UInt8], payload: [UInt8]) throws(IOError) {
         seq += 1
         PlanRecord.appendLine(seq: seq, shard: shard, token: token, lang: lang, payload: payload, to: &file.buffer)
+        records += 1
+        if file.buffer.count >= file.flushThreshold { try flush() }
+    }
+
+    /// Appends the next record from its line without the leading `{"seq":N`
+    /// (from `,"shard":` to the newline, as the planner's preparing stage makes it).
+    func append(lineAfterSeq: UnsafeBufferPointer<UInt8>) throws(IOError) {
+        seq += 1
+        PlanRecord.appendSeq(seq, to: &file.buffer)
+        file.buffer.append(contentsOf: lineAfterSeq)
         records += 1
         if file.buffer.count >= file.flushThreshold { try flush() }
     }

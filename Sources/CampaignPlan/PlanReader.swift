@@ -151,14 +151,6 @@ public final class PlanReader {
                               rowsRead: Int(t["rows"]?.integerValue ?? 0), rejected: Int(t["rejected"]?.integerValue ?? 0))
     }
 
-    /// Hex digit values by byte; 0xFF for bytes that are not hex digits.
-    static let hexDigits: [UInt8] = {
-        var table = [UInt8](repeating: 0xFF, count: 256)
-        for (i, c) in "0123456789abcdef".utf8.enumerated() { table[Int(c)] = UInt8(i) }
-        for (i, c) in "ABCDEF".utf8.enumerated() { table[Int(c)] = UInt8(10 + i) }
-        return table
-    }()
-
     /// The layout `PlanWriter` writes, read in place: the token decoded into
     /// `token`, the payload a slice of `b`.
     static func fastView(_ b: UnsafeRawBufferPointer, token: inout [UInt8])
@@ -179,7 +171,7 @@ public final class PlanReader {
         guard expect(#"{"seq":"#), let seq = number(), expect(#","shard":"#), let shard = number(),
               expect(#","token":""#) else { return nil }
         // A table lookup per digit: the branchy decoder was a tenth of send's CPU.
-        let count = hexDigits.withUnsafeBufferPointer { table in
+        let count = HexEncoding.digitValues.withUnsafeBufferPointer { table in
             token.withUnsafeMutableBufferPointer { out -> Int in
                 var count = 0
                 while p + 1 < b.count, b[p] != UInt8(ascii: "\""), count < out.count {

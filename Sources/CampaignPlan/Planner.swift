@@ -34,7 +34,6 @@ public final class Planner {
     private var suppressed = TokenSet(values: true)
     private var hasSuppressed = false
     private var seen: TokenSet
-    private var languageCache = LanguageCache()
 
     /// The stable shard of a token: FNV-1a (64-bit) of its bytes, modulo the shard count.
     public static func shard(of token: UnsafeBufferPointer<UInt8>, shards: Int) -> Int {
@@ -72,117 +71,76 @@ public final class Planner {
     }
 
     /// Reads every row, writes the plan (header, records, trailer) and the rejects.
+    ///
+    /// Two stages on two threads: a preparing thread reads rows from `reader`
+    /// and does what each row needs on its own (checks, language, payload,
+    /// record line); this thread takes them in order and does what depends on
+    /// the rows before (de-duplication, feedback, numbering, writing).
+    /// Everything comes out as if one thread did it all.
     public func run(reader: AudienceReader, plan: PlanWriter, rejects: RejectsWriter?) throws -> PlanSummary {
         let started = monotonicSeconds()
         var summary = PlanSummary()
         try plan.writeHeader(header)
-        var row = AudienceRow()
-        var token = [UInt8](repeating: 0, count: 128)
-        var payload: [UInt8] = []
-        payload.reserveCapacity(4096)
-        var columns: [Int] = []
-        var schemaCount = -1
-        var tokenColumn: Int? = nil, langColumn: Int? = nil, registeredColumn: Int? = nil
-        let maxPayload = header.maxPayload
-        let maxToken = job.format.maxTokenBytes
-        let exactToken = job.format == .frame ? nil : 32
+        let preparer = RowPreparer(reader: reader, renderer: renderer, selector: selector, messageTags: messageTags,
+                                   format: job.format, maxPayload: header.maxPayload, shards: header.shards)
+        let pipeline = BatchPipeline(batches: (0..<8).map { _ in PreparedBatch(size: 1024) }) { preparer.fill($0) }
+        defer { pipeline.stop() }
         var truncatedCounts = [Int](repeating: 0, count: job.messages.count)
         var plannedCounts = [Int](repeating: 0, count: job.messages.count)
 
-        func reject(_ line: Int, _ tokenBytes: UnsafeBufferPointer<UInt8>?, _ code: RejectCode, _ reason: String) throws {
+        func reject(_ batch: PreparedBatch, _ i: Int, _ code: RejectCode, _ reason: String) throws {
             summary.rejected[code, default: 0] += 1
-            try rejects?.append(line: line, token: tokenBytes, code: code, reason: reason)
+            guard let rejects else { return }
+            try batch.withToken(of: i) { try rejects.append(line: batch.prepared[i].line, token: $0, code: code, reason: reason) }
         }
 
-        while let record = try reader.next(into: &row) {
-            summary.rowsRead += 1
-            if case .malformed(let line, let reason, let tokenText) = record {
-                if let tokenText, let t = DeviceToken(hex: tokenText) {
-                    try t.bytes.withUnsafeBufferPointer { try reject(line, $0, .malformedRow, "malformed row: \(reason)") }
-                } else {
-                    try reject(line, nil, .malformedRow, "malformed row: \(reason)")
+        while let batch = pipeline.next() {
+            for i in 0..<batch.count {
+                summary.rowsRead += 1
+                let p = batch.prepared[i]
+                if p.kind == .rejectedOutright {
+                    let r = batch.rejections[Int(p.rejection)]
+                    try reject(batch, i, r.code, r.reason)
+                    continue
                 }
-                continue
-            }
-            let line = row.line
-            if reader.schema.count != schemaCount {
-                schemaCount = reader.schema.count
-                columns = renderer.variables.map { reader.schema.column(named: $0) ?? -1 }
-                tokenColumn = reader.schema.column(anyOf: AudienceSchema.tokenAliases)
-                langColumn = reader.schema.column(anyOf: AudienceSchema.languageAliases)
-                registeredColumn = reader.schema.column(anyOf: AudienceSchema.registeredAliases)
-            }
-            let validUTF8 = row.storage.withUnsafeBufferPointer { PayloadInspector.isValidUTF8($0) }
-            guard validUTF8 else {
-                try reject(line, nil, .malformedRow, "malformed row: it is not valid UTF-8")
-                continue
-            }
-            guard let tokenRange = row.range(of: tokenColumn) else {
-                try reject(line, nil, .missingToken, "missing token")
-                continue
-            }
-            let tokenCount = Self.parseHexToken(row.storage[tokenRange], into: &token)
-            guard tokenCount > 0 else {
-                try reject(line, nil, .invalidToken, "invalid token: \(tokenCount == -1 ? "not hex" : "longer than 100 bytes")")
-                continue
-            }
-            let outcome = try token.withUnsafeBufferPointer { all throws -> Bool in
-                let t = UnsafeBufferPointer(rebasing: all[0..<tokenCount])
-                if let exact = exactToken, tokenCount != exact {
-                    try reject(line, t, .invalidToken, "invalid token: \(tokenCount) bytes where the \(job.format) format takes \(exact)")
-                    return false
-                }
-                if tokenCount > maxToken {
-                    try reject(line, t, .invalidToken, "invalid token: \(tokenCount) bytes, more than \(maxToken)")
-                    return false
-                }
-                if seen.contains(t) {
-                    try reject(line, t, .duplicateToken, "duplicate token: an earlier row has it (the first wins)")
-                    return false
-                }
-                if hasSuppressed, let unregistered = suppressed.value(for: t) {
-                    let registeredText = row.string(registeredColumn)
-                    let registered = registeredText.flatMap(Timestamp.parse)
-                    if registered.map({ $0 <= Int64(unregistered) }) ?? true {
-                        let detail: String
-                        switch (registeredText, registered) {
-                        case (nil, _): detail = "and the row has no registered_at"
-                        case (let text?, nil): detail = "and registered_at \"\(text)\" is not a time"
-                        case (_, let r?): detail = "and registered_at \(r) is not newer"
-                        }
-                        try reject(line, t, .suppressedByFeedback, "suppressed by feedback: unregistered at \(unregistered) \(detail)")
+                let planned = try batch.arena.withUnsafeBufferPointer { arena throws -> Bool in
+                    let t = UnsafeBufferPointer(rebasing: arena[Int(p.tokenStart)..<Int(p.tokenStart + p.tokenCount)])
+                    if seen.contains(t, hash: p.tokenHash) {
+                        try reject(batch, i, .duplicateToken, "duplicate token: an earlier row has it (the first wins)")
                         return false
                     }
+                    if hasSuppressed, let unregistered = suppressed.value(for: t) {
+                        let registeredText = batch.rows[i].string(Int(p.registeredColumn))
+                        let registered = registeredText.flatMap(Timestamp.parse)
+                        if registered.map({ $0 <= Int64(unregistered) }) ?? true {
+                            let detail: String
+                            switch (registeredText, registered) {
+                            case (nil, _): detail = "and the row has no registered_at"
+                            case (let text?, nil): detail = "and registered_at \"\(text)\" is not a time"
+                            case (_, let r?): detail = "and registered_at \(r) is not newer"
+                            }
+                            try reject(batch, i, .suppressedByFeedback, "suppressed by feedback: unregistered at \(unregistered) \(detail)")
+                            return false
+                        }
+                    }
+                    if p.kind == .rejectedUnlessDuplicate {
+                        let r = batch.rejections[Int(p.rejection)]
+                        try reject(batch, i, r.code, r.reason)
+                        return false
+                    }
+                    seen.insert(t, hash: p.tokenHash)
+                    try plan.append(lineAfterSeq: UnsafeBufferPointer(rebasing: arena[Int(p.lineStart)..<Int(p.lineEnd)]))
+                    return true
                 }
-                let message = row.storage.withUnsafeBufferPointer { storage -> Int? in
-                    guard let r = row.range(of: langColumn) else { return selector.select(nil) }
-                    return languageCache.message(for: UnsafeBufferPointer(rebasing: storage[r]), selector: selector)
+                if planned {
+                    summary.planned += 1
+                    plannedCounts[Int(p.message)] += 1
+                    if p.kind == .truncated { truncatedCounts[Int(p.message)] += 1 }
                 }
-                guard let message else {
-                    try reject(line, t, .noMessage, "no message for language \"\(row.string(langColumn) ?? "")\" and none in the fallback chain")
-                    return false
-                }
-                switch renderer.render(message: message, row: row, columns: columns, maxBytes: maxPayload, into: &payload) {
-                case .fitted:
-                    break
-                case .truncated:
-                    truncatedCounts[message] += 1
-                case .missingVariable(let name):
-                    try reject(line, t, .missingVariable, "missing variable \(name)")
-                    return false
-                case .invalidBadge(let value):
-                    try reject(line, t, .invalidBadge, "badge \"\(value)\" is not a whole number of at least 0")
-                    return false
-                case .cannotFit(let minimum):
-                    try reject(line, t, .cannotFit, "cannot fit: the payload needs \(minimum) bytes even with an empty alert, over the \(maxPayload)-byte limit")
-                    return false
-                }
-                seen.insert(t)
-                try plan.append(shard: Self.shard(of: t, shards: header.shards), token: t, lang: messageTags[message], payload: payload)
-                plannedCounts[message] += 1
-                return true
             }
-            if outcome { summary.planned += 1 }
+            // An error comes after every row read before it, as the reader gave them.
+            if let failure = batch.failure { throw failure }
+            pipeline.recycle(batch)
         }
         try plan.writeTrailer(rowsRead: summary.rowsRead, rejected: summary.rejectedTotal)
         try rejects?.flush()
@@ -192,63 +150,6 @@ public final class Planner {
         }
         summary.seconds = monotonicSeconds() - started
         return summary
-    }
-
-    /// Hex text to bytes, tolerating spaces and one pair of angle brackets.
-    /// Returns the byte count, 0 when empty, -1 when not hex, -2 when over 100 bytes.
-    @inline(__always)
-    static func parseHexToken(_ text: ArraySlice<UInt8>, into out: inout [UInt8]) -> Int {
-        var count = 0
-        var high: UInt8 = 0
-        var haveHigh = false
-        var bytes = text
-        if bytes.first == UInt8(ascii: "<") {
-            guard bytes.last == UInt8(ascii: ">") else { return -1 }
-            bytes = bytes.dropFirst().dropLast()
-        }
-        for c in bytes {
-            if c == 0x20 || c == 0x09 {
-                if haveHigh { return -1 }
-                continue
-            }
-            guard let n = DeviceToken.nibbleValue(c) else { return -1 }
-            if haveHigh {
-                guard count < 100 else { return -2 }
-                out[count] = high << 4 | n
-                count += 1
-                haveHigh = false
-            } else {
-                high = n
-                haveHigh = true
-            }
-        }
-        return haveHigh ? -1 : count
-    }
-}
-
-/// Remembers which message each distinct language value selects; audiences
-/// have few distinct values, so a short list compared byte for byte beats
-/// hashing a new key per row.
-struct LanguageCache {
-    private var keys: [[UInt8]] = []
-    private var results: [Int?] = []
-    private var overflow: [String: Int?] = [:]
-
-    mutating func message(for raw: UnsafeBufferPointer<UInt8>, selector: MessageSelector) -> Int? {
-        for i in keys.indices where keys[i].count == raw.count && keys[i].elementsEqual(raw) { return results[i] }
-        let text = String(decoding: raw, as: UTF8.self)
-        if keys.count >= 256 {
-            if let cached = overflow[text] { return cached }
-            let result = selector.select(LanguageTag(text))
-            // Bounded: an audience with a new language value on every row must
-            // not grow memory with the audience.
-            if overflow.count < 16_384 { overflow[text] = result }
-            return result
-        }
-        let result = selector.select(LanguageTag(text))
-        keys.append(Array(raw))
-        results.append(result)
-        return result
     }
 }
 

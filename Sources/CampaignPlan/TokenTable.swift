@@ -67,8 +67,8 @@ struct TokenTable {
         }
     }
 
-    func contains(_ token: UnsafeBufferPointer<UInt8>) -> Bool {
-        find(token, hash: Self.hash(token)).found
+    func contains(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> Bool {
+        find(token, hash: hash).found
     }
 
     func value(for token: UnsafeBufferPointer<UInt8>) -> UInt32? {
@@ -78,9 +78,8 @@ struct TokenTable {
 
     /// Inserts or replaces; returns whether the token was new.
     @discardableResult
-    mutating func insert(_ token: UnsafeBufferPointer<UInt8>, value: UInt32 = 0) -> Bool {
+    mutating func insert(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64, value: UInt32 = 0) -> Bool {
         if (count + 1) * 5 > capacity * 4 { grow() }
-        let hash = Self.hash(token)
         let (slot, found) = find(token, hash: hash)
         if hasValues { values[slot] = value }
         if found { return false }
@@ -97,8 +96,8 @@ struct TokenTable {
         self = TokenTable(width: width, hasValues: hasValues, capacity: capacity + capacity / 2)
         old.keys.withUnsafeBufferPointer { k in
             for slot in 0..<old.capacity where old.control[slot] != 0 {
-                insert(UnsafeBufferPointer(start: k.baseAddress! + slot * width, count: width),
-                       value: old.hasValues ? old.values[slot] : 0)
+                let token = UnsafeBufferPointer(start: k.baseAddress! + slot * width, count: width)
+                insert(token, hash: Self.hash(token), value: old.hasValues ? old.values[slot] : 0)
             }
         }
     }
@@ -136,9 +135,18 @@ public struct TokenSet {
         return nil
     }
 
+    /// The hash the set files `token` under; computed once, it can be given
+    /// to ``contains(_:hash:)`` and ``insert(_:hash:value:)`` (on another thread).
+    @inline(__always)
+    public static func hash(_ token: UnsafeBufferPointer<UInt8>) -> UInt64 { TokenTable.hash(token) }
+
     public func contains(_ token: UnsafeBufferPointer<UInt8>) -> Bool {
+        contains(token, hash: Self.hash(token))
+    }
+
+    public func contains(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> Bool {
         guard let i = tableIndex(width: token.count) else { return false }
-        return tables[i].contains(token)
+        return tables[i].contains(token, hash: hash)
     }
 
     public func value(for token: UnsafeBufferPointer<UInt8>) -> UInt32? {
@@ -149,11 +157,17 @@ public struct TokenSet {
     /// Inserts (or replaces the value of) a token; returns whether it was new.
     @discardableResult
     public mutating func insert(_ token: UnsafeBufferPointer<UInt8>, value: UInt32 = 0) -> Bool {
+        insert(token, hash: Self.hash(token), value: value)
+    }
+
+    /// ``insert(_:value:)`` with the token's ``hash(_:)`` already known.
+    @discardableResult
+    public mutating func insert(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64, value: UInt32 = 0) -> Bool {
         precondition(!token.isEmpty)
-        if let i = tableIndex(width: token.count) { return tables[i].insert(token, value: value) }
+        if let i = tableIndex(width: token.count) { return tables[i].insert(token, hash: hash, value: value) }
         let capacity = max(1024, expectedCount * 5 / 4 + 16)
         tables.append(TokenTable(width: token.count, hasValues: hasValues, capacity: tables.isEmpty ? capacity : 1024))
-        return tables[tables.count - 1].insert(token, value: value)
+        return tables[tables.count - 1].insert(token, hash: hash, value: value)
     }
 
     public mutating func insert(_ token: [UInt8], value: UInt32 = 0) {

@@ -309,3 +309,47 @@ struct PlanRun {
         #expect(summary.planned == 1 && summary.perLanguage == ["es": 1])
     }
 }
+
+/// The planner prepares rows on one thread and de-duplicates them on another,
+/// in batches; the outcome must be what one row after another would give.
+@Suite struct PlannerStageTests {
+    func uniqueToken(_ n: Int) -> String { String(repeating: "ab", count: 24) + String(format: "%016x", n) }
+
+    @Test func checksKeepTheirOrderAcrossBatches() throws {
+        var store = FeedbackStore()
+        var suppressedTokens = Set<String>()
+        for n in stride(from: 130, to: 6_000, by: 13) {
+            store.record(token: DeviceToken(hex: uniqueToken(n))!.bytes, timestamp: 1_690_000_000)
+            suppressedTokens.insert(uniqueToken(n))
+        }
+        // Row i (line i + 2) has token i, except: every 7th repeats the token of
+        // a row 1,500 earlier (another batch), and every 11th has no discount
+        // (missing variable); every 13th token is suppressed by feedback.
+        var rows = ["token,lang,first_name,discount,badge,registered_at"]
+        var expected: [(line: Int, code: String)] = []
+        var planned: [String] = []
+        var seen = Set<String>()
+        for i in 0..<5_000 {
+            let token = i % 7 == 0 && i >= 1_500 ? uniqueToken(i - 1_500) : uniqueToken(i)
+            let missing = i % 11 == 0
+            rows.append("\(token),\(i % 3 == 0 ? "es" : "en"),N\(i),\(missing ? "" : "5"),1,")
+            let line = i + 2
+            if seen.contains(token) { expected.append((line, "duplicate_token")) }
+            else if suppressedTokens.contains(token) { expected.append((line, "suppressed_by_feedback")) }
+            else if missing { expected.append((line, "missing_variable")) }
+            else { seen.insert(token); planned.append(token) }
+        }
+        let run = try PlanRun(audience: rows.joined(separator: "\n") + "\n", store: store)
+        #expect(run.summary.rowsRead == 5_000)
+        #expect(run.records.map { DeviceToken(bytes: $0.token).hex } == planned)
+        #expect(run.records.map(\.seq) == Array(1...UInt64(planned.count)))
+        let got = run.rejects.map { (line: Int($0["line"]!.integerValue!), code: $0["code"]!.stringValue!) }
+        #expect(got.count == expected.count)
+        let firstDifference = zip(got, expected).first { $0.line != $1.line || $0.code != $1.code }
+        #expect(firstDifference == nil, "first difference (got, expected): \(String(describing: firstDifference))")
+        // Each kind is there, and some of each cross a batch.
+        let codes = Set(expected.map(\.code))
+        #expect(codes == ["duplicate_token", "suppressed_by_feedback", "missing_variable"])
+        #expect(run.reader.isComplete)
+    }
+}

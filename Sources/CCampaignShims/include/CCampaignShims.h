@@ -31,6 +31,11 @@ int campaign_deflate_init2(z_stream *strm, int level, int windowBits);
 /// inflateInit2 is a macro that passes the zlib version and struct size.
 int campaign_inflate_init2(z_stream *strm, int windowBits);
 
+/// sync_file_range(SYNC_FILE_RANGE_WRITE) needs _GNU_SOURCE, which the Swift
+/// Glibc module does not define: starts writing a file range back to disk
+/// without waiting for it. Returns 0, or -1 with errno.
+int campaign_start_writeback(int fd, long long offset, long long count);
+
 /// libFuzzer's entry for programs that keep their own main (campaign-fuzz).
 /// Declared only: it is defined when linking with -sanitize=fuzzer, and
 /// referenced only in code compiled with -D CAMPAIGN_FUZZING.

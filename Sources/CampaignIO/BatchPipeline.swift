@@ -1,0 +1,92 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import Synchronization
+
+/// Batches filled on a thread of its own and handed to one consumer in the
+/// order they were filled, a few ahead at most: two stages of work overlap
+/// on two cores. Batches are reused, so nothing is allocated per batch once
+/// they are warm.
+///
+/// The filling thread stops after a batch `fill` says is the last, or at the
+/// next batch after ``stop()``. It holds the pipeline, not the consumer, so
+/// a consumer that gives up early frees what it owns.
+public final class BatchPipeline<Batch: AnyObject>: @unchecked Sendable {
+    private let filled = DispatchSemaphore(value: 0)
+    // Made at 0 and raised: libdispatch traps when a semaphore is freed below
+    // the value it was made with, as this one is after an early stop.
+    private let emptied = DispatchSemaphore(value: 0)
+    // A pthread mutex rather than Synchronization.Mutex: ThreadSanitizer
+    // understands the former (the latter is futex-based on Linux).
+    private var mutex = pthread_mutex_t()
+    private var full: [(batch: Batch, last: Bool)] = []
+    private var free: [Batch]
+    private let stopping = Atomic<Bool>(false)
+    private var lastHanded = false
+
+    /// Starts filling at once. `fill` runs on the pipeline's thread, one
+    /// batch at a time; it returns false for the last batch.
+    public init(batches: [Batch], fill: @escaping @Sendable (Batch) -> Bool) {
+        precondition(!batches.isEmpty)
+        free = batches
+        pthread_mutex_init(&mutex, nil)
+        for _ in batches { emptied.signal() }
+        // The thread holds the pipeline strongly until it ends.
+        startDetachedThread { [self] in runFilling(fill) }
+    }
+
+    deinit { pthread_mutex_destroy(&mutex) }
+
+    private func locked<R>(_ body: () -> R) -> R {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return body()
+    }
+
+    /// The next filled batch, waiting for it; nil once the last was handed out.
+    public func next() -> Batch? {
+        if lastHanded { return nil }
+        filled.wait()
+        let (batch, last) = locked { full.removeFirst() }
+        lastHanded = last
+        return batch
+    }
+
+    /// Gives a batch back to be filled again.
+    public func recycle(_ batch: Batch) {
+        locked { free.append(batch) }
+        emptied.signal()
+    }
+
+    /// Asks the filling thread to end; it does at its next batch.
+    public func stop() {
+        stopping.store(true, ordering: .relaxed)
+        emptied.signal()
+    }
+
+    fileprivate func runFilling(_ fill: (Batch) -> Bool) {
+        while true {
+            emptied.wait()
+            if stopping.load(ordering: .relaxed) { return }
+            guard let batch = locked({ free.popLast() }) else { return }
+            let more = fill(batch)
+            locked { full.append((batch, !more)) }
+            filled.signal()
+            if !more { return }
+        }
+    }
+}
+
+/// Runs `body` on a new detached thread, without Foundation.
+public func startDetachedThread(_ body: @escaping @Sendable () -> Void) {
+    final class Start { let body: () -> Void; init(_ body: @escaping () -> Void) { self.body = body } }
+    let start = Unmanaged.passRetained(Start(body)).toOpaque()
+    var handle = pthread_t()
+    let result = pthread_create(&handle, nil, { raw in
+        Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue().body()
+        return nil
+    }, start)
+    precondition(result == 0, "cannot start a thread: \(result)")
+    pthread_detach(handle)
+}

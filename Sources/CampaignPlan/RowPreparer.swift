@@ -1,0 +1,272 @@
+import APNSWire
+import AudienceIngest
+import CampaignIO
+import CampaignJSON
+import CampaignPayload
+
+/// What the preparing stage made of one row: everything that does not depend
+/// on the rows before it. De-duplication, feedback suppression and numbering
+/// come after, in order, in ``Planner``.
+struct PreparedRow {
+    enum Kind: UInt8 {
+        /// The record line is ready (`truncated`: its text was shortened).
+        case ready, truncated
+        /// Rejected whatever came before it (malformed, no token, bad token).
+        case rejectedOutright
+        /// Rejected unless an earlier row or the feedback store rejects it first.
+        case rejectedUnlessDuplicate
+    }
+
+    var kind = Kind.rejectedOutright
+    /// The audience line the row starts on.
+    var line = 0
+    var message: Int32 = 0
+    /// The token's bytes in the batch's arena; count 0 when the row has none.
+    var tokenStart: Int32 = 0
+    var tokenCount: Int32 = 0
+    /// The record line after `{"seq":N`, in the arena.
+    var lineStart: Int32 = 0
+    var lineEnd: Int32 = 0
+    /// Into the batch's rejections, for the rejected kinds.
+    var rejection: Int32 = -1
+    var registeredColumn: Int32 = -1
+    var tokenHash: UInt64 = 0
+}
+
+/// A reject code and its sentence.
+struct Rejection {
+    var code: RejectCode
+    var reason: String
+}
+
+/// Rows read and prepared together, handed from the preparing thread to the
+/// planning one. The rows stay (swapped in, not copied) for the few rejects
+/// that need a value from them.
+final class PreparedBatch: @unchecked Sendable {
+    var rows: [AudienceRow]
+    var prepared: [PreparedRow]
+    var rejections: [Rejection] = []
+    var arena: [UInt8] = []
+    var count = 0
+    var failure: Error?
+    var ended = false
+
+    init(size: Int) {
+        rows = Array(repeating: AudienceRow(), count: size)
+        prepared = Array(repeating: PreparedRow(), count: size)
+        arena.reserveCapacity(size * 384)
+    }
+
+    /// The token of prepared row `i`, nil when it has none.
+    func withToken<R>(of i: Int, _ body: (UnsafeBufferPointer<UInt8>?) throws -> R) rethrows -> R {
+        let p = prepared[i]
+        guard p.tokenCount > 0 else { return try body(nil) }
+        return try arena.withUnsafeBufferPointer { a in
+            try body(UnsafeBufferPointer(rebasing: a[Int(p.tokenStart)..<Int(p.tokenStart + p.tokenCount)]))
+        }
+    }
+}
+
+/// Reads audience rows and prepares them, on the preparing thread: UTF-8 and
+/// token checks, the message for the row's language, the payload rendered
+/// and fitted, and the record line around it.
+final class RowPreparer: @unchecked Sendable {
+    private let reader: AudienceReader
+    private let renderer: PayloadRenderer
+    private let selector: MessageSelector
+    private let messageTags: [[UInt8]]
+    private let format: NotificationFormat
+    private let maxPayload: Int
+    private let shards: Int
+    private var languageCache = LanguageCache()
+    private var schemaCount = -1
+    private var columns: [Int] = []
+    private var tokenColumn: Int? = nil, langColumn: Int? = nil, registeredColumn: Int? = nil
+    private var token = [UInt8](repeating: 0, count: 128)
+
+    init(reader: AudienceReader, renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
+         format: NotificationFormat, maxPayload: Int, shards: Int) {
+        self.reader = reader
+        self.renderer = renderer
+        self.selector = selector
+        self.messageTags = messageTags
+        self.format = format
+        self.maxPayload = maxPayload
+        self.shards = shards
+    }
+
+    /// Fills `batch` with the next rows; false when they were the last.
+    func fill(_ batch: PreparedBatch) -> Bool {
+        batch.count = 0
+        batch.rejections.removeAll(keepingCapacity: true)
+        batch.arena.removeAll(keepingCapacity: true)
+        batch.failure = nil
+        do {
+            while batch.count < batch.rows.count {
+                guard let record = try reader.next(into: &batch.rows[batch.count]) else {
+                    batch.ended = true
+                    break
+                }
+                var p = prepare(record, row: batch.rows[batch.count], in: batch)
+                if case .malformed(let line, _, _) = record { p.line = line } else { p.line = batch.rows[batch.count].line }
+                batch.prepared[batch.count] = p
+                batch.count += 1
+            }
+        } catch {
+            batch.failure = error
+            batch.ended = true
+        }
+        return !batch.ended
+    }
+
+    private func rejected(_ kind: PreparedRow.Kind, _ code: RejectCode, _ reason: String, token: PreparedRow? = nil,
+                          in batch: PreparedBatch) -> PreparedRow {
+        var p = token ?? PreparedRow()
+        p.kind = kind
+        p.rejection = Int32(batch.rejections.count)
+        batch.rejections.append(Rejection(code: code, reason: reason))
+        return p
+    }
+
+    private func prepare(_ record: AudienceRecord, row: AudienceRow, in batch: PreparedBatch) -> PreparedRow {
+        if case .malformed(_, let reason, let tokenText) = record {
+            var p = PreparedRow()
+            if let tokenText, let t = DeviceToken(hex: tokenText) {
+                p.tokenStart = Int32(batch.arena.count)
+                p.tokenCount = Int32(t.bytes.count)
+                batch.arena.append(contentsOf: t.bytes)
+            }
+            return rejected(.rejectedOutright, .malformedRow, "malformed row: \(reason)", token: p, in: batch)
+        }
+        if reader.schema.count != schemaCount {
+            schemaCount = reader.schema.count
+            columns = renderer.variables.map { reader.schema.column(named: $0) ?? -1 }
+            tokenColumn = reader.schema.column(anyOf: AudienceSchema.tokenAliases)
+            langColumn = reader.schema.column(anyOf: AudienceSchema.languageAliases)
+            registeredColumn = reader.schema.column(anyOf: AudienceSchema.registeredAliases)
+        }
+        guard row.storage.withUnsafeBufferPointer({ PayloadInspector.isValidUTF8($0) }) else {
+            return rejected(.rejectedOutright, .malformedRow, "malformed row: it is not valid UTF-8", in: batch)
+        }
+        guard let tokenRange = row.range(of: tokenColumn) else {
+            return rejected(.rejectedOutright, .missingToken, "missing token", in: batch)
+        }
+        let tokenCount = row.storage.withUnsafeBufferPointer { storage in
+            token.withUnsafeMutableBufferPointer { out in
+                Self.parseHexToken(UnsafeBufferPointer(rebasing: storage[tokenRange]), into: out.baseAddress!)
+            }
+        }
+        guard tokenCount > 0 else {
+            return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount == -1 ? "not hex" : "longer than 100 bytes")", in: batch)
+        }
+        var p = PreparedRow()
+        p.tokenStart = Int32(batch.arena.count)
+        p.tokenCount = Int32(tokenCount)
+        p.registeredColumn = Int32(registeredColumn ?? -1)
+        token.withUnsafeBufferPointer { t in batch.arena.append(contentsOf: UnsafeBufferPointer(rebasing: t[0..<tokenCount])) }
+        if format != .frame, tokenCount != 32 {
+            let exact = 32
+            return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes where the \(format) format takes \(exact)", token: p, in: batch)
+        }
+        if tokenCount > format.maxTokenBytes {
+            return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes, more than \(format.maxTokenBytes)", token: p, in: batch)
+        }
+        let message = row.storage.withUnsafeBufferPointer { storage -> Int? in
+            guard let r = row.range(of: langColumn) else { return selector.select(nil) }
+            return languageCache.message(for: UnsafeBufferPointer(rebasing: storage[r]), selector: selector)
+        }
+        guard let message else {
+            return rejected(.rejectedUnlessDuplicate, .noMessage,
+                            "no message for language \"\(row.string(langColumn) ?? "")\" and none in the fallback chain", token: p, in: batch)
+        }
+        p.message = Int32(message)
+        p.lineStart = Int32(batch.arena.count)
+        token.withUnsafeBufferPointer { all in
+            let t = UnsafeBufferPointer(rebasing: all[0..<tokenCount])
+            p.tokenHash = TokenSet.hash(t)
+            PlanRecord.appendFieldsBeforePayload(shard: Planner.shard(of: t, shards: shards), token: t,
+                                                 lang: messageTags[message], to: &batch.arena)
+        }
+        let outcome = renderer.render(message: message, row: row, columns: columns, maxBytes: maxPayload, appendingTo: &batch.arena)
+        let failure: Rejection?
+        switch outcome {
+        case .fitted:
+            p.kind = .ready
+            failure = nil
+        case .truncated:
+            p.kind = .truncated
+            failure = nil
+        case .missingVariable(let name):
+            failure = Rejection(code: .missingVariable, reason: "missing variable \(name)")
+        case .invalidBadge(let value):
+            failure = Rejection(code: .invalidBadge, reason: "badge \"\(value)\" is not a whole number of at least 0")
+        case .cannotFit(let minimum):
+            failure = Rejection(code: .cannotFit, reason: "cannot fit: the payload needs \(minimum) bytes even with an empty alert, over the \(maxPayload)-byte limit")
+        }
+        if let failure {
+            batch.arena.removeSubrange(Int(p.lineStart)...)
+            return rejected(.rejectedUnlessDuplicate, failure.code, failure.reason, token: p, in: batch)
+        }
+        PlanRecord.appendEnd(to: &batch.arena)
+        p.lineEnd = Int32(batch.arena.count)
+        return p
+    }
+
+    /// Hex text to bytes, tolerating spaces and one pair of angle brackets.
+    /// Returns the byte count, 0 when empty, -1 when not hex, -2 when over 100 bytes.
+    static func parseHexToken(_ text: UnsafeBufferPointer<UInt8>, into out: UnsafeMutablePointer<UInt8>) -> Int {
+        // Nearly every token is bare hex: decoded by table, in one pass.
+        if text.count <= 200, HexEncoding.decodePairs(text, into: out) { return text.count / 2 }
+        var count = 0
+        var high: UInt8 = 0
+        var haveHigh = false
+        var bytes = text[...]
+        if bytes.first == UInt8(ascii: "<") {
+            guard bytes.last == UInt8(ascii: ">") else { return -1 }
+            bytes = bytes.dropFirst().dropLast()
+        }
+        for c in bytes {
+            if c == 0x20 || c == 0x09 {
+                if haveHigh { return -1 }
+                continue
+            }
+            guard let n = DeviceToken.nibbleValue(c) else { return -1 }
+            if haveHigh {
+                guard count < 100 else { return -2 }
+                out[count] = high << 4 | n
+                count += 1
+                haveHigh = false
+            } else {
+                high = n
+                haveHigh = true
+            }
+        }
+        return haveHigh ? -1 : count
+    }
+}
+
+/// Remembers which message each distinct language value selects; audiences
+/// have few distinct values, so a short list compared byte for byte beats
+/// hashing a new key per row.
+struct LanguageCache {
+    private var keys: [[UInt8]] = []
+    private var results: [Int?] = []
+    private var overflow: [String: Int?] = [:]
+
+    mutating func message(for raw: UnsafeBufferPointer<UInt8>, selector: MessageSelector) -> Int? {
+        for i in keys.indices where keys[i].count == raw.count && keys[i].elementsEqual(raw) { return results[i] }
+        let text = String(decoding: raw, as: UTF8.self)
+        if keys.count >= 256 {
+            if let cached = overflow[text] { return cached }
+            let result = selector.select(LanguageTag(text))
+            // Bounded: an audience with a new language value on every row must
+            // not grow memory with the audience.
+            if overflow.count < 16_384 { overflow[text] = result }
+            return result
+        }
+        let result = selector.select(LanguageTag(text))
+        keys.append(Array(raw))
+        results.append(result)
+        return result
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Synchronization
+import Testing
+import CampaignIO
+import CampaignTestSupport
+
+@Suite struct BatchPipelineTests {
+    final class Numbers: @unchecked Sendable {
+        var values: [Int] = []
+    }
+
+    final class Counter: @unchecked Sendable {
+        var next = 0
+        let end: Int
+        init(end: Int) { self.end = end }
+
+        /// Fills with the next 10 numbers; the last batch may be short.
+        func fill(_ batch: Numbers) -> Bool {
+            batch.values.removeAll()
+            while batch.values.count < 10, next < end {
+                batch.values.append(next)
+                next += 1
+            }
+            return next < end
+        }
+    }
+
+    @Test(arguments: [1, 2, 5])
+    func handsOutEveryBatchInOrderWithFewBuffers(buffers: Int) {
+        let counter = Counter(end: 1_005)
+        let pipeline = BatchPipeline(batches: (0..<buffers).map { _ in Numbers() }) { counter.fill($0) }
+        var seen: [Int] = []
+        var batches = 0
+        while let batch = pipeline.next() {
+            seen += batch.values
+            batches += 1
+            pipeline.recycle(batch)
+        }
+        #expect(seen == Array(0..<1_005))
+        #expect(batches == 101)
+        #expect(pipeline.next() == nil)
+    }
+
+    /// Signals when freed: the filling closure holds it, the thread holds
+    /// the pipeline, so it is freed only when the thread has ended.
+    final class Sentinel: @unchecked Sendable {
+        let freed: DispatchSemaphore
+        init(_ freed: DispatchSemaphore) { self.freed = freed }
+        deinit { freed.signal() }
+    }
+
+    @Test func aConsumerThatStopsEarlyEndsTheFillingThread() {
+        let filled = Atomic<Int>(0)
+        let freed = DispatchSemaphore(value: 0)
+        do {
+            let sentinel = Sentinel(freed)
+            let pipeline = BatchPipeline(batches: [Numbers(), Numbers()]) { batch in
+                _ = sentinel
+                batch.values = [filled.add(1, ordering: .relaxed).newValue]
+                return true  // would go on for ever
+            }
+            #expect(pipeline.next()?.values == [1])
+            pipeline.stop()
+        }
+        #expect(freed.wait(timeout: .now() + 30) == .success, "the filling thread did not end")
+        // Two buffers, one never given back: it filled one or both, then stopped.
+        #expect((1...2).contains(filled.load(ordering: .relaxed)))
+    }
+}
+
+@Suite struct BufferedFileWriterTests {
+    @Test func writingBehindKeepsEveryByteAndTheMode() throws {
+        let dir = TemporaryDirectory("writer")
+        let path = dir.file("big")
+        let writer = try BufferedFileWriter(path: path, writeBehind: true)
+        var expected: [UInt8] = []
+        var rng = SplitMix64(seed: 3)
+        var block = [UInt8](repeating: 0, count: 1 << 20)
+        for i in stride(from: 0, to: block.count, by: 8) {
+            withUnsafeBytes(of: rng.next()) { block.replaceSubrange(i..<(i + 8), with: $0) }
+        }
+        // Past several write-behind steps, in odd-sized pieces.
+        expected.reserveCapacity(26 << 20)
+        while expected.count < 3 * 8 << 20 {
+            let start = Int.random(in: 0..<block.count, using: &rng)
+            let piece = block[start..<min(block.count, start + Int.random(in: 1...70_000, using: &rng))]
+            writer.buffer += piece
+            expected += piece
+            try writer.flushIfFull()
+        }
+        try writer.sync()
+        let written = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        #expect(written.count == expected.count)
+        #expect(written == expected)
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+}
