@@ -133,18 +133,15 @@ public enum HexEncoding {
     public static func append(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
         let count = bytes.count
         guard count > 0, let p = bytes.baseAddress else { return }
-        let start = out.count
-        out.append(contentsOf: repeatElement(0, count: count * 2))
-        digits.withUnsafeBufferPointer { d in
-            out.withUnsafeMutableBufferPointer { o in
-                var i = start
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count * 2) { scratch in
+            digits.withUnsafeBufferPointer { d in
                 for k in 0..<count {
                     let b = p[k]
-                    o[i] = d[Int(b >> 4)]
-                    o[i + 1] = d[Int(b & 0x0f)]
-                    i += 2
+                    scratch[2 * k] = d[Int(b >> 4)]
+                    scratch[2 * k + 1] = d[Int(b & 0x0f)]
                 }
             }
+            out.append(contentsOf: UnsafeBufferPointer(scratch))
         }
     }
 

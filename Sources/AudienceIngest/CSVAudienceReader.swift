@@ -8,7 +8,7 @@ import CampaignIO
 /// field is still open after ``maxRowBytes``, is reported as malformed, and the
 /// lines after its first are parsed again: one stray quote cannot swallow the
 /// good rows that follow it.
-public final class CSVAudienceReader: AudienceReader, CSVTokenSink {
+public final class CSVAudienceReader: AudienceReader {
     public let schema: AudienceSchema
     public let path: String
     public let maxRowBytes: Int
@@ -18,10 +18,8 @@ public final class CSVAudienceReader: AudienceReader, CSVTokenSink {
     private let lines: LineReader
     private let tokenizer = CSVTokenizer()
 
-    // The row being assembled by the tokenizer's callbacks.
-    private var fields: [UInt8] = []
-    private var fieldBounds: [Int] = []
-    private var rowComplete = false
+    /// The row being assembled, in the tokenizer's buffer.
+    private let fields: CSVRowBuffer
     private var rowStartLine = 0
     private var rowBytes = 0
     /// Copies of the lines of a row that spans lines, for replay after an error.
@@ -34,6 +32,7 @@ public final class CSVAudienceReader: AudienceReader, CSVTokenSink {
         self.path = path
         self.maxRowBytes = maxRowBytes
         lines = LineReader(source: source, maxLineBytes: maxRowBytes)
+        fields = tokenizer.row
         schema = AudienceSchema()
         tokenColumn = -1
         // The header: the first row of the file.
@@ -76,23 +75,23 @@ public final class CSVAudienceReader: AudienceReader, CSVTokenSink {
                 if finished { return nil }
                 finished = true
                 do {
-                    try tokenizer.finish(sink: self)
+                    try tokenizer.finish()
                 } catch {
                     let line = rowStartLine
                     abandonRow(replayFrom: line)
                     finished = replayIndex >= replay.count
                     return .malformed(line: line, reason: "a quoted field is still open at the end of the file (unbalanced quote)", token: tokenGuess())
                 }
-                if rowComplete { return deliver(into: &row, columns: columns, validateCount: validateCount) }
+                if fields.ended { return deliver(into: &row, columns: columns, validateCount: validateCount) }
                 return nil
             }
             if let overlong {
                 // Too long to be a row: drop it, and any row it was part of.
-                let line = fieldBounds.isEmpty && rowLines.isEmpty ? number : rowStartLine
+                let line = fields.bounds.isEmpty && rowLines.isEmpty ? number : rowStartLine
                 abandonRow(replayFrom: nil)
                 return .malformed(line: line, reason: "the row is longer than \(maxRowBytes >> 10) KiB (\(overlong) bytes)", token: nil)
             }
-            if fieldBounds.isEmpty && rowLines.isEmpty && !rowComplete {
+            if fields.bounds.isEmpty && rowLines.isEmpty && !fields.ended {
                 rowStartLine = number
                 rowBytes = 0
             }
@@ -104,7 +103,7 @@ public final class CSVAudienceReader: AudienceReader, CSVTokenSink {
                 if number == 1, bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
                     bytes = UnsafeRawBufferPointer(rebasing: bytes[3...])
                 }
-                do { try tokenizer.parse(bytes, sink: self) } catch { syntaxError = true }
+                do { try tokenizer.parse(bytes) } catch { syntaxError = true }
             }
             if syntaxError {
                 let line = rowStartLine
@@ -113,7 +112,7 @@ public final class CSVAudienceReader: AudienceReader, CSVTokenSink {
                 abandonRow(replayFrom: spanned ? line : nil)
                 return .malformed(line: line, reason: "invalid CSV quoting", token: tokenGuess())
             }
-            if rowComplete {
+            if fields.ended {
                 return deliver(into: &row, columns: columns, validateCount: validateCount)
             }
             // The row goes on past this line: keep a copy for replay.
@@ -135,8 +134,8 @@ public final class CSVAudienceReader: AudienceReader, CSVTokenSink {
 
     /// Forgets the row in progress; with `replayFrom`, parses again the lines after that one.
     private func abandonRow(replayFrom startLine: Int?) {
-        if tokenColumn >= 0, fieldBounds.count > tokenColumn * 2 + 1 {
-            pendingToken = String(decoding: fields[fieldBounds[tokenColumn * 2]..<fieldBounds[tokenColumn * 2 + 1]], as: UTF8.self)
+        if tokenColumn >= 0, fields.bounds.count > tokenColumn * 2 + 1 {
+            pendingToken = String(decoding: fields.fields[fields.bounds[tokenColumn * 2]..<fields.bounds[tokenColumn * 2 + 1]], as: UTF8.self)
         }
         tokenizer.reset()
         if let startLine {
@@ -145,29 +144,24 @@ public final class CSVAudienceReader: AudienceReader, CSVTokenSink {
             replayIndex = 0
         }
         rowLines.removeAll()
-        fields.removeAll(keepingCapacity: true)
-        fieldBounds.removeAll(keepingCapacity: true)
-        rowComplete = false
     }
 
     private func deliver(into row: inout AudienceRow, columns: Int, validateCount: Bool) -> AudienceRecord {
         defer {
-            fields.removeAll(keepingCapacity: true)
-            fieldBounds.removeAll(keepingCapacity: true)
-            rowLines.removeAll()
-            rowComplete = false
+            fields.clear()
+            if !rowLines.isEmpty { rowLines.removeAll() }
         }
-        let count = fieldBounds.count / 2
+        let count = fields.fieldCount
         if validateCount && count != columns {
             if tokenColumn >= 0, count > tokenColumn {
-                pendingToken = String(decoding: fields[fieldBounds[tokenColumn * 2]..<fieldBounds[tokenColumn * 2 + 1]], as: UTF8.self)
+                pendingToken = String(decoding: fields.fields[fields.bounds[tokenColumn * 2]..<fields.bounds[tokenColumn * 2 + 1]], as: UTF8.self)
             }
             return .malformed(line: rowStartLine, reason: "the row has \(count) fields where the header has \(columns)", token: tokenGuess())
         }
         // Hand the field bytes and bounds over by swapping buffers: no copy.
         row.line = rowStartLine
-        swap(&row.storage, &fields)
-        swap(&row.bounds, &fieldBounds)
+        swap(&row.storage, &fields.fields)
+        swap(&row.bounds, &fields.bounds)
         return .row
     }
 
@@ -209,17 +203,5 @@ public final class CSVAudienceReader: AudienceReader, CSVTokenSink {
     private func copyOfCurrentLine() -> [UInt8] {
         if let replayCurrent { return replayCurrent }
         return lines.withCurrentLine { Array($0) }
-    }
-
-    // MARK: - CSVTokenSink
-
-    public func csvField(_ bytes: UnsafeRawBufferPointer) {
-        fieldBounds.append(fields.count)
-        fields.append(contentsOf: bytes)
-        fieldBounds.append(fields.count)
-    }
-
-    public func csvRowEnd() {
-        rowComplete = true
     }
 }

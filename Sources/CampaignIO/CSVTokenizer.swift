@@ -1,11 +1,31 @@
 internal import CCSV
 
-/// Receives what ``CSVTokenizer`` finds.
-public protocol CSVTokenSink: AnyObject {
-    /// One field's bytes, quotes removed and doubled quotes undone; valid only during the call.
-    func csvField(_ bytes: UnsafeRawBufferPointer)
-    /// The end of a row.
-    func csvRowEnd()
+/// The row ``CSVTokenizer`` is assembling: every field's bytes (quotes
+/// removed, doubled quotes undone) one after another, and their bounds.
+public final class CSVRowBuffer {
+    public var fields: [UInt8] = []
+    /// (start, end) in ``fields`` per field.
+    public var bounds: [Int] = []
+    /// Whether the row has ended.
+    public var ended = false
+
+    public init() {}
+
+    public var fieldCount: Int { bounds.count / 2 }
+
+    /// Empties the buffer for the next row, keeping its memory.
+    public func clear() {
+        fields.removeAll(keepingCapacity: true)
+        bounds.removeAll(keepingCapacity: true)
+        ended = false
+    }
+
+    @inline(__always)
+    func append(_ field: UnsafeRawBufferPointer) {
+        bounds.append(fields.count)
+        fields.append(contentsOf: field)
+        bounds.append(fields.count)
+    }
 }
 
 /// A CSV syntax error in strict mode: a quote inside an unquoted field, text
@@ -31,35 +51,25 @@ public final class CSVTokenizer {
         parser.deallocate()
     }
 
-    /// The callbacks' context: a concrete class, so finding the sink costs no
-    /// dynamic cast per field (a cast per field was a tenth of planning time).
-    private final class SinkBox {
-        unowned(unsafe) let sink: CSVTokenSink
-        init(_ sink: CSVTokenSink) { self.sink = sink }
-    }
-
-    private var box: SinkBox?
+    /// Where fields go. The callbacks reach it through an unretained pointer
+    /// to this concrete final class: a protocol sink cost a retain and a
+    /// release per field (a cast per field, before that, a tenth of planning).
+    public let row = CSVRowBuffer()
 
     private static let fieldCallback: @convention(c) (UnsafeMutableRawPointer?, Int, UnsafeMutableRawPointer?) -> Void = { field, count, data in
-        Unmanaged<SinkBox>.fromOpaque(data!)._withUnsafeGuaranteedRef { $0.sink.csvField(UnsafeRawBufferPointer(start: field, count: count)) }
+        Unmanaged<CSVRowBuffer>.fromOpaque(data!)._withUnsafeGuaranteedRef { $0.append(UnsafeRawBufferPointer(start: field, count: count)) }
     }
 
     private static let rowCallback: @convention(c) (Int32, UnsafeMutableRawPointer?) -> Void = { _, data in
-        Unmanaged<SinkBox>.fromOpaque(data!)._withUnsafeGuaranteedRef { $0.sink.csvRowEnd() }
+        Unmanaged<CSVRowBuffer>.fromOpaque(data!)._withUnsafeGuaranteedRef { $0.ended = true }
     }
 
-    private func context(for sink: CSVTokenSink) -> UnsafeMutableRawPointer {
-        if let box, box.sink === sink { return Unmanaged.passUnretained(box).toOpaque() }
-        let fresh = SinkBox(sink)
-        box = fresh
-        return Unmanaged.passUnretained(fresh).toOpaque()
-    }
-
-    /// Feeds bytes; the sink hears every complete field and row.
-    public func parse(_ bytes: UnsafeRawBufferPointer, sink: CSVTokenSink) throws(CSVSyntaxError) {
+    /// Feeds bytes; fields are added to ``row``, which is marked ended at a
+    /// row's end. Feed a line at a time to see each row on its own.
+    public func parse(_ bytes: UnsafeRawBufferPointer) throws(CSVSyntaxError) {
         guard bytes.count > 0 else { return }
-        let data = context(for: sink)
-        let accepted = csv_parse(parser, bytes.baseAddress, bytes.count, Self.fieldCallback, Self.rowCallback, data)
+        let accepted = csv_parse(parser, bytes.baseAddress, bytes.count, Self.fieldCallback, Self.rowCallback,
+                                 Unmanaged.passUnretained(row).toOpaque())
         if accepted != bytes.count || csv_error(parser) == CSV_EPARSE {
             throw CSVSyntaxError(acceptedCount: accepted)
         }
@@ -67,15 +77,50 @@ public final class CSVTokenizer {
 
     /// Ends the input: a last row without a line break is delivered; an open
     /// quoted field is an error.
-    public func finish(sink: CSVTokenSink) throws(CSVSyntaxError) {
-        let data = context(for: sink)
-        if csv_fini(parser, Self.fieldCallback, Self.rowCallback, data) != 0 {
+    public func finish() throws(CSVSyntaxError) {
+        if csv_fini(parser, Self.fieldCallback, Self.rowCallback, Unmanaged.passUnretained(row).toOpaque()) != 0 {
             throw CSVSyntaxError(acceptedCount: 0)
         }
     }
 
+    /// Field and row counts, for ``count(_:into:)``.
+    public struct Counts {
+        public var fields = 0
+        public var rows = 0
+        public init() {}
+    }
+
+    /// libcsv with callbacks that only count: the limit the benchmarks
+    /// measure `plan` against. Nothing goes to ``row``.
+    public func count(_ bytes: UnsafeRawBufferPointer, into counts: inout Counts) throws(CSVSyntaxError) {
+        guard bytes.count > 0 else { return }
+        let accepted = withUnsafeMutablePointer(to: &counts) { c in
+            csv_parse(parser, bytes.baseAddress, bytes.count, { _, _, data in
+                data!.assumingMemoryBound(to: Counts.self).pointee.fields += 1
+            }, { _, data in
+                data!.assumingMemoryBound(to: Counts.self).pointee.rows += 1
+            }, c)
+        }
+        if accepted != bytes.count || csv_error(parser) == CSV_EPARSE {
+            throw CSVSyntaxError(acceptedCount: accepted)
+        }
+    }
+
+    /// Ends counted input.
+    public func finishCounting(into counts: inout Counts) throws(CSVSyntaxError) {
+        let result = withUnsafeMutablePointer(to: &counts) { c in
+            csv_fini(parser, { _, _, data in
+                data!.assumingMemoryBound(to: Counts.self).pointee.fields += 1
+            }, { _, data in
+                data!.assumingMemoryBound(to: Counts.self).pointee.rows += 1
+            }, c)
+        }
+        if result != 0 { throw CSVSyntaxError(acceptedCount: 0) }
+    }
+
     /// Forgets any partial row, to start again at a line boundary after an error.
     public func reset() {
+        row.clear()
         csv_free(parser)
         csv_init(parser, UInt8(CSV_STRICT | CSV_STRICT_FINI))
     }

@@ -130,7 +130,7 @@ public struct PayloadRenderer: Sendable {
                             JSONText.appendEscaped(buffer: UnsafeBufferPointer(rebasing: storage[range]), to: &out)
                         case PayloadProgram.numberKind:
                             guard let range = row.range(of: columns[a]) else { failure = .missingVariable(variables[a]); return }
-                            guard Self.appendWholeNumber(row.storage[range], to: &out) else {
+                            guard Self.appendWholeNumber(UnsafeBufferPointer(rebasing: storage[range]), to: &out) else {
                                 failure = .invalidBadge(String(decoding: storage[range], as: UTF8.self))
                                 return
                             }
@@ -148,12 +148,14 @@ public struct PayloadRenderer: Sendable {
     }
 
     /// Appends digits with leading zeros removed; false unless the value is a whole number ≥ 0.
-    static func appendWholeNumber(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) -> Bool {
-        var digits = bytes.drop { $0 == 0x20 }
-        while digits.last == 0x20 { digits = digits.dropLast() }
-        guard !digits.isEmpty, digits.count <= 9, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return false }
-        let significant = digits.drop { $0 == 0x30 }
-        if significant.isEmpty { out.append(0x30) } else { out.append(contentsOf: significant) }
+    static func appendWholeNumber(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) -> Bool {
+        var start = 0, end = bytes.count
+        while start < end, bytes[start] == 0x20 { start += 1 }
+        while end > start, bytes[end - 1] == 0x20 { end -= 1 }
+        guard end > start, end - start <= 9 else { return false }
+        for i in start..<end where bytes[i] < 0x30 || bytes[i] > 0x39 { return false }
+        while start < end - 1, bytes[start] == 0x30 { start += 1 }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<end]))
         return true
     }
 

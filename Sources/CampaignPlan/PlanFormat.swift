@@ -102,7 +102,7 @@ public struct PlanRecord: Equatable, Sendable {
     static func appendLine(seq: UInt64, shard: Int, token: UnsafeBufferPointer<UInt8>, lang: [UInt8],
                            payload: [UInt8], to out: inout [UInt8]) {
         appendSeq(seq, to: &out)
-        appendFieldsBeforePayload(shard: shard, token: token, lang: lang, to: &out)
+        lang.withUnsafeBufferPointer { appendFieldsBeforePayload(shard: shard, token: token, lang: $0, to: &out) }
         out.append(contentsOf: payload)
         appendEnd(to: &out)
     }
@@ -117,7 +117,7 @@ public struct PlanRecord: Equatable, Sendable {
     }
 
     @inline(__always)
-    static func appendFieldsBeforePayload(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: [UInt8], to out: inout [UInt8]) {
+    static func appendFieldsBeforePayload(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
         appendStatic(#","shard":"#, to: &out)
         JSONText.appendDecimal(shard, to: &out)
         appendStatic(#","token":""#, to: &out)

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import APNSWire
 import AudienceIngest
 import CampaignIO
@@ -72,9 +75,14 @@ final class PreparedBatch: @unchecked Sendable {
 /// and fitted, and the record line around it.
 final class RowPreparer: @unchecked Sendable {
     private let reader: AudienceReader
+    /// The reader's schema, fetched once: through the protocol, every fetch
+    /// costs a retain and a release.
+    private let schema: AudienceSchema
     private let renderer: PayloadRenderer
     private let selector: MessageSelector
-    private let messageTags: [[UInt8]]
+    /// Every message's tag, quoted, one after another (one borrow per row).
+    private let messageTags: [UInt8]
+    private let messageTagRanges: [Range<Int>]
     private let format: NotificationFormat
     private let maxPayload: Int
     private let shards: Int
@@ -83,13 +91,18 @@ final class RowPreparer: @unchecked Sendable {
     private var columns: [Int] = []
     private var tokenColumn: Int? = nil, langColumn: Int? = nil, registeredColumn: Int? = nil
     private var token = [UInt8](repeating: 0, count: 128)
+    private var spareRow = AudienceRow()
 
     init(reader: AudienceReader, renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
          format: NotificationFormat, maxPayload: Int, shards: Int) {
         self.reader = reader
+        schema = reader.schema
         self.renderer = renderer
         self.selector = selector
-        self.messageTags = messageTags
+        self.messageTags = messageTags.flatMap { $0 }
+        var ranges: [Range<Int>] = [], start = 0
+        for tag in messageTags { ranges.append(start..<(start + tag.count)); start += tag.count }
+        messageTagRanges = ranges
         self.format = format
         self.maxPayload = maxPayload
         self.shards = shards
@@ -101,15 +114,21 @@ final class RowPreparer: @unchecked Sendable {
         batch.rejections.removeAll(keepingCapacity: true)
         batch.arena.removeAll(keepingCapacity: true)
         batch.failure = nil
+        // Rows are read into a local and swapped into the batch: a row used
+        // from the batch's array (or a property) would be retained per use.
+        var row = AudienceRow()
+        swap(&row, &spareRow)
+        defer { swap(&row, &spareRow) }
         do {
             while batch.count < batch.rows.count {
-                guard let record = try reader.next(into: &batch.rows[batch.count]) else {
+                guard let record = try reader.next(into: &row) else {
                     batch.ended = true
                     break
                 }
-                var p = prepare(record, row: batch.rows[batch.count], in: batch)
-                if case .malformed(let line, _, _) = record { p.line = line } else { p.line = batch.rows[batch.count].line }
+                var p = prepare(record, row: row, in: batch)
+                if case .malformed(let line, _, _) = record { p.line = line } else { p.line = row.line }
                 batch.prepared[batch.count] = p
+                swap(&row, &batch.rows[batch.count])
                 batch.count += 1
             }
         } catch {
@@ -138,12 +157,12 @@ final class RowPreparer: @unchecked Sendable {
             }
             return rejected(.rejectedOutright, .malformedRow, "malformed row: \(reason)", token: p, in: batch)
         }
-        if reader.schema.count != schemaCount {
-            schemaCount = reader.schema.count
-            columns = renderer.variables.map { reader.schema.column(named: $0) ?? -1 }
-            tokenColumn = reader.schema.column(anyOf: AudienceSchema.tokenAliases)
-            langColumn = reader.schema.column(anyOf: AudienceSchema.languageAliases)
-            registeredColumn = reader.schema.column(anyOf: AudienceSchema.registeredAliases)
+        if schema.count != schemaCount {
+            schemaCount = schema.count
+            columns = renderer.variables.map { schema.column(named: $0) ?? -1 }
+            tokenColumn = schema.column(anyOf: AudienceSchema.tokenAliases)
+            langColumn = schema.column(anyOf: AudienceSchema.languageAliases)
+            registeredColumn = schema.column(anyOf: AudienceSchema.registeredAliases)
         }
         guard row.storage.withUnsafeBufferPointer({ PayloadInspector.isValidUTF8($0) }) else {
             return rejected(.rejectedOutright, .malformedRow, "malformed row: it is not valid UTF-8", in: batch)
@@ -181,11 +200,14 @@ final class RowPreparer: @unchecked Sendable {
         }
         p.message = Int32(message)
         p.lineStart = Int32(batch.arena.count)
+        let tagRange = messageTagRanges[message]
         token.withUnsafeBufferPointer { all in
-            let t = UnsafeBufferPointer(rebasing: all[0..<tokenCount])
-            p.tokenHash = TokenSet.hash(t)
-            PlanRecord.appendFieldsBeforePayload(shard: Planner.shard(of: t, shards: shards), token: t,
-                                                 lang: messageTags[message], to: &batch.arena)
+            messageTags.withUnsafeBufferPointer { tags in
+                let t = UnsafeBufferPointer(rebasing: all[0..<tokenCount])
+                p.tokenHash = TokenSet.hash(t)
+                PlanRecord.appendFieldsBeforePayload(shard: Planner.shard(of: t, shards: shards), token: t,
+                                                     lang: UnsafeBufferPointer(rebasing: tags[tagRange]), to: &batch.arena)
+            }
         }
         let outcome = renderer.render(message: message, row: row, columns: columns, maxBytes: maxPayload, appendingTo: &batch.arena)
         let failure: Rejection?
@@ -249,14 +271,30 @@ final class RowPreparer: @unchecked Sendable {
 /// have few distinct values, so a short list compared byte for byte beats
 /// hashing a new key per row.
 struct LanguageCache {
-    private var keys: [[UInt8]] = []
+    /// The values seen, one after another; `ends[i]` is where value `i` ends.
+    private var keys: [UInt8] = []
+    private var ends: [Int] = []
     private var results: [Int?] = []
     private var overflow: [String: Int?] = [:]
+    /// Rows of one language often come together: that one is tried first.
+    private var last = -1
 
     mutating func message(for raw: UnsafeBufferPointer<UInt8>, selector: MessageSelector) -> Int? {
-        for i in keys.indices where keys[i].count == raw.count && keys[i].elementsEqual(raw) { return results[i] }
+        let found = keys.withUnsafeBufferPointer { k -> Int in
+            func matches(_ i: Int) -> Bool {
+                let start = i == 0 ? 0 : ends[i - 1]
+                return ends[i] - start == raw.count && (raw.isEmpty || memcmp(k.baseAddress! + start, raw.baseAddress!, raw.count) == 0)
+            }
+            if last >= 0, matches(last) { return last }
+            for i in ends.indices where matches(i) { return i }
+            return -1
+        }
+        if found >= 0 {
+            last = found
+            return results[found]
+        }
         let text = String(decoding: raw, as: UTF8.self)
-        if keys.count >= 256 {
+        if ends.count >= 256 {
             if let cached = overflow[text] { return cached }
             let result = selector.select(LanguageTag(text))
             // Bounded: an audience with a new language value on every row must
@@ -265,7 +303,8 @@ struct LanguageCache {
             return result
         }
         let result = selector.select(LanguageTag(text))
-        keys.append(Array(raw))
+        keys.append(contentsOf: raw)
+        ends.append(keys.count)
         results.append(result)
         return result
     }
