@@ -131,17 +131,22 @@ public enum HexEncoding {
     /// Appends two lower-case hex digits per byte.
     @inlinable
     public static func append(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
-        let count = bytes.count
-        guard count > 0, let p = bytes.baseAddress else { return }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count * 2) { scratch in
-            digits.withUnsafeBufferPointer { d in
-                for k in 0..<count {
-                    let b = p[k]
-                    scratch[2 * k] = d[Int(b >> 4)]
-                    scratch[2 * k + 1] = d[Int(b & 0x0f)]
-                }
-            }
+        guard !bytes.isEmpty else { return }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: bytes.count * 2) { scratch in
+            write(bytes, to: scratch.baseAddress!)
             out.append(contentsOf: UnsafeBufferPointer(scratch))
+        }
+    }
+
+    /// Writes two lower-case hex digits per byte at `out` (room for `bytes.count * 2`).
+    @inlinable
+    public static func write(_ bytes: UnsafeBufferPointer<UInt8>, to out: UnsafeMutablePointer<UInt8>) {
+        digits.withUnsafeBufferPointer { d in
+            for k in 0..<bytes.count {
+                let b = bytes[k]
+                out[2 * k] = d[Int(b >> 4)]
+                out[2 * k + 1] = d[Int(b & 0x0f)]
+            }
         }
     }
 

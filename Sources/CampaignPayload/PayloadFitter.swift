@@ -9,9 +9,9 @@ public enum PayloadFitter {
     public static let ellipsis: [UInt8] = Array("…".utf8)
     public static let wordEndAllowance = 8
 
-    /// The payload is `out[base...]`; `textRange` holds the escaped text inside its quotes.
-    static func shorten(_ out: inout [UInt8], from base: Int = 0, textRange: Range<Int>, maxBytes: Int) -> RenderOutcome {
-        let fixed = out.count - base - textRange.count
+    /// `textRange` holds the escaped text inside its quotes.
+    static func shorten(_ out: inout [UInt8], textRange: Range<Int>, maxBytes: Int) -> RenderOutcome {
+        let fixed = out.count - textRange.count
         let available = maxBytes - fixed
         guard available >= 0 else { return .cannotFit(minimumBytes: fixed) }
         let text = unescape(out[textRange])

@@ -1,4 +1,5 @@
 import AudienceIngest
+import CampaignIO
 import CampaignJSON
 
 /// One message compiled to a list of appends, so rendering a payload for a
@@ -99,15 +100,17 @@ public struct PayloadRenderer: Sendable {
     public func render(
         message index: Int, row: AudienceRow, columns: [Int], maxBytes: Int, into out: inout [UInt8]
     ) -> RenderOutcome {
-        out.removeAll(keepingCapacity: true)
-        return render(message: index, row: row, columns: columns, maxBytes: maxBytes, appendingTo: &out)
+        let arena = ByteArena(capacity: 512)
+        let outcome = render(message: index, row: row, columns: columns, maxBytes: maxBytes, appendingTo: arena)
+        out = Array(arena.all)
+        return outcome
     }
 
     /// Renders message `index` for `row` after what `out` already holds;
     /// `maxBytes` counts the payload's bytes only. When the outcome is a
     /// failure, what was appended is left for the caller to drop.
     public func render(
-        message index: Int, row: AudienceRow, columns: [Int], maxBytes: Int, appendingTo out: inout [UInt8]
+        message index: Int, row: AudienceRow, columns: [Int], maxBytes: Int, appendingTo out: ByteArena
     ) -> RenderOutcome {
         let base = out.count
         var start = -1, end = -1
@@ -124,13 +127,13 @@ public struct PayloadRenderer: Sendable {
                         i += 3
                         switch kind {
                         case PayloadProgram.rawKind:
-                            out.append(contentsOf: UnsafeBufferPointer(rebasing: table[a..<(a + b)]))
+                            out.append(table.baseAddress! + a, count: b)
                         case PayloadProgram.escapedKind:
                             guard let range = row.range(of: columns[a]) else { failure = .missingVariable(variables[a]); return }
-                            JSONText.appendEscaped(buffer: UnsafeBufferPointer(rebasing: storage[range]), to: &out)
+                            out.appendJSONEscaped(UnsafeBufferPointer(rebasing: storage[range]))
                         case PayloadProgram.numberKind:
                             guard let range = row.range(of: columns[a]) else { failure = .missingVariable(variables[a]); return }
-                            guard Self.appendWholeNumber(UnsafeBufferPointer(rebasing: storage[range]), to: &out) else {
+                            guard Self.appendWholeNumber(UnsafeBufferPointer(rebasing: storage[range]), to: out) else {
                                 failure = .invalidBadge(String(decoding: storage[range], as: UTF8.self))
                                 return
                             }
@@ -144,18 +147,23 @@ public struct PayloadRenderer: Sendable {
         if let failure { return failure }
         if out.count - base <= maxBytes { return .fitted }
         guard start >= 0, end >= start else { return .cannotFit(minimumBytes: out.count - base) }
-        return PayloadFitter.shorten(&out, from: base, textRange: start..<end, maxBytes: maxBytes)
+        // Too big: rare, so the fitter works on a copy of the payload.
+        var payload = out.copy(base..<out.count)
+        let outcome = PayloadFitter.shorten(&payload, textRange: (start - base)..<(end - base), maxBytes: maxBytes)
+        out.truncate(to: base)
+        out.append(payload)
+        return outcome
     }
 
     /// Appends digits with leading zeros removed; false unless the value is a whole number ≥ 0.
-    static func appendWholeNumber(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) -> Bool {
+    static func appendWholeNumber(_ bytes: UnsafeBufferPointer<UInt8>, to out: ByteArena) -> Bool {
         var start = 0, end = bytes.count
         while start < end, bytes[start] == 0x20 { start += 1 }
         while end > start, bytes[end - 1] == 0x20 { end -= 1 }
         guard end > start, end - start <= 9 else { return false }
         for i in start..<end where bytes[i] < 0x30 || bytes[i] > 0x39 { return false }
         while start < end - 1, bytes[start] == 0x30 { start += 1 }
-        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<end]))
+        out.append(UnsafeBufferPointer(rebasing: bytes[start..<end]))
         return true
     }
 
@@ -303,5 +311,13 @@ extension String {
 
     func replacingOccurrences(of target: String, with replacement: String) -> String {
         split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}
+
+extension ByteArena {
+    /// ``JSONText/appendEscaped(buffer:to:)``, into the arena.
+    @inline(__always)
+    public func appendJSONEscaped(_ buffer: UnsafeBufferPointer<UInt8>) {
+        JSONText.forEachEscapeRun(buffer, run: { append($0) }, escape: { b in JSONText.withEscape(of: b) { append($0) } })
     }
 }

@@ -103,7 +103,8 @@ public final class Planner {
                     try reject(batch, i, r.code, r.reason)
                     continue
                 }
-                let planned = try batch.arena.withUnsafeBufferPointer { arena throws -> Bool in
+                let arena = batch.arena.all
+                let planned = try { () throws -> Bool in
                     let t = UnsafeBufferPointer(rebasing: arena[Int(p.tokenStart)..<Int(p.tokenStart + p.tokenCount)])
                     if seen.contains(t, hash: p.tokenHash) {
                         try reject(batch, i, .duplicateToken, "duplicate token: an earlier row has it (the first wins)")
@@ -131,7 +132,7 @@ public final class Planner {
                     seen.insert(t, hash: p.tokenHash)
                     try plan.append(lineAfterSeq: UnsafeBufferPointer(rebasing: arena[Int(p.lineStart)..<Int(p.lineEnd)]))
                     return true
-                }
+                }()
                 if planned {
                     summary.planned += 1
                     plannedCounts[Int(p.message)] += 1

@@ -49,7 +49,7 @@ final class PreparedBatch: @unchecked Sendable {
     var rows: [AudienceRow]
     var prepared: [PreparedRow]
     var rejections: [Rejection] = []
-    var arena: [UInt8] = []
+    let arena = ByteArena(capacity: 1 << 18)
     var count = 0
     var failure: Error?
     var ended = false
@@ -57,16 +57,13 @@ final class PreparedBatch: @unchecked Sendable {
     init(size: Int) {
         rows = Array(repeating: AudienceRow(), count: size)
         prepared = Array(repeating: PreparedRow(), count: size)
-        arena.reserveCapacity(size * 384)
     }
 
     /// The token of prepared row `i`, nil when it has none.
     func withToken<R>(of i: Int, _ body: (UnsafeBufferPointer<UInt8>?) throws -> R) rethrows -> R {
         let p = prepared[i]
         guard p.tokenCount > 0 else { return try body(nil) }
-        return try arena.withUnsafeBufferPointer { a in
-            try body(UnsafeBufferPointer(rebasing: a[Int(p.tokenStart)..<Int(p.tokenStart + p.tokenCount)]))
-        }
+        return try body(arena.bytes(Int(p.tokenStart)..<Int(p.tokenStart + p.tokenCount)))
     }
 }
 
@@ -112,7 +109,7 @@ final class RowPreparer: @unchecked Sendable {
     func fill(_ batch: PreparedBatch) -> Bool {
         batch.count = 0
         batch.rejections.removeAll(keepingCapacity: true)
-        batch.arena.removeAll(keepingCapacity: true)
+        batch.arena.removeAll()
         batch.failure = nil
         // Rows are read into a local and swapped into the batch: a row used
         // from the batch's array (or a property) would be retained per use.
@@ -153,7 +150,7 @@ final class RowPreparer: @unchecked Sendable {
             if let tokenText, let t = DeviceToken(hex: tokenText) {
                 p.tokenStart = Int32(batch.arena.count)
                 p.tokenCount = Int32(t.bytes.count)
-                batch.arena.append(contentsOf: t.bytes)
+                batch.arena.append(t.bytes)
             }
             return rejected(.rejectedOutright, .malformedRow, "malformed row: \(reason)", token: p, in: batch)
         }
@@ -182,7 +179,7 @@ final class RowPreparer: @unchecked Sendable {
         p.tokenStart = Int32(batch.arena.count)
         p.tokenCount = Int32(tokenCount)
         p.registeredColumn = Int32(registeredColumn ?? -1)
-        token.withUnsafeBufferPointer { t in batch.arena.append(contentsOf: UnsafeBufferPointer(rebasing: t[0..<tokenCount])) }
+        token.withUnsafeBufferPointer { t in batch.arena.append(UnsafeBufferPointer(rebasing: t[0..<tokenCount])) }
         if format != .frame, tokenCount != 32 {
             let exact = 32
             return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes where the \(format) format takes \(exact)", token: p, in: batch)
@@ -206,10 +203,10 @@ final class RowPreparer: @unchecked Sendable {
                 let t = UnsafeBufferPointer(rebasing: all[0..<tokenCount])
                 p.tokenHash = TokenSet.hash(t)
                 PlanRecord.appendFieldsBeforePayload(shard: Planner.shard(of: t, shards: shards), token: t,
-                                                     lang: UnsafeBufferPointer(rebasing: tags[tagRange]), to: &batch.arena)
+                                                     lang: UnsafeBufferPointer(rebasing: tags[tagRange]), to: batch.arena)
             }
         }
-        let outcome = renderer.render(message: message, row: row, columns: columns, maxBytes: maxPayload, appendingTo: &batch.arena)
+        let outcome = renderer.render(message: message, row: row, columns: columns, maxBytes: maxPayload, appendingTo: batch.arena)
         let failure: Rejection?
         switch outcome {
         case .fitted:
@@ -226,10 +223,10 @@ final class RowPreparer: @unchecked Sendable {
             failure = Rejection(code: .cannotFit, reason: "cannot fit: the payload needs \(minimum) bytes even with an empty alert, over the \(maxPayload)-byte limit")
         }
         if let failure {
-            batch.arena.removeSubrange(Int(p.lineStart)...)
+            batch.arena.truncate(to: Int(p.lineStart))
             return rejected(.rejectedUnlessDuplicate, failure.code, failure.reason, token: p, in: batch)
         }
-        PlanRecord.appendEnd(to: &batch.arena)
+        PlanRecord.appendEnd(to: batch.arena)
         p.lineEnd = Int32(batch.arena.count)
         return p
     }

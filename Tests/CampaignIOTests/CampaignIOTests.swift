@@ -96,3 +96,38 @@ import CampaignTestSupport
         #expect(mode == 0o600)
     }
 }
+
+@Suite struct ByteArenaTests {
+    @Test func growsKeepsAndTruncatesBytesLikeAnArray() {
+        let arena = ByteArena(capacity: 16)
+        var mirror: [UInt8] = []
+        var rng = SplitMix64(seed: 5)
+        var largest = 0
+        for step in 0..<2_000 {
+            switch Int.random(in: 0..<5, using: &rng) {
+            case 0:
+                let piece = (0..<Int.random(in: 0...300, using: &rng)).map { UInt8(truncatingIfNeeded: $0 &+ step) }
+                arena.append(piece)
+                mirror += piece
+            case 1:
+                arena.append(UInt8(truncatingIfNeeded: step))
+                mirror.append(UInt8(truncatingIfNeeded: step))
+            case 2:
+                arena.append(#"{"seq":"#)
+                mirror += Array(#"{"seq":"#.utf8)
+            case 3:
+                arena.append(upTo: 8) { p in p[0] = 0x41; p[1] = 0x42; return 2 }
+                mirror += [0x41, 0x42]
+            default:
+                let keep = Int.random(in: 0...mirror.count, using: &rng)
+                arena.truncate(to: keep)
+                mirror.removeLast(mirror.count - keep)
+            }
+            #expect(arena.count == mirror.count)
+            largest = max(largest, mirror.count)
+        }
+        #expect(Array(arena.all) == mirror)
+        #expect(largest > 1_000, "the arena grew well past its first capacity")
+        if mirror.count >= 10 { #expect(arena.copy(3..<10) == Array(mirror[3..<10])) }
+    }
+}
