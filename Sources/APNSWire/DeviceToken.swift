@@ -138,14 +138,20 @@ public enum HexEncoding {
         }
     }
 
+    /// Both hex digits of every byte value, as they lie in memory: one load
+    /// and one store per byte.
+    @usableFromInline
+    static let digitPairs: [UInt16] = (0..<256).map { b in
+        UInt16(digits[b >> 4]) | UInt16(digits[b & 0x0f]) << 8
+    }
+
     /// Writes two lower-case hex digits per byte at `out` (room for `bytes.count * 2`).
     @inlinable
     public static func write(_ bytes: UnsafeBufferPointer<UInt8>, to out: UnsafeMutablePointer<UInt8>) {
-        digits.withUnsafeBufferPointer { d in
+        let raw = UnsafeMutableRawPointer(out)
+        digitPairs.withUnsafeBufferPointer { pairs in
             for k in 0..<bytes.count {
-                let b = bytes[k]
-                out[2 * k] = d[Int(b >> 4)]
-                out[2 * k + 1] = d[Int(b & 0x0f)]
+                raw.storeBytes(of: pairs[Int(bytes[k])].littleEndian, toByteOffset: 2 * k, as: UInt16.self)
             }
         }
     }

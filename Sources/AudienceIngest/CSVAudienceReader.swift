@@ -87,11 +87,11 @@ public final class CSVAudienceReader: AudienceReader {
             }
             if let overlong {
                 // Too long to be a row: drop it, and any row it was part of.
-                let line = fields.bounds.isEmpty && rowLines.isEmpty ? number : rowStartLine
+                let line = fields.boundsCount == 0 && rowLines.isEmpty ? number : rowStartLine
                 abandonRow(replayFrom: nil)
                 return .malformed(line: line, reason: "the row is longer than \(maxRowBytes >> 10) KiB (\(overlong) bytes)", token: nil)
             }
-            if fields.bounds.isEmpty && rowLines.isEmpty && !fields.ended {
+            if fields.boundsCount == 0 && rowLines.isEmpty && !fields.ended {
                 rowStartLine = number
                 rowBytes = 0
             }
@@ -134,8 +134,8 @@ public final class CSVAudienceReader: AudienceReader {
 
     /// Forgets the row in progress; with `replayFrom`, parses again the lines after that one.
     private func abandonRow(replayFrom startLine: Int?) {
-        if tokenColumn >= 0, fields.bounds.count > tokenColumn * 2 + 1 {
-            pendingToken = String(decoding: fields.fields[fields.bounds[tokenColumn * 2]..<fields.bounds[tokenColumn * 2 + 1]], as: UTF8.self)
+        if tokenColumn >= 0, fields.boundsCount > tokenColumn * 2 + 1 {
+            pendingToken = String(decoding: fields.fields.bytes(fields.bounds[tokenColumn * 2]..<fields.bounds[tokenColumn * 2 + 1]), as: UTF8.self)
         }
         tokenizer.reset()
         if let startLine {
@@ -154,14 +154,23 @@ public final class CSVAudienceReader: AudienceReader {
         let count = fields.fieldCount
         if validateCount && count != columns {
             if tokenColumn >= 0, count > tokenColumn {
-                pendingToken = String(decoding: fields.fields[fields.bounds[tokenColumn * 2]..<fields.bounds[tokenColumn * 2 + 1]], as: UTF8.self)
+                pendingToken = String(decoding: fields.fields.bytes(fields.bounds[tokenColumn * 2]..<fields.bounds[tokenColumn * 2 + 1]), as: UTF8.self)
             }
             return .malformed(line: rowStartLine, reason: "the row has \(count) fields where the header has \(columns)", token: tokenGuess())
         }
-        // Hand the field bytes and bounds over by swapping buffers: no copy.
+        // One copy each, in place when the row's buffers fit (they nearly
+        // always do: rows have the same columns and similar lengths).
         row.line = rowStartLine
-        swap(&row.storage, &fields.fields)
-        swap(&row.bounds, &fields.bounds)
+        row.storage.removeAll(keepingCapacity: true)
+        row.storage.append(contentsOf: fields.fields.all)
+        fields.bounds.withUnsafeBufferPointer { b in
+            let bounds = UnsafeBufferPointer(rebasing: b[0..<fields.boundsCount])
+            if row.bounds.count == bounds.count {
+                row.bounds.withUnsafeMutableBufferPointer { _ = $0.update(fromContentsOf: bounds) }
+            } else {
+                row.bounds = Array(bounds)
+            }
+        }
         return .row
     }
 

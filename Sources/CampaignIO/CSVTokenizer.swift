@@ -3,28 +3,35 @@ internal import CCSV
 /// The row ``CSVTokenizer`` is assembling: every field's bytes (quotes
 /// removed, doubled quotes undone) one after another, and their bounds.
 public final class CSVRowBuffer {
-    public var fields: [UInt8] = []
-    /// (start, end) in ``fields`` per field.
-    public var bounds: [Int] = []
+    public let fields = ByteArena(capacity: 1024)
+    /// (start, end) in ``fields`` per field, in the first ``boundsCount``
+    /// elements (the array is reused, not emptied, from row to row).
+    public private(set) var bounds: [Int] = []
+    public private(set) var boundsCount = 0
     /// Whether the row has ended.
     public var ended = false
 
     public init() {}
 
-    public var fieldCount: Int { bounds.count / 2 }
+    public var fieldCount: Int { boundsCount / 2 }
 
     /// Empties the buffer for the next row, keeping its memory.
     public func clear() {
-        fields.removeAll(keepingCapacity: true)
-        bounds.removeAll(keepingCapacity: true)
+        fields.removeAll()
+        boundsCount = 0
         ended = false
     }
 
     @inline(__always)
     func append(_ field: UnsafeRawBufferPointer) {
-        bounds.append(fields.count)
-        fields.append(contentsOf: field)
-        bounds.append(fields.count)
+        if boundsCount + 2 > bounds.count { bounds += [0, 0] }
+        let start = fields.count
+        fields.append(field)
+        bounds.withUnsafeMutableBufferPointer { b in
+            b[boundsCount] = start
+            b[boundsCount + 1] = fields.count
+        }
+        boundsCount += 2
     }
 }
 
