@@ -45,7 +45,7 @@ let package = Package(
         // Files and stdin, gzip, CRC-32 and the libcsv tokenizer: the unsafe layer under ingest, plans and journals.
         .target(name: "CampaignIO", dependencies: ["CZlib", "CCSV", "CCampaignShims"], swiftSettings: releaseSpeed),
         // Audience files: CSV (libcsv) and NDJSON rows, with line numbers.
-        .target(name: "AudienceIngest", dependencies: ["CampaignIO", "CampaignJSON"], swiftSettings: releaseSpeed),
+        .target(name: "AudienceIngest", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"], swiftSettings: releaseSpeed),
         // Job files, language matching, templates, payload rendering and fitting.
         .target(name: "CampaignPayload", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON"], swiftSettings: releaseSpeed),
         // The suppression store: devices the feedback service or status 8 reported.

@@ -149,3 +149,71 @@ func readAll(_ text: String, name: String = "audience.csv", gzip: Bool = false) 
         #expect(AudienceFormat.detect(path: "-", firstBytes: Array("token,lang".utf8)) == .csv)
     }
 }
+
+/// The NDJSON reader reads common lines with a scanner of its own and gives
+/// the rest to the JSON parser: both must give the same rows and errors.
+@Suite struct NDJSONFastPathTests {
+    static func lines(seed: UInt64, count: Int) -> [UInt8] {
+        var rng = SplitMix64(seed: seed)
+        let keys = ["token", "lang", "first_name", "discount", "badge", "registered_at"]
+        let strings = ["Ana", "", "José", "Zoë \\\"Z\\\"", "tab\\there", "\\u00e9t\\u00e9", "日本", "a/b", "\\ud83d\\udc4b", "x\\ud800y"]
+        let others = ["20", "-1", "0", "01", "1.5", "1.", "2e10", "-0.5E-3", "true", "false", "null", "nul", "[1,2]", "{\"a\":1}", "tru", "-", "+1"]
+        var out: [UInt8] = []
+        for i in 0..<count {
+            var members: [String] = []
+            var names = keys.shuffled(using: &rng).prefix(Int.random(in: 1...6, using: &rng))
+            if i % 3 == 0 { names = keys[...] }  // the usual order, often
+            for name in names {
+                let value = Bool.random(using: &rng)
+                    ? "\"\(strings.randomElement(using: &rng)!)\"" : others.randomElement(using: &rng)!
+                let space = Int.random(in: 0..<8, using: &rng) == 0 ? " " : ""
+                members.append("\"\(name)\"\(space):\(space)\(value)")
+            }
+            if Int.random(in: 0..<25, using: &rng) == 0 { members.append(members.first!) }          // duplicate key
+            if Int.random(in: 0..<40, using: &rng) == 0 { members.append("\"new_\(i % 4)\":1") }    // a key first seen later
+            var line = Array("{\(members.joined(separator: ","))}".utf8)
+            switch Int.random(in: 0..<30, using: &rng) {
+            case 0: line += Array(" x".utf8)                        // text after the object
+            case 1: line = Array("  ".utf8)                         // blank
+            case 2: line.removeLast()                              // cut short
+            case 3: line.insert(0xFF, at: line.count / 2)          // invalid UTF-8
+            case 4: line += [0x0D]                                  // CRLF
+            default: break
+            }
+            out += line + [0x0A]
+        }
+        return out
+    }
+
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func fastAndFullParsingAgree(seed: UInt64) throws {
+        let text = Self.lines(seed: seed, count: 3_000)
+        var fastRows = 0
+        func read(fast: Bool) throws -> (records: [String], schema: [String]) {
+            let reader = NDJSONAudienceReader(source: MemorySource(text), path: "a.ndjson")
+            reader.usesFastPath = fast
+            var row = AudienceRow()
+            var records: [String] = []
+            while let record = try reader.next(into: &row) {
+                switch record {
+                case .row:
+                    let values = (0..<reader.schema.count).map { row.value($0).map { Array($0) }?.description ?? "-" }
+                    records.append("\(row.line) \(values)")
+                case .malformed(let line, let reason, _):
+                    records.append("\(line) malformed: \(reason)")
+                }
+            }
+            if fast { fastRows = reader.fastPathRows }
+            return (records, reader.schema.names)
+        }
+        let fast = try read(fast: true), full = try read(fast: false)
+        #expect(fast.schema == full.schema)
+        #expect(fast.records.count == full.records.count)
+        let firstDifference = zip(fast.records, full.records).first { $0 != $1 }
+        #expect(firstDifference == nil, "\(String(describing: firstDifference))")
+        // The sample has both kinds of line.
+        #expect(full.records.filter { $0.contains("malformed") }.count > 100)
+        #expect(full.records.filter { !$0.contains("malformed") }.count > 800)
+        #expect(fastRows > 200, "the fast path read \(fastRows) rows")
+    }
+}
