@@ -69,7 +69,9 @@ public final class PlanReader {
                 // space needs the whole-line scan for blankness.
                 if b.isEmpty || b[0] == 0x0A || b[0] == 0x0D || b[0] == 0x20,
                    b.allSatisfy({ $0 == 0x0A || $0 == 0x0D || $0 == 0x20 }) { return 0 }
-                return b.starts(with: #"{"trailer":"#.utf8) ? 1 : 2
+                let trailer: StaticString = #"{"trailer":"#
+                return b.count >= trailer.utf8CodeUnitCount
+                    && memcmp(b.baseAddress!, trailer.utf8Start, trailer.utf8CodeUnitCount) == 0 ? 1 : 2
             }
             if kind == 0 { continue }
             if trailer != nil { throw PlanError(path: path, line: number, reason: .afterTrailer) }

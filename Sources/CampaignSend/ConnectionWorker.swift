@@ -320,7 +320,7 @@ final class ConnectionWorker: @unchecked Sendable {
         if !unmarked.isEmpty {
             // Write-ahead: the journal learns what may reach the gateway before it can,
             // so a resume after a crash knows which notifications may be duplicates.
-            shared.markSent(sentBelowMap(unmarked))
+            shared.markSent(shards: unmarked, below: sentBelow)
             for shard in unmarked { isUnmarked[Int(shard)] = false }
             unmarked.removeAll(keepingCapacity: true)
         }

@@ -278,6 +278,8 @@ public final class Journal: @unchecked Sendable {
     // MARK: - Writing
 
     /// Appends one record (buffered until the next checkpoint or 16 KB).
+    private var sentBody: [UInt8] = []
+
     public func append(_ record: JSONValue) throws {
         lock.lock()
         defer { lock.unlock() }
@@ -289,6 +291,34 @@ public final class Journal: @unchecked Sendable {
         file.buffer.append(contentsOf: body)
         file.buffer.append(0x0A)
         try file.flushIfFull()
+    }
+
+    /// Appends a `sent` record, `{"t":"sent","below":{"SHARD":N,…}}`, for the
+    /// given shards (those with N > 0), built as bytes: through JSONValue,
+    /// with a dictionary and Strings, this record (written before every
+    /// batch) was a twentieth of send's busiest thread.
+    public func appendSent(shards: [Int32], below: [Int32]) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        sentBody.removeAll(keepingCapacity: true)
+        sentBody.append(contentsOf: #"{"t":"sent","below":{"#.utf8)
+        var first = true
+        for shard in shards where below[Int(shard)] > 0 {
+            if !first { sentBody.append(UInt8(ascii: ",")) }
+            first = false
+            sentBody.append(UInt8(ascii: "\""))
+            JSONText.appendDecimal(shard, to: &sentBody)
+            sentBody.append(contentsOf: #"":"#.utf8)
+            JSONText.appendDecimal(below[Int(shard)], to: &sentBody)
+        }
+        sentBody.append(contentsOf: "}}".utf8)
+        var crc = CRC32()
+        crc.update(sentBody)
+        file.buffer.append(contentsOf: crc.hex.utf8)
+        file.buffer.append(UInt8(ascii: " "))
+        file.buffer.append(contentsOf: sentBody)
+        file.buffer.append(0x0A)
+        try file.flush()
     }
 
     /// Hands what is buffered to the kernel: it survives the process being killed.

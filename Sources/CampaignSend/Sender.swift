@@ -200,12 +200,11 @@ final class SendShared: @unchecked Sendable {
 
     /// Journals (without fsync: it must survive a killed process, not a power loss)
     /// how far each shard has been handed to a connection.
-    func markSent(_ below: [Int32: Int32]) {
+    func markSent(shards: [Int32], below: [Int32]) {
         mutex.lock()
         defer { mutex.unlock() }
         do {
-            try journal.append(.object([("t", .string("sent")), ("below", .object(below.map { (String($0.key), .number(String($0.value))) }))]))
-            try journal.flush()
+            try journal.appendSent(shards: shards, below: below)
         } catch {
             journalError = error
             stopping = true
