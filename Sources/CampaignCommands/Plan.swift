@@ -65,8 +65,8 @@ struct Plan: ParsableCommand {
             let rejectsPath = rejects ?? (out == "-" ? "\(jobFile.campaign).rejects.ndjson" : "\(out).rejects.ndjson")
             let rejectsWriter = try RejectsWriter(path: rejectsPath)
             let writer = try PlanWriter(path: out)
-            // Tokenizing runs on its own thread, a few batches ahead of planning.
-            let result = try planner.run(reader: PrefetchingAudienceReader(reader, batchRows: 1024, batches: 8), plan: writer, rejects: rejectsWriter)
+            // The planner reads (tokenizes) on a thread of its own.
+            let result = try planner.run(reader: reader, plan: writer, rejects: rejectsWriter)
             printError(result.text)
             if result.rejectedTotal > 0 { printError("  rejects: \(rejectsPath)") }
             if let summary {

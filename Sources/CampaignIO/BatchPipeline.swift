@@ -24,16 +24,37 @@ public final class BatchPipeline<Batch: AnyObject>: @unchecked Sendable {
     private var free: [Batch]
     private let stopping = Atomic<Bool>(false)
     private var lastHanded = false
+    /// For a later stage: where its batches come from and go back to.
+    private let upstream: BatchPipeline<Batch>?
 
     /// Starts filling at once. `fill` runs on the pipeline's thread, one
     /// batch at a time; it returns false for the last batch.
     public init(batches: [Batch], fill: @escaping @Sendable (Batch) -> Bool) {
         precondition(!batches.isEmpty)
         free = batches
+        upstream = nil
         pthread_mutex_init(&mutex, nil)
         for _ in batches { emptied.signal() }
         // The thread holds the pipeline strongly until it ends.
         startDetachedThread { [self] in runFilling(fill) }
+    }
+
+    /// A later stage: takes each batch `upstream` hands out, in order, runs
+    /// `work` on it on a thread of its own and hands it on. Batches given
+    /// back to this stage go back to `upstream`, to be filled again.
+    public init(after upstream: BatchPipeline<Batch>, work: @escaping @Sendable (Batch) -> Void) {
+        free = []
+        self.upstream = upstream
+        pthread_mutex_init(&mutex, nil)
+        startDetachedThread { [self] in
+            while !stopping.load(ordering: .relaxed), let batch = upstream.next() {
+                work(batch)
+                let last = upstream.lastHanded
+                locked { full.append((batch, last)) }
+                filled.signal()
+                if last { return }
+            }
+        }
     }
 
     deinit { pthread_mutex_destroy(&mutex) }
@@ -44,25 +65,36 @@ public final class BatchPipeline<Batch: AnyObject>: @unchecked Sendable {
         return body()
     }
 
-    /// The next filled batch, waiting for it; nil once the last was handed out.
+    /// The next filled batch, waiting for it; nil once the last was handed
+    /// out, or after ``stop()``.
     public func next() -> Batch? {
         if lastHanded { return nil }
         filled.wait()
-        let (batch, last) = locked { full.removeFirst() }
+        guard let (batch, last) = locked({ full.isEmpty ? nil : full.removeFirst() }) else {
+            lastHanded = true  // stopped
+            return nil
+        }
         lastHanded = last
         return batch
     }
 
     /// Gives a batch back to be filled again.
     public func recycle(_ batch: Batch) {
+        if let upstream { return upstream.recycle(batch) }
         locked { free.append(batch) }
         emptied.signal()
     }
 
-    /// Asks the filling thread to end; it does at its next batch.
+    /// Asks the pipeline's thread (and those of the stages before it) to
+    /// end; each does at its next batch. A stage waiting for a batch from
+    /// the stage before gets none.
     public func stop() {
         stopping.store(true, ordering: .relaxed)
         emptied.signal()
+        if let upstream {
+            upstream.stop()
+            upstream.filled.signal()
+        }
     }
 
     fileprivate func runFilling(_ fill: (Batch) -> Bool) {

@@ -76,18 +76,21 @@ public final class Planner {
 
     /// Reads every row, writes the plan (header, records, trailer) and the rejects.
     ///
-    /// Two stages on two threads: a preparing thread reads rows from `reader`
-    /// and does what each row needs on its own (checks, language, payload,
-    /// record line); this thread takes them in order and does what depends on
-    /// the rows before (de-duplication, feedback, numbering, writing).
-    /// Everything comes out as if one thread did it all.
+    /// Three stages on three threads, in batches: a reading thread takes rows
+    /// from `reader` (tokenizing); a preparing thread does what each row needs
+    /// on its own (checks, language, payload, record line); this thread takes
+    /// them in order and does what depends on the rows before
+    /// (de-duplication, feedback, numbering, writing). Everything comes out
+    /// as if one thread did it all.
     public func run(reader: AudienceReader, plan: PlanWriter, rejects: RejectsWriter?) throws -> PlanSummary {
         let started = monotonicSeconds()
         var summary = PlanSummary()
         try plan.writeHeader(header)
-        let preparer = RowPreparer(reader: reader, renderer: renderer, selector: selector, messageTags: messageTags,
+        let rowReader = RowReader(reader: reader)
+        let preparer = RowPreparer(renderer: renderer, selector: selector, messageTags: messageTags,
                                    format: job.format, maxPayload: header.maxPayload, shards: header.shards)
-        let pipeline = BatchPipeline(batches: (0..<8).map { _ in PreparedBatch(size: 1024) }) { preparer.fill($0) }
+        let reading = BatchPipeline(batches: (0..<8).map { _ in PreparedBatch(size: 1024) }) { rowReader.fill($0) }
+        let pipeline = BatchPipeline(after: reading) { preparer.prepare($0) }
         defer { pipeline.stop() }
         var truncatedCounts = [Int](repeating: 0, count: job.messages.count)
         var plannedCounts = [Int](repeating: 0, count: job.messages.count)

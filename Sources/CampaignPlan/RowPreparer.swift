@@ -47,6 +47,10 @@ struct Rejection {
 /// that need a value from them.
 final class PreparedBatch: @unchecked Sendable {
     var rows: [AudienceRow]
+    /// What the reader said of each row (filled by the reading stage).
+    var records: [AudienceRecord?]
+    /// The reader's column names when they changed during this batch, else empty.
+    var schemaNames: [String] = []
     var prepared: [PreparedRow]
     var rejections: [Rejection] = []
     let arena = ByteArena(capacity: 1 << 18)
@@ -56,6 +60,7 @@ final class PreparedBatch: @unchecked Sendable {
 
     init(size: Int) {
         rows = Array(repeating: AudienceRow(), count: size)
+        records = Array(repeating: nil, count: size)
         prepared = Array(repeating: PreparedRow(), count: size)
     }
 
@@ -67,14 +72,48 @@ final class PreparedBatch: @unchecked Sendable {
     }
 }
 
-/// Reads audience rows and prepares them, on the preparing thread: UTF-8 and
+/// Reads audience rows into batches, on the reading thread: the first stage.
+final class RowReader: @unchecked Sendable {
+    private let reader: AudienceReader
+    private var schemaCount = -1
+
+    init(reader: AudienceReader) { self.reader = reader }
+
+    /// Fills `batch` with the next rows; false when they were the last.
+    func fill(_ batch: PreparedBatch) -> Bool {
+        batch.count = 0
+        batch.failure = nil
+        do {
+            while batch.count < batch.rows.count {
+                guard let record = try reader.next(into: &batch.rows[batch.count]) else {
+                    batch.ended = true
+                    break
+                }
+                batch.records[batch.count] = record
+                batch.count += 1
+            }
+        } catch {
+            batch.failure = error
+            batch.ended = true
+        }
+        // The schema changes on this thread (NDJSON keys): the preparing
+        // stage gets a copy of the names with the batch.
+        if reader.schema.count != schemaCount {
+            schemaCount = reader.schema.count
+            batch.schemaNames = reader.schema.names
+        } else {
+            batch.schemaNames = []
+        }
+        return !batch.ended
+    }
+}
+
+/// Prepares the rows of a batch read, on the preparing thread: UTF-8 and
 /// token checks, the message for the row's language, the payload rendered
 /// and fitted, and the record line around it.
 final class RowPreparer: @unchecked Sendable {
-    private let reader: AudienceReader
-    /// The reader's schema, fetched once: through the protocol, every fetch
-    /// costs a retain and a release.
-    private let schema: AudienceSchema
+    /// The reader's columns, as of the batch being prepared.
+    private let schema = AudienceSchema()
     private let renderer: PayloadRenderer
     private let selector: MessageSelector
     /// Every message's tag, quoted, one after another (one borrow per row).
@@ -88,12 +127,9 @@ final class RowPreparer: @unchecked Sendable {
     private var columns: [Int] = []
     private var tokenColumn: Int? = nil, langColumn: Int? = nil, registeredColumn: Int? = nil
     private var token = [UInt8](repeating: 0, count: 128)
-    private var spareRow = AudienceRow()
 
-    init(reader: AudienceReader, renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
+    init(renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
          format: NotificationFormat, maxPayload: Int, shards: Int) {
-        self.reader = reader
-        schema = reader.schema
         self.renderer = renderer
         self.selector = selector
         self.messageTags = messageTags.flatMap { $0 }
@@ -105,34 +141,22 @@ final class RowPreparer: @unchecked Sendable {
         self.shards = shards
     }
 
-    /// Fills `batch` with the next rows; false when they were the last.
-    func fill(_ batch: PreparedBatch) -> Bool {
-        batch.count = 0
+    /// Prepares every row of `batch`, in place.
+    func prepare(_ batch: PreparedBatch) {
         batch.rejections.removeAll(keepingCapacity: true)
         batch.arena.removeAll()
-        batch.failure = nil
-        // Rows are read into a local and swapped into the batch: a row used
-        // from the batch's array (or a property) would be retained per use.
+        for name in batch.schemaNames { schema.add(name) }
+        // Each row is swapped into a local while it is prepared: a row used
+        // from the batch's array would be retained per use.
         var row = AudienceRow()
-        swap(&row, &spareRow)
-        defer { swap(&row, &spareRow) }
-        do {
-            while batch.count < batch.rows.count {
-                guard let record = try reader.next(into: &row) else {
-                    batch.ended = true
-                    break
-                }
-                var p = prepare(record, row: row, in: batch)
-                if case .malformed(let line, _, _) = record { p.line = line } else { p.line = row.line }
-                batch.prepared[batch.count] = p
-                swap(&row, &batch.rows[batch.count])
-                batch.count += 1
-            }
-        } catch {
-            batch.failure = error
-            batch.ended = true
+        for i in 0..<batch.count {
+            swap(&row, &batch.rows[i])
+            let record = batch.records[i]!
+            var p = prepare(record, row: row, in: batch)
+            if case .malformed(let line, _, _) = record { p.line = line } else { p.line = row.line }
+            batch.prepared[i] = p
+            swap(&row, &batch.rows[i])
         }
-        return !batch.ended
     }
 
     private func rejected(_ kind: PreparedRow.Kind, _ code: RejectCode, _ reason: String, token: PreparedRow? = nil,

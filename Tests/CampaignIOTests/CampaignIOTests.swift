@@ -41,6 +41,35 @@ import CampaignTestSupport
         #expect(pipeline.next() == nil)
     }
 
+    @Test func aLaterStageSeesEveryBatchInOrderAndGivesThemBack() {
+        let counter = Counter(end: 2_003)
+        let first = BatchPipeline(batches: (0..<3).map { _ in Numbers() }) { counter.fill($0) }
+        let second = BatchPipeline(after: first) { batch in batch.values = batch.values.map { $0 * 2 } }
+        var seen: [Int] = []
+        while let batch = second.next() {
+            seen += batch.values
+            second.recycle(batch)  // back to the first stage, to be filled again
+        }
+        #expect(seen == (0..<2_003).map { $0 * 2 })
+        #expect(second.next() == nil)
+    }
+
+    @Test func stoppingALaterStageEndsBothThreads() {
+        let freed = DispatchSemaphore(value: 0)
+        do {
+            let sentinel = Sentinel(freed)
+            let first = BatchPipeline(batches: [Numbers(), Numbers()]) { batch in
+                _ = sentinel
+                batch.values = [1]
+                return true  // would go on for ever
+            }
+            let second = BatchPipeline(after: first) { _ in }
+            #expect(second.next()?.values == [1])
+            second.stop()
+        }
+        #expect(freed.wait(timeout: .now() + 30) == .success, "the first stage's thread did not end")
+    }
+
     /// Signals when freed: the filling closure holds it, the thread holds
     /// the pipeline, so it is freed only when the thread has ended.
     final class Sentinel: @unchecked Sendable {

@@ -391,3 +391,43 @@ struct PlanRun {
         #expect(planner.seen.allocatedBytes <= rows * 3 / 2 * 33, "\(planner.seen.allocatedBytes) bytes")
     }
 }
+
+extension PlannerStageTests {
+    /// The reading stage passes schema changes with each batch: a key first
+    /// seen in the middle of a batch is a column from that row on. A read
+    /// error ends the run after every row read before it was planned.
+    @Test func lateKeysAndReadErrorsKeepTheirPlaceAcrossBatches() throws {
+        let dir = TemporaryDirectory("late")
+        var text = ""
+        for i in 0..<3_000 {
+            let token = String(repeating: "cd", count: 24) + String(format: "%016x", i)
+            text += "{\"token\":\"\(token)\",\"lang\":\"en\",\"discount\":5,\"badge\":1\(i >= 1_500 ? ",\"first_name\":\"N\(i)\"" : "")}\n"
+        }
+        let gz = GzipCompressor().compress(Array(text.utf8), finish: true)
+        try Data(gz).write(to: URL(fileURLWithPath: dir.file("whole.ndjson.gz")))
+        try Data(gz.prefix(gz.count - 12)).write(to: URL(fileURLWithPath: dir.file("cut.ndjson.gz")))
+        let job = try CampaignJob(json: JSONValue.parse(springJob), path: "job.json")
+
+        let rejects = try RejectsWriter(path: dir.file("rejects.ndjson"))
+        let summary = try Planner(job: job, options: PlanOptions(now: 1))
+            .run(reader: AudienceFile.open(dir.file("whole.ndjson.gz")), plan: PlanWriter(path: dir.file("whole.plan")), rejects: rejects)
+        #expect(summary.rowsRead == 3_000)
+        #expect(summary.planned == 1_500)
+        #expect(summary.rejected == [.missingVariable: 1_500])
+        let reader = try PlanReader(path: dir.file("whole.plan"))
+        var first: PlanRecord? = nil
+        while let r = try reader.next() { if first == nil { first = r } }
+        #expect(try JSONValue.parse(first!.payload)["aps"]?["alert"]?.stringValue == "Hi N1500, 5% off until Sunday")
+
+        // Cut short: an error, after the rows before the cut were planned.
+        let planner = try Planner(job: job, options: PlanOptions(now: 1))
+        #expect(throws: (any Error).self) {
+            try planner.run(reader: AudienceFile.open(dir.file("cut.ndjson.gz")), plan: PlanWriter(path: dir.file("cut.plan")), rejects: nil)
+        }
+        let cut = try PlanReader(path: dir.file("cut.plan"))
+        var records = 0
+        while try cut.next() != nil { records += 1 }
+        #expect(records > 1_000 && records <= 1_500)
+        #expect(!cut.isComplete)
+    }
+}
