@@ -203,7 +203,13 @@ final class RowPreparer: @unchecked Sendable {
         p.tokenStart = Int32(batch.arena.count)
         p.tokenCount = Int32(tokenCount)
         p.registeredColumn = Int32(registeredColumn ?? -1)
-        token.withUnsafeBufferPointer { t in batch.arena.append(UnsafeBufferPointer(rebasing: t[0..<tokenCount])) }
+        token.withUnsafeBufferPointer { t in
+            let t = UnsafeBufferPointer(rebasing: t[0..<tokenCount])
+            batch.arena.append(t)
+            // Every row with a usable token needs its hash, rejected later or
+            // not: the planning thread looks each one up as a duplicate first.
+            p.tokenHash = TokenSet.hash(t)
+        }
         if format != .frame, tokenCount != 32 {
             let exact = 32
             return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes where the \(format) format takes \(exact)", token: p, in: batch)
@@ -225,7 +231,6 @@ final class RowPreparer: @unchecked Sendable {
         token.withUnsafeBufferPointer { all in
             messageTags.withUnsafeBufferPointer { tags in
                 let t = UnsafeBufferPointer(rebasing: all[0..<tokenCount])
-                p.tokenHash = TokenSet.hash(t)
                 PlanRecord.appendFieldsBeforePayload(shard: Planner.shard(of: t, shards: shards), token: t,
                                                      lang: UnsafeBufferPointer(rebasing: tags[tagRange]), to: batch.arena)
             }

@@ -291,7 +291,12 @@ struct PlanRun {
             "\(tokenHex(2)),en,Ann,\(String(repeating: "s", count: 300))",     // 3: cannot fit
             "\(tokenHex(3)),en,Bo,default",                                     // 4: planned
         ]
-        let run = try PlanRun(job: job, audience: rows.joined(separator: "\n"))
+        let run = try PlanRun(job: job, audience: (rows + [
+            "\(tokenHex(3)),de,Bo,default",                                     // 5: duplicate first, though it has no message either
+            "\(tokenHex(3)),en,Bo,\(String(repeating: "s", count: 300))",      // 6: duplicate first, though it cannot fit either
+        ]).joined(separator: "\n"))
+        #expect(run.reject(line: 5).code == "duplicate_token")
+        #expect(run.reject(line: 6).code == "duplicate_token")
         #expect(run.reject(line: 2).code == "no_message")
         #expect(run.reject(line: 2).reason == "no message for language \"de\" and none in the fallback chain")
         #expect(run.reject(line: 3).code == "cannot_fit")
