@@ -51,7 +51,7 @@ let package = Package(
         // The suppression store: devices the feedback service or status 8 reported.
         .target(name: "FeedbackStore", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"]),
         // The plan stream, de-duplication, and the planner that turns an audience into a plan.
-        .target(name: "CampaignPlan", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "FeedbackStore"], swiftSettings: releaseSpeed),
+        .target(name: "CampaignPlan", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "FeedbackStore", "CCampaignShims"], swiftSettings: releaseSpeed),
         // The sender: connections, batching, error recovery, the journal.
         .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignPlan", "CampaignTLS", "FeedbackStore"], swiftSettings: releaseSpeed),
         // Sockets, TLS over OpenSSL, development certificates, gzip and CSV wrappers.

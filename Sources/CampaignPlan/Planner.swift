@@ -101,9 +101,17 @@ public final class Planner {
             try batch.withToken(of: i) { try rejects.append(line: batch.prepared[i].line, token: $0, code: code, reason: reason) }
         }
 
+        let lookahead = 8
         while let batch = pipeline.next() {
+            for i in 0..<min(lookahead, batch.count) where batch.prepared[i].tokenCount > 0 {
+                seen.prefetch(width: Int(batch.prepared[i].tokenCount), hash: batch.prepared[i].tokenHash)
+            }
             for i in 0..<batch.count {
                 summary.rowsRead += 1
+                if i + lookahead < batch.count, batch.prepared[i + lookahead].kind != .rejectedOutright {
+                    let ahead = batch.prepared[i + lookahead]
+                    seen.prefetch(width: Int(ahead.tokenCount), hash: ahead.tokenHash)
+                }
                 let p = batch.prepared[i]
                 if p.kind == .rejectedOutright {
                     let r = batch.rejections[Int(p.rejection)]

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+internal import CCampaignShims
 
 /// A hash table of device tokens of one byte width, stored inline: one control
 /// byte and the token's bytes per slot (33 bytes for 32-byte tokens), plus an
@@ -65,6 +66,14 @@ struct TokenTable {
                 }
             }
         }
+    }
+
+    /// Starts loading the slot `hash` leads to, for a lookup a little later.
+    @inline(__always)
+    func prefetch(hash: UInt64) {
+        let slot = Int(truncatingIfNeeded: (UInt64(UInt32(truncatingIfNeeded: hash)) &* UInt64(capacity)) >> 32)
+        control.withUnsafeBufferPointer { campaign_prefetch($0.baseAddress! + slot) }
+        keys.withUnsafeBufferPointer { campaign_prefetch($0.baseAddress! + slot * width) }
     }
 
     func contains(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> Bool {
@@ -142,6 +151,14 @@ public struct TokenSet {
 
     public func contains(_ token: UnsafeBufferPointer<UInt8>) -> Bool {
         contains(token, hash: Self.hash(token))
+    }
+
+    /// Starts loading where a token of `width` bytes with this ``hash(_:)``
+    /// would be, so that a lookup a few rows later finds it in cache (the
+    /// table is far bigger than the cache: each lookup was a miss).
+    @inline(__always)
+    public func prefetch(width: Int, hash: UInt64) {
+        if let i = tableIndex(width: width) { tables[i].prefetch(hash: hash) }
     }
 
     public func contains(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> Bool {
