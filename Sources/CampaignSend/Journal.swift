@@ -145,7 +145,8 @@ public final class Journal: @unchecked Sendable {
         unlink("\(directory)/\(Self.legacySpoolName)")
     }
 
-    private init(directory: String, append: Bool) throws {
+    /// Takes the directory's lock, runs `underLock`, then opens the log.
+    private init(directory: String, append: Bool, underLock: () throws -> Void = {}) throws {
         self.directory = directory
         let lockPath = "\(directory)/\(Self.lockName)"
         lockFD = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -154,7 +155,14 @@ public final class Journal: @unchecked Sendable {
             close(lockFD)
             throw JournalError(path: directory, reason: "another send is using this journal")
         }
-        file = try BufferedFileWriter(path: "\(directory)/\(Self.logName)", append: append, flushThreshold: 1 << 14)
+        do {
+            try underLock()
+            file = try BufferedFileWriter(path: "\(directory)/\(Self.logName)", append: append, flushThreshold: 1 << 14)
+        } catch {
+            flock(lockFD, LOCK_UN)
+            close(lockFD)
+            throw error
+        }
     }
 
     deinit {
@@ -164,16 +172,34 @@ public final class Journal: @unchecked Sendable {
     }
 
     /// Starts a new journal in `directory` (created 0700 when missing; it must not hold one already).
+    ///
+    /// The log appears whole, with its start record, or not at all (written
+    /// aside, fsynced, renamed): a send killed while starting leaves nothing
+    /// that `--resume` would find empty and a new send would refuse.
     public static func create(directory: String, settings: SendSettings, planHeader: JSONValue) throws -> Journal {
         try SecureFile.makeDirectory(directory, mode: 0o700)
         let log = "\(directory)/\(logName)"
-        if access(log, F_OK) == 0 {
-            throw JournalError(path: directory, reason: "already holds a journal: use --resume \(directory), or another directory")
+        return try Journal(directory: directory, append: true) {
+            if access(log, F_OK) == 0 {
+                throw JournalError(path: directory, reason: "already holds a journal: use --resume \(directory), or another directory")
+            }
+            let start = line(.object([("t", .string("start")), ("settings", settings.json), ("plan_header", planHeader)]))
+            try SecureFile.write(start, to: log)
+            // The rename is durable once the directory is.
+            let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if dir >= 0 {
+                fsync(dir)
+                close(dir)
+            }
         }
-        let journal = try Journal(directory: directory, append: false)
-        try journal.append(.object([("t", .string("start")), ("settings", settings.json), ("plan_header", planHeader)]))
-        try journal.checkpoint()
-        return journal
+    }
+
+    /// A record as a log line: `CRC32 JSON\n`.
+    static func line(_ record: JSONValue) -> [UInt8] {
+        let body = record.serialized()
+        var crc = CRC32()
+        crc.update(body)
+        return Array(crc.hex.utf8) + [UInt8(ascii: " ")] + body + [0x0A]
     }
 
     /// Opens an existing journal for appending (a resume) and replays it.
@@ -218,7 +244,9 @@ public final class Journal: @unchecked Sendable {
             Self.apply(value, to: &state!)
             offset = lf + 1
         }
-        guard var result = state else { throw JournalError(path: path, reason: "is empty") }
+        guard var result = state else {
+            throw JournalError(path: path, reason: "is empty: the send stopped before its start record, so nothing was sent; remove the directory and start the send again")
+        }
         if let tornAt { result.tornTail = true; result.tornOffset = tornAt }
         return result
     }

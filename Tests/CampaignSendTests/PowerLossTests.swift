@@ -64,6 +64,37 @@ import GatewaySimulator
 }
 
 /// Journals from before the spool was raw keep a gzip spool; they still resume.
+@Suite struct JournalCreationTests {
+    /// A send killed while creating its journal used to leave an empty log:
+    /// `--resume` called it empty and a new send refused the directory. The
+    /// log now appears with its start record or not at all.
+    @Test func aJournalAppearsWholeOrNotAtAll() throws {
+        let harness = try SendHarness(faults: FaultPlan())
+        let settings = harness.settings(connections: 1)
+        let header = PlanHeader(campaign: "c", format: .enhanced, expiry: 0, priority: nil, maxPayload: 256, shards: 4, created: 1)
+        let dir = harness.dir.file("j")
+        // What a kill before the rename leaves: the directory, the lock and a
+        // start record written aside. A new send must still be able to start.
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try Data("partial".utf8).write(to: URL(fileURLWithPath: "\(dir)/\(Journal.logName).tmp-999999"))
+        FileManager.default.createFile(atPath: "\(dir)/\(Journal.lockName)", contents: nil)
+        do {
+            let journal = try Journal.create(directory: dir, settings: settings, planHeader: header.json)
+            _ = journal
+        }
+        let state = try Journal.read(directory: dir)
+        #expect(state.settings == settings)
+        #expect(!state.tornTail)
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir)
+        #expect(!names.contains { $0.hasPrefix("\(Journal.logName).tmp-\(getpid())") })
+        let mode = try FileManager.default.attributesOfItem(atPath: "\(dir)/\(Journal.logName)")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        // And a second create is refused, the first journal untouched.
+        #expect(throws: JournalError.self) { try Journal.create(directory: dir, settings: settings, planHeader: header.json) }
+        #expect(try Journal.read(directory: dir).settings == settings)
+    }
+}
+
 @Suite struct SpoolTests {
     @Test func aGzipSpoolFromAnOlderJournalIsStillRead() throws {
         let harness = try SendHarness(faults: FaultPlan())
