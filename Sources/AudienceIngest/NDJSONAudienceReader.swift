@@ -33,26 +33,25 @@ public final class NDJSONAudienceReader: AudienceReader {
             case .overlong(let number, let count):
                 return .malformed(line: number, reason: "the row is longer than \(lines.maxLineBytes >> 10) KiB (\(count) bytes)", token: nil)
             case .text(let number):
-                let read = lines.withCurrentLine { raw in
+                let outcome: LineOutcome = lines.withCurrentLine { raw in
                     var bytes = UnsafeRawBufferPointer(raw)
                     if number == 1, bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
                         bytes = UnsafeRawBufferPointer(rebasing: bytes[3...])
                     }
-                    return usesFastPath && readFlatObject(bytes, line: number, into: &row)
+                    if usesFastPath && readFlatObject(bytes, line: number, into: &row) { return .read }
+                    if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return .blank }
+                    return .parsed(Result { () throws(JSONParseError) in try JSONValue.parse(bytes) })
                 }
-                if read {
+                let parsed: Result<JSONValue, JSONParseError>
+                switch outcome {
+                case .read:
                     fastPathRows += 1
                     return .row
+                case .blank:
+                    continue
+                case .parsed(let result):
+                    parsed = result
                 }
-                let parsed: Result<JSONValue, JSONParseError>? = lines.withCurrentLine { raw in
-                    var bytes = UnsafeRawBufferPointer(raw)
-                    if number == 1, bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
-                        bytes = UnsafeRawBufferPointer(rebasing: bytes[3...])
-                    }
-                    if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return nil }
-                    return Result { () throws(JSONParseError) in try JSONValue.parse(bytes) }
-                }
-                guard let parsed else { continue }
                 switch parsed {
                 case .failure(let error):
                     return .malformed(line: number, reason: "invalid JSON: \(error)", token: nil)
@@ -76,6 +75,15 @@ public final class NDJSONAudienceReader: AudienceReader {
             }
         }
         return nil
+    }
+
+    /// What became of a line.
+    private enum LineOutcome {
+        /// The fast path read it into the row.
+        case read
+        case blank
+        /// The full parser's result.
+        case parsed(Result<JSONValue, JSONParseError>)
     }
 
     // MARK: - Fast path

@@ -97,22 +97,10 @@ public struct PlanRecord: Equatable, Sendable {
         self.payload = payload
     }
 
-    /// Appends the record's line: `{"seq":…,"shard":…,"token":"…","lang":"…","payload":{…}}\n`.
-    /// The payload comes last so a reader can take its bytes without parsing them.
-    static func appendLine(seq: UInt64, shard: Int, token: UnsafeBufferPointer<UInt8>, lang: [UInt8],
-                           payload: [UInt8], to out: inout [UInt8]) {
-        appendStatic(#"{"seq":"#, to: &out)
-        JSONText.appendDecimal(Int64(seq), to: &out)
-        let rest = ByteArena(capacity: payload.count + 256)
-        lang.withUnsafeBufferPointer { appendFieldsBeforePayload(shard: shard, token: token, lang: $0, to: rest) }
-        rest.append(payload)
-        appendEnd(to: rest)
-        out.append(contentsOf: rest.all)
-    }
-
-    // The line in parts, so the planner can render the payload in place and
-    // number the record later, on another thread (see SeqText).
-
+    // A record's line, `{"seq":…,"shard":…,"token":"…","lang":"…","payload":{…}}\n`,
+    // in parts, so the planner can render the payload in place and number
+    // the record later, on another thread (see SeqText). The payload comes
+    // last so a reader can take its bytes without parsing them.
     @inline(__always)
     static func appendFieldsBeforePayload(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: UnsafeBufferPointer<UInt8>, to out: ByteArena) {
         out.append(#","shard":"#)
@@ -142,12 +130,6 @@ public struct PlanRecord: Equatable, Sendable {
     static func appendEnd(to out: ByteArena) {
         out.append("}\n")
     }
-}
-
-/// Appends a literal's bytes without going through String.
-@inline(__always)
-func appendStatic(_ text: StaticString, to out: inout [UInt8]) {
-    out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
 }
 
 /// A plan that cannot be read, naming the file and line.
@@ -216,17 +198,6 @@ public final class PlanWriter {
         try file.flush()
     }
 
-    /// Appends the next record; its seq is the next number from 1.
-    public func append(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: [UInt8], payload: [UInt8]) throws(IOError) {
-        var line: [UInt8] = []
-        PlanRecord.appendLine(seq: seq + 1, shard: shard, token: token, lang: lang, payload: payload, to: &line)
-        seq += 1
-        seqText.increment()
-        pending.append(line)
-        records += 1
-        if pending.count >= Self.flushThreshold { try flush() }
-    }
-
     /// Appends the next record from its line without the leading `{"seq":N`
     /// (from `,"shard":` to the newline, as the planner's preparing stage makes it).
     func append(lineAfterSeq: UnsafeBufferPointer<UInt8>) throws(IOError) {
@@ -270,10 +241,6 @@ struct SeqText {
             i -= 1
         }
         text.insert(UInt8(ascii: "1"), at: prefixCount)
-    }
-
-    func appendLineStart(to out: inout [UInt8]) {
-        text.withUnsafeBufferPointer { out.append(contentsOf: $0) }
     }
 
     func appendLineStart(to out: ByteArena) {

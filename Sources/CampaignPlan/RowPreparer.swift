@@ -210,9 +210,9 @@ final class RowPreparer: @unchecked Sendable {
             // not: the planning thread looks each one up as a duplicate first.
             p.tokenHash = TokenSet.hash(t)
         }
+        // Commands 0 and 1 have 32-byte tokens; frames (command 2) take any length up to the maximum.
         if format != .frame, tokenCount != 32 {
-            let exact = 32
-            return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes where the \(format) format takes \(exact)", token: p, in: batch)
+            return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes where the \(format) format takes 32", token: p, in: batch)
         }
         if tokenCount > format.maxTokenBytes {
             return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes, more than \(format.maxTokenBytes)", token: p, in: batch)

@@ -364,15 +364,15 @@ struct PlanRun {
         var text = SeqText()
         for n in 1...12_345 {
             text.increment()
-            var line: [UInt8] = []
-            text.appendLineStart(to: &line)
+            let line = ByteArena(capacity: 16)
+            text.appendLineStart(to: line)
             if n < 130 || n % 997 == 0 || [999, 1_000, 9_999, 10_000].contains(n) {
-                #expect(String(decoding: line, as: UTF8.self) == #"{"seq":\#(n)"#)
+                #expect(String(decoding: line.all, as: UTF8.self) == #"{"seq":\#(n)"#)
             }
         }
-        var line: [UInt8] = []
-        text.appendLineStart(to: &line)
-        #expect(String(decoding: line, as: UTF8.self) == #"{"seq":12345"#)
+        let line = ByteArena(capacity: 16)
+        text.appendLineStart(to: line)
+        #expect(String(decoding: line.all, as: UTF8.self) == #"{"seq":12345"#)
     }
 }
 
