@@ -196,10 +196,19 @@ public final class Journal: @unchecked Sendable {
 
     /// A record as a log line: `CRC32 JSON\n`.
     static func line(_ record: JSONValue) -> [UInt8] {
-        let body = record.serialized()
+        var out: [UInt8] = []
+        appendLine(body: record.serialized(), to: &out)
+        return out
+    }
+
+    /// Frames a record's JSON as a log line: 8 hex digits of its CRC-32, a space, the JSON, a newline.
+    static func appendLine(body: [UInt8], to out: inout [UInt8]) {
         var crc = CRC32()
         crc.update(body)
-        return Array(crc.hex.utf8) + [UInt8(ascii: " ")] + body + [0x0A]
+        out.append(contentsOf: crc.hex.utf8)
+        out.append(UInt8(ascii: " "))
+        out.append(contentsOf: body)
+        out.append(0x0A)
     }
 
     /// Opens an existing journal for appending (a resume) and replays it.
@@ -305,19 +314,14 @@ public final class Journal: @unchecked Sendable {
 
     // MARK: - Writing
 
-    /// Appends one record (buffered until the next checkpoint or 16 KB).
+    /// The body of the last `sent` record, kept for its memory.
     private var sentBody: [UInt8] = []
 
+    /// Appends one record (buffered until the next checkpoint or 16 KB).
     public func append(_ record: JSONValue) throws {
         lock.lock()
         defer { lock.unlock() }
-        let body = record.serialized()
-        var crc = CRC32()
-        crc.update(body)
-        file.buffer.append(contentsOf: crc.hex.utf8)
-        file.buffer.append(UInt8(ascii: " "))
-        file.buffer.append(contentsOf: body)
-        file.buffer.append(0x0A)
+        Self.appendLine(body: record.serialized(), to: &file.buffer)
         try file.flushIfFull()
     }
 
@@ -340,12 +344,7 @@ public final class Journal: @unchecked Sendable {
             JSONText.appendDecimal(below[Int(shard)], to: &sentBody)
         }
         sentBody.append(contentsOf: "}}".utf8)
-        var crc = CRC32()
-        crc.update(sentBody)
-        file.buffer.append(contentsOf: crc.hex.utf8)
-        file.buffer.append(UInt8(ascii: " "))
-        file.buffer.append(contentsOf: sentBody)
-        file.buffer.append(0x0A)
+        Self.appendLine(body: sentBody, to: &file.buffer)
         try file.flush()
     }
 
