@@ -21,6 +21,10 @@ public final class LineReader {
     private var end = 0
     private var lineNumber = 0
     private var atEnd = false
+    /// Called before every read from the source (which may block, on a pipe):
+    /// a consumer that holds work back for batching hands it on here, so
+    /// nothing waits behind a slow upstream.
+    public var beforeRead: (() -> Void)? = nil
     /// Bounds of the line `next()` returned last.
     public private(set) var current: Range<Int> = 0..<0
 
@@ -106,6 +110,7 @@ public final class LineReader {
             end -= start
             start = 0
         }
+        beforeRead?()
         let n = try source.read(into: &buffer, from: end)
         if n == 0 { atEnd = true }
         end += n
@@ -125,6 +130,7 @@ public final class LineReader {
             count += end - start
             start = 0
             end = 0
+            beforeRead?()
             let n = try source.read(into: &buffer, from: 0)
             if n == 0 {
                 atEnd = true

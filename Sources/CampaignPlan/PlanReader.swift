@@ -31,6 +31,13 @@ public final class PlanReader {
         do { header = try PlanHeader(json: value) } catch { throw PlanError(path: path, line: number, reason: error) }
     }
 
+    /// Called before every read from the plan's source, which may block (a
+    /// pipe from `campaign plan`): the place to hand on batched work.
+    public var beforeRead: (() -> Void)? {
+        get { lines.beforeRead }
+        set { lines.beforeRead = newValue }
+    }
+
     public convenience init(path: String) throws {
         try self.init(source: InputFile.open(path), path: path == "-" ? "standard input" : path)
     }

@@ -51,6 +51,8 @@ final class ConnectionWorker: @unchecked Sendable {
     private var inputFinished = false
 
     private var connection: TLSConnection?
+    /// The next connection, opened while a proof is awaited on this one.
+    private var spare: PendingConnection?
     private var window: [InFlight] = []
     private var unproven = 0
     private var sent: [UInt8] = []
@@ -127,6 +129,8 @@ final class ConnectionWorker: @unchecked Sendable {
             pump(workLeft: workLeft)
         }
         if let connection { connection.abort(); self.connection = nil }
+        if let spare, case .success(let unused) = spare.wait() { unused.abort() }
+        spare = nil
         shared.workerFinished(sentBelow: sentBelowMap((0..<Int32(sentBelow.count)).map { $0 }))
     }
 
@@ -148,6 +152,18 @@ final class ConnectionWorker: @unchecked Sendable {
     // MARK: - Connecting
 
     private func connect() -> Bool {
+        if let spare {
+            self.spare = nil
+            if case .success(let ready) = spare.wait() {
+                connection = ready
+                connectFailures = 0
+                acceptedOnConnection = 0
+                lastWriteProgress = now
+                shared.connected()
+                return true
+            }
+            // It failed: connect again the usual way, which counts and backs off.
+        }
         do {
             connection = try TLSConnection.connect(
                 host: settings.gatewayHost, port: settings.gatewayPort, context: shared.context,
@@ -249,6 +265,13 @@ final class ConnectionWorker: @unchecked Sendable {
                                attempts: 0, isSentinel: true))
         sentinelOut = true
         sentinelWrittenAt = nil
+        // The gateway closes this connection once it answers the proof: open
+        // the next one meanwhile, so the handshake (6 ms, two RSA signatures)
+        // overlaps the wait instead of following it.
+        if spare == nil, hasWork || (!inputFinished && !shared.isStopping) {
+            spare = PendingConnection(host: settings.gatewayHost, port: settings.gatewayPort,
+                                      context: shared.context, cancellation: shared.cancellation)
+        }
     }
 
     private func takeRateToken() -> Bool {
@@ -559,6 +582,34 @@ final class ConnectionWorker: @unchecked Sendable {
         if let connection { abort ? connection.abort() : connection.close() }
         connection = nil
         resetWindow()
+    }
+}
+
+/// A connection being opened on a thread of its own.
+final class PendingConnection: @unchecked Sendable {
+    private var result: Result<TLSConnection, TLSError>? = nil
+    private var thread = pthread_t()
+    private var joined = false
+
+    init(host: String, port: Int, context: TLSContext, cancellation: CancellationPipe) {
+        final class Box { let body: () -> Void; init(_ b: @escaping () -> Void) { body = b } }
+        let box = Unmanaged.passRetained(Box { [self] in
+            do throws(TLSError) {
+                result = .success(try TLSConnection.connect(host: host, port: port, context: context, timeout: 30, cancellation: cancellation))
+            } catch {
+                result = .failure(error)
+            }
+        }).toOpaque()
+        pthread_create(&thread, nil, { raw in
+            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().body()
+            return nil
+        }, box)
+    }
+
+    /// Waits for the attempt to end (the join orders its result before this read).
+    func wait() -> Result<TLSConnection, TLSError> {
+        if !joined { pthread_join(thread, nil); joined = true }
+        return result!
     }
 }
 

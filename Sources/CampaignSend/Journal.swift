@@ -113,7 +113,8 @@ public struct JournalError: Error, Equatable, Sendable, CustomStringConvertible 
 
 /// The journal of one send: a directory with an append-only log of records,
 /// each line `CRC32 JSON` so a record torn by a crash is detected and ignored;
-/// fsync at every proof of acceptance. A lock refuses a second concurrent send.
+/// written at every proof of acceptance and fsynced right after (``JournalSyncer``).
+/// A lock refuses a second concurrent send.
 public final class Journal: @unchecked Sendable {
     public static let logName = "journal.log"
     /// The plan as read from standard input, byte for byte.
@@ -360,6 +361,12 @@ public final class Journal: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         try file.sync()
+    }
+
+    /// fsyncs what has been handed to the kernel (``flush()``), leaving what
+    /// is buffered alone: for a thread other than the one appending.
+    public func syncWritten() throws {
+        try file.syncWritten()
     }
 
     /// Ordinals of one shard now final: proven accepted, or (simple format) presumed delivered.

@@ -103,6 +103,8 @@ final class SendShared: @unchecked Sendable {
     let stopBell: CancellationPipe
     let maxConnectAttempts: Int
     let logger: @Sendable (String) -> Void
+    /// fsyncs proofs off the connections' threads; started and stopped by ``Sender/run(plan:)``.
+    let syncer: JournalSyncer
     private let mutex = PThreadMutex()
     private var counts = SendReport()
     var report: SendReport { mutex.lock(); defer { mutex.unlock() }; return counts }
@@ -116,6 +118,7 @@ final class SendShared: @unchecked Sendable {
     init(journal: Journal, context: TLSContext, cancellation: CancellationPipe, workers: Int,
          maxConnectAttempts: Int, logger: @escaping @Sendable (String) -> Void) throws {
         self.journal = journal
+        self.syncer = JournalSyncer(journal: journal)
         self.context = context
         self.cancellation = cancellation
         self.stopBell = try CancellationPipe()
@@ -189,7 +192,8 @@ final class SendShared: @unchecked Sendable {
             for f in outcome.failures { try journal.recordFailure(f) }
             for (shard, ordinals) in outcome.acceptedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: false) }
             for (shard, ordinals) in outcome.presumedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: true) }
-            try journal.checkpoint()
+            try journal.flush()
+            try syncer.request()
         } catch {
             journalError = error
             logger("cannot write the journal: \(error)")
@@ -220,7 +224,77 @@ final class SendShared: @unchecked Sendable {
     }
 
     var sentBelowByShard: [Int32: Int32] { mutex.lock(); defer { mutex.unlock() }; return sentBelow }
-    var journalFailure: Error? { mutex.lock(); defer { mutex.unlock() }; return journalError }
+    var journalFailure: Error? {
+        mutex.lock()
+        defer { mutex.unlock() }
+        return journalError ?? syncer.error
+    }
+}
+
+/// Encodes plan records as the plan's header says (format, expiry,
+/// priority); the identifier is the record's seq, truncated to 32 bits.
+public struct PlanFrameEncoder: Sendable {
+    public let format: NotificationFormat
+    public let expiry: UInt32
+    public let priority: NotificationPriority?
+
+    public init(header: PlanHeader) {
+        format = header.format
+        expiry = header.expiry
+        priority = header.priority
+    }
+
+    /// Appends the record's notification to `bytes`.
+    @inline(__always)
+    public func append(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
+        let identifier = UInt32(truncatingIfNeeded: record.seq)
+        switch format {
+        case .simple:
+            NotificationEncoder.appendSimple(token: record.token, payload: record.payload, to: &bytes)
+        case .enhanced:
+            NotificationEncoder.appendEnhanced(identifier: identifier, expiry: expiry, token: record.token,
+                                               payload: record.payload, to: &bytes)
+        case .frame:
+            NotificationEncoder.appendFrame(token: record.token, payload: record.payload, identifier: identifier,
+                                            expiry: expiry, priority: priority, to: &bytes)
+        }
+    }
+}
+
+/// The frames the plan reader has encoded, per connection, until each batch
+/// is handed to its connection's queue.
+final class StagedFrames {
+    private var batches: [FrameBatch]
+    private let queues: [WorkQueue]
+    private let cancellation: CancellationPipe
+
+    init(queues: [WorkQueue], cancellation: CancellationPipe) {
+        self.queues = queues
+        self.cancellation = cancellation
+        batches = queues.map { _ in
+            var b = FrameBatch()
+            b.bytes.reserveCapacity(FrameBatch.handOverFrames * 320)
+            b.frames.reserveCapacity(FrameBatch.handOverFrames)
+            return b
+        }
+    }
+
+    /// Encodes a frame for connection `queue`; hands the batch over when it
+    /// is full. False when cancelled while waiting for room.
+    @inline(__always)
+    func append(to queue: Int, seq: UInt64, shard: Int32, ordinal: Int32, encode: (inout [UInt8]) -> Void) -> Bool {
+        batches[queue].append(seq: seq, shard: shard, ordinal: ordinal, encode: encode)
+        guard batches[queue].isFull else { return true }
+        return queues[queue].push(&batches[queue], cancellation: cancellation)
+    }
+
+    /// Hands every non-empty batch over. False when cancelled while waiting.
+    func handOverAll() -> Bool {
+        for i in batches.indices where !batches[i].isEmpty {
+            if !queues[i].push(&batches[i], cancellation: cancellation) { return false }
+        }
+        return true
+    }
 }
 
 /// Sends a plan: reads it on the calling thread, spreads its shards over
@@ -303,6 +377,8 @@ public final class Sender: @unchecked Sendable {
         let workers = (0..<settings.connections).map {
             ConnectionWorker(index: $0, queue: queues[$0], shared: shared, settings: settings, header: header)
         }
+        shared.syncer.start()
+        defer { shared.syncer.stop() }
         var threads: [pthread_t] = []
         for worker in workers {
             threads.append(Self.spawn { worker.run() })
@@ -311,8 +387,15 @@ public final class Sender: @unchecked Sendable {
         var report = SendReport()
         var ordinals = [Int32](repeating: 0, count: plan.header.shards)
         var readError: Error? = nil
+        // Frames are handed to each connection in batches; a batch goes early
+        // when the plan reader is about to wait for input, so a slow upstream
+        // never holds back what was already read.
+        let staging = StagedFrames(queues: queues, cancellation: cancellation)
+        plan.beforeRead = { _ = staging.handOverAll() }
+        defer { plan.beforeRead = nil }
         do {
-            let format = header.format, expiry = header.expiry, priority = header.priority
+            let encoder = PlanFrameEncoder(header: plan.header)
+            let connections = settings.connections
             var more = true
             var sinceCheck = 0
             while more {
@@ -328,27 +411,17 @@ public final class Sender: @unchecked Sendable {
                         report.alreadyDone += 1
                         return
                     }
-                    let identifier = UInt32(truncatingIfNeeded: record.seq)
-                    pushed = queues[record.shard % settings.connections].push(
-                        seq: record.seq, shard: Int32(record.shard), ordinal: ordinal, cancellation: cancellation
-                    ) { bytes in
-                        switch format {
-                        case .simple:
-                            NotificationEncoder.appendSimple(token: record.token, payload: record.payload, to: &bytes)
-                        case .enhanced:
-                            NotificationEncoder.appendEnhanced(identifier: identifier, expiry: expiry, token: record.token,
-                                                               payload: record.payload, to: &bytes)
-                        case .frame:
-                            NotificationEncoder.appendFrame(token: record.token, payload: record.payload, identifier: identifier,
-                                                            expiry: expiry, priority: priority, to: &bytes)
-                        }
+                    pushed = staging.append(to: record.shard % connections, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal) { bytes in
+                        encoder.append(record, to: &bytes)
                     }
                 }
                 if !pushed { break }
             }
+            if !staging.handOverAll() { logger("stopped before every read notification was queued") }
         } catch {
             readError = error
             logger("the plan cannot be read further: \(error)")
+            _ = staging.handOverAll()
         }
         recordsRead = report.planRecords
         for q in queues { q.close() }
@@ -360,6 +433,7 @@ public final class Sender: @unchecked Sendable {
             ]))
         }
         for t in threads { pthread_join(t, nil) }
+        shared.syncer.stop()
 
         let counts = shared.report
         report.accepted = counts.accepted

@@ -5,6 +5,8 @@
 import Foundation
 import APNSWire
 import CampaignIO
+import CampaignPlan
+import CampaignSend
 import CampaignTLS
 
 func tokenizeCSV(path: String) throws {
@@ -27,21 +29,37 @@ func tokenizeCSV(path: String) throws {
 
 /// Pre-encoded frames over one TLS connection into a running simulator, then
 /// a proof (an invalid token size) so the time covers acceptance, not just writing.
+/// With `--plan`, the frames are the plan's own, encoded as `campaign send`
+/// encodes them, before the clock starts: the same bytes on the wire and the
+/// same work for the simulator, with none of send's reading or bookkeeping.
 func runWriter(_ args: [String]) throws {
     var port = 0, certs = "", count = 1_000_000
+    var planPath: String? = nil
     var i = 0
     while i < args.count {
         switch args[i] {
         case "--port": port = Int(args[i + 1])!; i += 1
         case "--certs": certs = args[i + 1]; i += 1
         case "--notifications": count = Int(args[i + 1])!; i += 1
+        case "--plan": planPath = args[i + 1]; i += 1
         default: fatalError("unknown option \(args[i])")
         }
         i += 1
     }
     let identity = try TLSIdentity.pem(certificate: certs + "/client.pem", key: certs + "/client.key", passphrase: nil)
     let context = try TLSContext.client(identity: identity, trust: .file(certs + "/ca.pem"))
-    let frames = encodedNotifications(count, format: .enhanced, offset: 0)
+    var frames: [UInt8] = []
+    if let planPath {
+        let plan = try PlanReader(path: planPath)
+        let encoder = PlanFrameEncoder(header: plan.header)
+        count = 0
+        while try plan.nextView({ record in
+            encoder.append(record, to: &frames)
+            count += 1
+        }) {}
+    } else {
+        frames = encodedNotifications(count, format: .enhanced, offset: 0)
+    }
     var proof: [UInt8] = []
     NotificationEncoder.appendEnhanced(identifier: 0xFFFF_FFFF, expiry: 0, token: [0], payload: Array(#"{"aps":{}}"#.utf8), to: &proof)
     let connection = try TLSConnection.connect(host: "127.0.0.1", port: port, context: context)

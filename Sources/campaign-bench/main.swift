@@ -124,7 +124,7 @@ default:
     usage: campaign-bench simulator [--notifications N] [--connections C] [--record] [--format F] [--runs R]
            campaign-bench audience [--rows N] [--format csv|ndjson] [--seed S] [--bad-every K]
            campaign-bench csv-tokenize FILE
-           campaign-bench writer --port P --certs DIR [--notifications N]
+           campaign-bench writer --port P --certs DIR [--plan FILE | --notifications N]
     """)
     exit(64)
 }
