@@ -40,7 +40,7 @@ struct Send: ParsableCommand {
     @Option(help: "Parallel connections; each owns a share of the plan's shards.")
     var connections: Int?
 
-    @Option(help: ArgumentHelp("Write when this many bytes are batched (about one TLS record by default).", valueName: "bytes"))
+    @Option(help: ArgumentHelp("Write when this many bytes are batched (default 262144, 16 TLS records).", valueName: "bytes"))
     var batchBytes: Int?
 
     @Option(name: .customLong("batch-delay-ms"), help: ArgumentHelp("Write a batch at the latest this long after its first notification.", valueName: "ms"))

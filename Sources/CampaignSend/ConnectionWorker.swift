@@ -121,8 +121,7 @@ final class ConnectionWorker: @unchecked Sendable {
             fillBatch()
             let workLeft = hasWork || (!inputFinished && !shared.isStopping)
             if !sentinelOut, unproven > 0, header.format.reportsErrors {
-                let every = [settings.checkpointEvery > 0 ? settings.checkpointEvery : nil, adaptiveEvery].compactMap { $0 }.min()
-                if !workLeft || sinceProof >= (every ?? Int.max) || window.count >= settings.maxWindow || shared.isStopping {
+                if !workLeft || sinceProof >= (proofEvery ?? Int.max) || window.count >= settings.maxWindow || shared.isStopping {
                     appendSentinel()
                 }
             }
@@ -194,9 +193,20 @@ final class ConnectionWorker: @unchecked Sendable {
 
     // MARK: - Framing
 
+    /// Notifications between two proofs, when a cadence applies: the
+    /// `--checkpoint-every` setting, or a tighter one after a connection was
+    /// lost without an answer.
+    private var proofEvery: Int? {
+        guard header.format.reportsErrors else { return nil }
+        return [settings.checkpointEvery > 0 ? settings.checkpointEvery : nil, adaptiveEvery].compactMap { $0 }.min()
+    }
+
     private func fillBatch() {
         guard !sentinelOut, connection != nil else { return }
-        while sent.count - written < settings.batchBytes, window.count < settings.maxWindow, !shared.isStopping {
+        // A batch stops where a proof is due: with batches of hundreds of
+        // frames, a cadence of 64 would otherwise not be kept.
+        let every = proofEvery ?? Int.max
+        while sent.count - written < settings.batchBytes, window.count < settings.maxWindow, sinceProof < every, !shared.isStopping {
             if settings.rate > 0, !takeRateToken() { break }
             if resendHead < resends.count {
                 let r = resends[resendHead]
@@ -209,7 +219,7 @@ final class ConnectionWorker: @unchecked Sendable {
                 continue
             }
             let room = settings.batchBytes - (sent.count - written)
-            let limit = settings.rate > 0 ? 1 : settings.maxWindow - window.count
+            let limit = settings.rate > 0 ? 1 : min(settings.maxWindow - window.count, every - sinceProof)
             let (n, finished) = queue.take(maxBytes: room, maxFrames: limit, into: &sent) { frame, offset in
                 let tries = attempts.isEmpty ? 0 : attempts[frame.seq] ?? 0
                 push(InFlight(seq: frame.seq, shard: frame.shard, ordinal: frame.ordinal, identifier: UInt32(truncatingIfNeeded: frame.seq),

@@ -35,6 +35,7 @@ func tokenizeCSV(path: String) throws {
 func runWriter(_ args: [String]) throws {
     var port = 0, certs = "", count = 1_000_000
     var planPath: String? = nil
+    var writeBytes = 16_384
     var i = 0
     while i < args.count {
         switch args[i] {
@@ -42,6 +43,7 @@ func runWriter(_ args: [String]) throws {
         case "--certs": certs = args[i + 1]; i += 1
         case "--notifications": count = Int(args[i + 1])!; i += 1
         case "--plan": planPath = args[i + 1]; i += 1
+        case "--write-bytes": writeBytes = Int(args[i + 1])!; i += 1
         default: fatalError("unknown option \(args[i])")
         }
         i += 1
@@ -67,7 +69,7 @@ func runWriter(_ args: [String]) throws {
     try frames.withUnsafeBytes { raw in
         var offset = 0
         while offset < raw.count {
-            let end = min(raw.count, offset + 16_384)
+            let end = min(raw.count, offset + writeBytes)
             try connection.write(UnsafeRawBufferPointer(rebasing: raw[offset..<end]))
             offset = end
         }
