@@ -113,7 +113,7 @@ public struct CRC32: Sendable, Equatable {
 
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        value = UInt32(crc32(uLong(value), base.assumingMemoryBound(to: Bytef.self), uInt(bytes.count)))
+        value = campaign_crc32(value, base.assumingMemoryBound(to: UInt8.self), bytes.count)
     }
 
     public mutating func update(_ bytes: [UInt8]) {

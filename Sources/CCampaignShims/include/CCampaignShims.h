@@ -40,6 +40,11 @@ int campaign_start_writeback(int fd, long long offset, long long count);
 /// de-duplication table's slot of a row a few rows ahead.
 static inline void campaign_prefetch(const void *address) { __builtin_prefetch(address); }
 
+/// CRC-32 as zlib's crc32() computes it (same polynomial, same pre- and
+/// post-inversion, so values chain with zlib's), folded with PCLMULQDQ where
+/// the processor has it (crc32.c says why).
+uint32_t campaign_crc32(uint32_t crc, const uint8_t *bytes, size_t count);
+
 /// libFuzzer's entry for programs that keep their own main (campaign-fuzz).
 /// Declared only: it is defined when linking with -sanitize=fuzzer, and
 /// referenced only in code compiled with -D CAMPAIGN_FUZZING.
