@@ -178,6 +178,24 @@ final class SendHarness {
         #expect(report.message?.hasPrefix("The server refused our client certificate") == true)
     }
 
+    /// Status 1 is retried, and given up on at the third refusal of the same
+    /// notification: never sooner, never later.
+    @Test func aNotificationRefusedWithStatusOneThreeTimesIsGivenUp() throws {
+        var faults = FaultPlan()
+        faults.errorRate = 1
+        let harness = try SendHarness(faults: faults)
+        let tokens = try makePlan(count: 5, in: harness.dir)
+        let report = try harness.send(connections: 1)
+        let statistics = harness.simulator.currentStatistics()
+        #expect(report.outcome == .complete)
+        #expect(report.failedByStatus == [1: tokens.count])
+        #expect(report.accepted == 0)
+        #expect(statistics.rejected[1] == 3 * tokens.count)
+        let state = try Journal.read(directory: harness.dir.file("journal"))
+        #expect(state.failures.count == tokens.count && state.failures.allSatisfy { $0.gaveUp && $0.status == 1 })
+        #expect(Set(state.failures.map { DeviceToken(bytes: $0.token).hex }) == Set(tokens))
+    }
+
     @Test func aSlowGatewayAppliesBackpressureAndEverythingArrivesOnce() throws {
         var faults = FaultPlan()
         faults.readDelayMilliseconds = 2
