@@ -92,7 +92,6 @@ public final class BufferedFileWriter {
         }
     }
 
-    /// Flushes and asks the kernel to put the data on disk (a no-op for pipes).
     /// fsyncs what has been written, without touching the buffer: safe from
     /// another thread while this one goes on appending (the buffer is not
     /// thread-safe; the descriptor is).
@@ -102,6 +101,7 @@ public final class BufferedFileWriter {
         }
     }
 
+    /// Flushes and asks the kernel to put the data on disk (a no-op for pipes).
     public func sync() throws(IOError) {
         try flush()
         if owned, fsync(fd) != 0, errno != EINVAL {
