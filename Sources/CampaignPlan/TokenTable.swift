@@ -13,18 +13,15 @@ struct TokenTable {
     let hasValues: Bool
     private(set) var count = 0
     private var capacity: Int
-    /// 0: empty; otherwise 0x80 | 7 bits of the hash.
-    private var control: [UInt8]
-    private var keys: [UInt8]
-    private var values: [UInt32]
+    /// Control bytes (0: empty; otherwise 0x80 | 7 bits of the hash), then
+    /// the keys, then the values, in one mapping.
+    private var memory: TableMemory
 
     init(width: Int, hasValues: Bool, capacity: Int = 1024) {
         self.width = width
         self.hasValues = hasValues
         self.capacity = capacity
-        control = [UInt8](repeating: 0, count: capacity)
-        keys = [UInt8](repeating: 0, count: capacity * width)
-        values = hasValues ? [UInt32](repeating: 0, count: capacity) : []
+        memory = TableMemory(capacity: capacity, width: width, hasValues: hasValues)
     }
 
     /// The bytes held per slot, for memory estimates.
@@ -50,30 +47,32 @@ struct TokenTable {
         return h ^ (h >> 32)
     }
 
+    @inline(__always)
+    private func home(_ hash: UInt64) -> Int {
+        Int(truncatingIfNeeded: (UInt64(UInt32(truncatingIfNeeded: hash)) &* UInt64(capacity)) >> 32)
+    }
+
     /// The slot holding `token`, or the empty slot where it would go.
     @inline(__always)
     private func find(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> (slot: Int, found: Bool) {
         let tag = UInt8(truncatingIfNeeded: hash >> 57) | 0x80
-        var slot = Int(truncatingIfNeeded: (UInt64(UInt32(truncatingIfNeeded: hash)) &* UInt64(capacity)) >> 32)
-        return control.withUnsafeBufferPointer { c in
-            keys.withUnsafeBufferPointer { k in
-                while true {
-                    let t = c[slot]
-                    if t == 0 { return (slot, false) }
-                    if t == tag, memcmp(k.baseAddress! + slot * width, token.baseAddress!, width) == 0 { return (slot, true) }
-                    slot += 1
-                    if slot == capacity { slot = 0 }
-                }
-            }
+        var slot = home(hash)
+        let c = memory.control, k = memory.keys
+        while true {
+            let t = c[slot]
+            if t == 0 { return (slot, false) }
+            if t == tag, memcmp(k + slot * width, token.baseAddress!, width) == 0 { return (slot, true) }
+            slot += 1
+            if slot == capacity { slot = 0 }
         }
     }
 
     /// Starts loading the slot `hash` leads to, for a lookup a little later.
     @inline(__always)
     func prefetch(hash: UInt64) {
-        let slot = Int(truncatingIfNeeded: (UInt64(UInt32(truncatingIfNeeded: hash)) &* UInt64(capacity)) >> 32)
-        control.withUnsafeBufferPointer { campaign_prefetch($0.baseAddress! + slot) }
-        keys.withUnsafeBufferPointer { campaign_prefetch($0.baseAddress! + slot * width) }
+        let slot = home(hash)
+        campaign_prefetch(memory.control + slot)
+        campaign_prefetch(memory.keys + slot * width)
     }
 
     func contains(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> Bool {
@@ -82,20 +81,19 @@ struct TokenTable {
 
     func value(for token: UnsafeBufferPointer<UInt8>) -> UInt32? {
         let (slot, found) = find(token, hash: Self.hash(token))
-        return found ? values[slot] : nil
+        return found ? memory.values[slot] : nil
     }
 
     /// Inserts or replaces; returns whether the token was new.
     @discardableResult
     mutating func insert(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64, value: UInt32 = 0) -> Bool {
         if (count + 1) * 5 > capacity * 4 { grow() }
+        if !isKnownUniquelyReferenced(&memory) { memory = memory.copy() }
         let (slot, found) = find(token, hash: hash)
-        if hasValues { values[slot] = value }
+        if hasValues { memory.values[slot] = value }
         if found { return false }
-        control[slot] = UInt8(truncatingIfNeeded: hash >> 57) | 0x80
-        keys.withUnsafeMutableBufferPointer { k in
-            (k.baseAddress! + slot * width).update(from: token.baseAddress!, count: width)
-        }
+        memory.control[slot] = UInt8(truncatingIfNeeded: hash >> 57) | 0x80
+        (memory.keys + slot * width).update(from: token.baseAddress!, count: width)
         count += 1
         return true
     }
@@ -103,21 +101,65 @@ struct TokenTable {
     private mutating func grow() {
         let old = self
         self = TokenTable(width: width, hasValues: hasValues, capacity: capacity + capacity / 2)
-        old.keys.withUnsafeBufferPointer { k in
-            for slot in 0..<old.capacity where old.control[slot] != 0 {
-                let token = UnsafeBufferPointer(start: k.baseAddress! + slot * width, count: width)
-                insert(token, hash: Self.hash(token), value: old.hasValues ? old.values[slot] : 0)
-            }
-        }
+        old.forEach { token, value in insert(token, hash: Self.hash(token), value: value) }
     }
 
     /// Every token and value, in no particular order.
     func forEach(_ body: (UnsafeBufferPointer<UInt8>, UInt32) -> Void) {
-        keys.withUnsafeBufferPointer { k in
-            for slot in 0..<capacity where control[slot] != 0 {
-                body(UnsafeBufferPointer(start: k.baseAddress! + slot * width, count: width), hasValues ? values[slot] : 0)
-            }
+        for slot in 0..<capacity where memory.control[slot] != 0 {
+            body(UnsafeBufferPointer(start: memory.keys + slot * width, count: width), hasValues ? memory.values[slot] : 0)
         }
+    }
+}
+
+/// A table's slots in one anonymous mapping. The kernel hands its pages out
+/// zeroed as they are first touched (no pass of memset over tens of MB before
+/// the first row), and a table of 4 MiB or more asks for 2 MiB pages
+/// (`MADV_HUGEPAGE`, where transparent huge pages are allowed): each probe of
+/// a 50 MB table at a random slot otherwise missed the TLB.
+final class TableMemory {
+    let control: UnsafeMutablePointer<UInt8>
+    let keys: UnsafeMutablePointer<UInt8>
+    let values: UnsafeMutablePointer<UInt32>
+    private let mapping: UnsafeMutableRawPointer
+    private let mappedBytes: Int
+    private let capacity: Int, width: Int, hasValues: Bool
+
+    private static let hugePage = 2 << 20
+
+    init(capacity: Int, width: Int, hasValues: Bool) {
+        self.capacity = capacity
+        self.width = width
+        self.hasValues = hasValues
+        let valuesOffset = (capacity * (1 + width) + 63) & ~63
+        let bytes = valuesOffset + (hasValues ? capacity * 4 : 0)
+        let huge = bytes >= 4 << 20
+        // Room to start on a 2 MiB boundary, which huge pages need.
+        mappedBytes = bytes + (huge ? Self.hugePage : 0)
+        guard let p = mmap(nil, mappedBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+              p != UnsafeMutableRawPointer(bitPattern: -1) else {
+            fatalError("cannot map \(mappedBytes) bytes for the token table: \(String(cString: strerror(errno)))")
+        }
+        mapping = p
+        var start = p
+        if huge {
+            let address = Int(bitPattern: p)
+            start = p + ((Self.hugePage - address % Self.hugePage) % Self.hugePage)
+            _ = madvise(start, bytes, MADV_HUGEPAGE)
+        }
+        control = start.bindMemory(to: UInt8.self, capacity: capacity * (1 + width))
+        keys = control + capacity
+        values = (start + valuesOffset).bindMemory(to: UInt32.self, capacity: hasValues ? capacity : 0)
+    }
+
+    deinit { munmap(mapping, mappedBytes) }
+
+    /// Another table with the same contents (a TokenTable copied, then changed).
+    func copy() -> TableMemory {
+        let other = TableMemory(capacity: capacity, width: width, hasValues: hasValues)
+        other.control.update(from: control, count: capacity * (1 + width))
+        if hasValues { other.values.update(from: values, count: capacity) }
+        return other
     }
 }
 

@@ -261,6 +261,31 @@ struct PlanRun {
         #expect(set.value(for: probe) == 200)
         #expect(set.value(for: [1, 2]) == nil)
     }
+
+    /// The slots live in a mapping shared by copies until one changes: a copy
+    /// keeps its own tokens and values, before and after growth, and through
+    /// a table big enough to ask for huge pages.
+    @Test func aCopyIsIndependentOfTheOriginal() {
+        var original = TokenSet(values: true, expectedCount: 200_000)
+        // Distinct by their first 8 bytes (the index), the rest varied.
+        func token(_ i: Int) -> [UInt8] { (0..<32).map { $0 < 8 ? UInt8(truncatingIfNeeded: i >> ($0 * 8)) : UInt8(truncatingIfNeeded: i &* 31 &+ $0) } }
+        for i in 0..<1000 { original.insert(token(i), value: UInt32(i)) }
+        var copy = original
+        copy.insert(token(1000), value: 1000)
+        copy.insert(token(5), value: 55)
+        #expect(original.count == 1000 && copy.count == 1001)
+        #expect(!original.contains(token(1000)) && copy.contains(token(1000)))
+        #expect(original.value(for: token(5)) == 5 && copy.value(for: token(5)) == 55)
+        // Growth in the copy (the first table is sized for 200,000) leaves the original alone.
+        var small = TokenSet(values: true)
+        for i in 0..<2000 { small.insert(token(i), value: UInt32(i)) }
+        let before = small
+        for i in 2000..<20_000 { small.insert(token(i), value: UInt32(i)) }
+        #expect(before.count == 2000 && small.count == 20_000)
+        #expect((0..<2000).allSatisfy { before.value(for: token($0)) == UInt32($0) && small.value(for: token($0)) == UInt32($0) })
+        #expect(!before.contains(token(2000)))
+        #expect(original.allocatedBytes >= 4 << 20)
+    }
 }
 
 @Suite struct TimestampTests {
