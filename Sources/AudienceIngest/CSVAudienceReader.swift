@@ -135,7 +135,7 @@ public final class CSVAudienceReader: AudienceReader {
     /// Forgets the row in progress; with `replayFrom`, parses again the lines after that one.
     private func abandonRow(replayFrom startLine: Int?) {
         if tokenColumn >= 0, fields.boundsCount > tokenColumn * 2 + 1 {
-            pendingToken = String(decoding: fields.fields.bytes(fields.bounds[tokenColumn * 2]..<fields.bounds[tokenColumn * 2 + 1]), as: UTF8.self)
+            pendingToken = String(decoding: fields.field(tokenColumn), as: UTF8.self)
         }
         tokenizer.reset()
         if let startLine {
@@ -154,7 +154,7 @@ public final class CSVAudienceReader: AudienceReader {
         let count = fields.fieldCount
         if validateCount && count != columns {
             if tokenColumn >= 0, count > tokenColumn {
-                pendingToken = String(decoding: fields.fields.bytes(fields.bounds[tokenColumn * 2]..<fields.bounds[tokenColumn * 2 + 1]), as: UTF8.self)
+                pendingToken = String(decoding: fields.field(tokenColumn), as: UTF8.self)
             }
             return .malformed(line: rowStartLine, reason: "the row has \(count) fields where the header has \(columns)", token: tokenGuess())
         }
@@ -163,13 +163,11 @@ public final class CSVAudienceReader: AudienceReader {
         row.line = rowStartLine
         row.storage.removeAll(keepingCapacity: true)
         row.storage.append(contentsOf: fields.fields.all)
-        fields.bounds.withUnsafeBufferPointer { b in
-            let bounds = UnsafeBufferPointer(rebasing: b[0..<fields.boundsCount])
-            if row.bounds.count == bounds.count {
-                row.bounds.withUnsafeMutableBufferPointer { _ = $0.update(fromContentsOf: bounds) }
-            } else {
-                row.bounds = Array(bounds)
-            }
+        let bounds = fields.bounds
+        if row.bounds.count == bounds.count {
+            row.bounds.withUnsafeMutableBufferPointer { _ = $0.update(fromContentsOf: bounds) }
+        } else {
+            row.bounds = Array(bounds)
         }
         return .row
     }

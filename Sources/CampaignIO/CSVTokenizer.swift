@@ -4,16 +4,30 @@ internal import CCSV
 /// removed, doubled quotes undone) one after another, and their bounds.
 public final class CSVRowBuffer {
     public let fields = ByteArena(capacity: 1024)
-    /// (start, end) in ``fields`` per field, in the first ``boundsCount``
-    /// elements (the array is reused, not emptied, from row to row).
-    public private(set) var bounds: [Int] = []
+    /// (start, end) in ``fields`` per field. Kept in memory of its own, not
+    /// an Array: appending to an Array member checked its uniqueness (an
+    /// atomic load and a call) for every field.
+    private var boundsStorage: UnsafeMutablePointer<Int>
+    private var boundsCapacity = 64
     public private(set) var boundsCount = 0
     /// Whether the row has ended.
     public var ended = false
 
-    public init() {}
+    public init() {
+        boundsStorage = .allocate(capacity: boundsCapacity)
+    }
+
+    deinit { boundsStorage.deallocate() }
 
     public var fieldCount: Int { boundsCount / 2 }
+
+    /// (start, end) in ``fields`` of each field so far; valid until the next append.
+    public var bounds: UnsafeBufferPointer<Int> { UnsafeBufferPointer(start: boundsStorage, count: boundsCount) }
+
+    /// The bytes of field `index`.
+    public func field(_ index: Int) -> UnsafeBufferPointer<UInt8> {
+        fields.bytes(boundsStorage[index * 2]..<boundsStorage[index * 2 + 1])
+    }
 
     /// Empties the buffer for the next row, keeping its memory.
     public func clear() {
@@ -24,14 +38,20 @@ public final class CSVRowBuffer {
 
     @inline(__always)
     func append(_ field: UnsafeRawBufferPointer) {
-        if boundsCount + 2 > bounds.count { bounds += [0, 0] }
+        if boundsCount + 2 > boundsCapacity { growBounds() }
         let start = fields.count
         fields.append(field)
-        bounds.withUnsafeMutableBufferPointer { b in
-            b[boundsCount] = start
-            b[boundsCount + 1] = fields.count
-        }
+        boundsStorage[boundsCount] = start
+        boundsStorage[boundsCount + 1] = fields.count
         boundsCount += 2
+    }
+
+    private func growBounds() {
+        let larger = UnsafeMutablePointer<Int>.allocate(capacity: boundsCapacity * 2)
+        larger.update(from: boundsStorage, count: boundsCount)
+        boundsStorage.deallocate()
+        boundsStorage = larger
+        boundsCapacity *= 2
     }
 }
 

@@ -102,28 +102,35 @@ public final class Planner {
         }
 
         let lookahead = 8
+        // The table is used from a local for the run: through the class's
+        // property, every lookup retained and released its storage.
+        var seen = TokenSet()
+        swap(&seen, &self.seen)
+        defer { swap(&seen, &self.seen) }
         while let batch = pipeline.next() {
-            for i in 0..<min(lookahead, batch.count) where batch.prepared[i].tokenCount > 0 {
-                seen.prefetch(width: Int(batch.prepared[i].tokenCount), hash: batch.prepared[i].tokenHash)
-            }
-            for i in 0..<batch.count {
-                summary.rowsRead += 1
-                if i + lookahead < batch.count, batch.prepared[i + lookahead].kind != .rejectedOutright {
-                    let ahead = batch.prepared[i + lookahead]
-                    seen.prefetch(width: Int(ahead.tokenCount), hash: ahead.tokenHash)
+            // The batch's rows are read through a pointer taken once per
+            // batch, for the same reason.
+            let count = batch.count
+            let arena = batch.arena.all
+            try batch.prepared.withUnsafeBufferPointer { prepared in
+                for i in 0..<min(lookahead, count) where prepared[i].tokenCount > 0 {
+                    seen.prefetch(width: Int(prepared[i].tokenCount), hash: prepared[i].tokenHash)
                 }
-                let p = batch.prepared[i]
-                if p.kind == .rejectedOutright {
-                    let r = batch.rejections[Int(p.rejection)]
-                    try reject(batch, i, r.code, r.reason)
-                    continue
-                }
-                let arena = batch.arena.all
-                let planned = try { () throws -> Bool in
+                for i in 0..<count {
+                    if i + lookahead < count, prepared[i + lookahead].kind != .rejectedOutright {
+                        let ahead = prepared[i + lookahead]
+                        seen.prefetch(width: Int(ahead.tokenCount), hash: ahead.tokenHash)
+                    }
+                    let p = prepared[i]
+                    if p.kind == .rejectedOutright {
+                        let r = batch.rejections[Int(p.rejection)]
+                        try reject(batch, i, r.code, r.reason)
+                        continue
+                    }
                     let t = UnsafeBufferPointer(rebasing: arena[Int(p.tokenStart)..<Int(p.tokenStart + p.tokenCount)])
                     if seen.contains(t, hash: p.tokenHash) {
                         try reject(batch, i, .duplicateToken, "duplicate token: an earlier row has it (the first wins)")
-                        return false
+                        continue
                     }
                     if hasSuppressed, let unregistered = suppressed.value(for: t) {
                         let registeredText = batch.rows[i].string(Int(p.registeredColumn))
@@ -136,24 +143,22 @@ public final class Planner {
                             case (_, let r?): detail = "and registered_at \(r) is not newer"
                             }
                             try reject(batch, i, .suppressedByFeedback, "suppressed by feedback: unregistered at \(unregistered) \(detail)")
-                            return false
+                            continue
                         }
                     }
                     if p.kind == .rejectedUnlessDuplicate {
                         let r = batch.rejections[Int(p.rejection)]
                         try reject(batch, i, r.code, r.reason)
-                        return false
+                        continue
                     }
                     seen.insert(t, hash: p.tokenHash)
                     try plan.append(lineAfterSeq: UnsafeBufferPointer(rebasing: arena[Int(p.lineStart)..<Int(p.lineEnd)]))
-                    return true
-                }()
-                if planned {
                     summary.planned += 1
                     plannedCounts[Int(p.message)] += 1
                     if p.kind == .truncated { truncatedCounts[Int(p.message)] += 1 }
                 }
             }
+            summary.rowsRead += count
             // An error comes after every row read before it, as the reader gave them.
             if let failure = batch.failure { throw failure }
             pipeline.recycle(batch)

@@ -81,21 +81,28 @@ final class RowReader: @unchecked Sendable {
 
     /// Fills `batch` with the next rows; false when they were the last.
     func fill(_ batch: PreparedBatch) -> Bool {
-        batch.count = 0
         batch.failure = nil
-        do {
-            while batch.count < batch.rows.count {
-                guard let record = try reader.next(into: &batch.rows[batch.count]) else {
+        // Through buffer pointers: an element of the batch's arrays passed
+        // inout checked the array's uniqueness for every row.
+        var count = 0
+        batch.rows.withUnsafeMutableBufferPointer { rows in
+            batch.records.withUnsafeMutableBufferPointer { records in
+                do {
+                    while count < rows.count {
+                        guard let record = try reader.next(into: &rows[count]) else {
+                            batch.ended = true
+                            break
+                        }
+                        records[count] = record
+                        count += 1
+                    }
+                } catch {
+                    batch.failure = error
                     batch.ended = true
-                    break
                 }
-                batch.records[batch.count] = record
-                batch.count += 1
             }
-        } catch {
-            batch.failure = error
-            batch.ended = true
         }
+        batch.count = count
         // The schema changes on this thread (NDJSON keys): the preparing
         // stage gets a copy of the names with the batch.
         if reader.schema.count != schemaCount {
