@@ -176,7 +176,7 @@ public final class PlanWriter {
     private var seq: UInt64 = 0
     /// `{"seq":` and the seq's digits, counted up in place: formatting a
     /// number per record was 4% of plan's CPU.
-    private var seqText = SeqText()
+    private let seqText = SeqText()
     /// Record lines not yet written; only record lines, so each flush
     /// checksums one long run (far faster than line by line).
     private let pending = ByteArena(capacity: 1 << 17)
@@ -224,26 +224,42 @@ public final class PlanWriter {
     }
 }
 
-/// The text `{"seq":N` for a counter N, incremented digit by digit.
-struct SeqText {
-    private var text: [UInt8] = Array(#"{"seq":0"#.utf8)
-    private let prefixCount = #"{"seq":"#.utf8.count
+/// The text `{"seq":N` for a counter N, incremented digit by digit. Its
+/// bytes live in memory of its own: as an Array in the writer, they were
+/// retained and released for every record.
+final class SeqText {
+    private static let prefix: StaticString = #"{"seq":"#
+    private let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: 32)
+    private var count: Int
+    private let prefixCount = SeqText.prefix.utf8CodeUnitCount
 
-    /// N + 1: the last digit goes up, carrying over nines.
-    mutating func increment() {
-        var i = text.count - 1
-        while i >= prefixCount {
-            if text[i] != UInt8(ascii: "9") {
-                text[i] += 1
-                return
-            }
-            text[i] = UInt8(ascii: "0")
-            i -= 1
-        }
-        text.insert(UInt8(ascii: "1"), at: prefixCount)
+    init() {
+        bytes.initialize(from: Self.prefix.utf8Start, count: prefixCount)
+        bytes[prefixCount] = UInt8(ascii: "0")
+        count = prefixCount + 1
     }
 
+    deinit { bytes.deallocate() }
+
+    /// N + 1: the last digit goes up, carrying over nines.
+    func increment() {
+        var i = count - 1
+        while i >= prefixCount {
+            if bytes[i] != UInt8(ascii: "9") {
+                bytes[i] += 1
+                return
+            }
+            bytes[i] = UInt8(ascii: "0")
+            i -= 1
+        }
+        // All nines: one more digit, a 1 in front (a UInt64 has at most 20).
+        (bytes + prefixCount + 1).update(from: bytes + prefixCount, count: count - prefixCount)
+        bytes[prefixCount] = UInt8(ascii: "1")
+        count += 1
+    }
+
+    @inline(__always)
     func appendLineStart(to out: ByteArena) {
-        text.withUnsafeBufferPointer { out.append($0) }
+        out.append(UnsafeBufferPointer(start: bytes, count: count))
     }
 }

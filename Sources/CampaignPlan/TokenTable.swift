@@ -16,12 +16,20 @@ struct TokenTable {
     /// Control bytes (0: empty; otherwise 0x80 | 7 bits of the hash), then
     /// the keys, then the values, in one mapping.
     private var memory: TableMemory
+    // The mapping's regions, copied here: reached through the class at each
+    // probe, they cost a retain and a release of it.
+    private var control: UnsafeMutablePointer<UInt8>
+    private var keys: UnsafeMutablePointer<UInt8>
+    private var values: UnsafeMutablePointer<UInt32>
 
     init(width: Int, hasValues: Bool, capacity: Int = 1024) {
         self.width = width
         self.hasValues = hasValues
         self.capacity = capacity
         memory = TableMemory(capacity: capacity, width: width, hasValues: hasValues)
+        control = memory.control
+        keys = memory.keys
+        values = memory.values
     }
 
     /// The bytes held per slot, for memory estimates.
@@ -57,7 +65,7 @@ struct TokenTable {
     private func find(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> (slot: Int, found: Bool) {
         let tag = UInt8(truncatingIfNeeded: hash >> 57) | 0x80
         var slot = home(hash)
-        let c = memory.control, k = memory.keys
+        let c = control, k = keys
         while true {
             let t = c[slot]
             if t == 0 { return (slot, false) }
@@ -71,8 +79,8 @@ struct TokenTable {
     @inline(__always)
     func prefetch(hash: UInt64) {
         let slot = home(hash)
-        campaign_prefetch(memory.control + slot)
-        campaign_prefetch(memory.keys + slot * width)
+        campaign_prefetch(control + slot)
+        campaign_prefetch(keys + slot * width)
     }
 
     func contains(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> Bool {
@@ -81,19 +89,24 @@ struct TokenTable {
 
     func value(for token: UnsafeBufferPointer<UInt8>) -> UInt32? {
         let (slot, found) = find(token, hash: Self.hash(token))
-        return found ? memory.values[slot] : nil
+        return found ? values[slot] : nil
     }
 
     /// Inserts or replaces; returns whether the token was new.
     @discardableResult
     mutating func insert(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64, value: UInt32 = 0) -> Bool {
         if (count + 1) * 5 > capacity * 4 { grow() }
-        if !isKnownUniquelyReferenced(&memory) { memory = memory.copy() }
+        if !isKnownUniquelyReferenced(&memory) {
+            memory = memory.copy()
+            control = memory.control
+            keys = memory.keys
+            values = memory.values
+        }
         let (slot, found) = find(token, hash: hash)
-        if hasValues { memory.values[slot] = value }
+        if hasValues { values[slot] = value }
         if found { return false }
-        memory.control[slot] = UInt8(truncatingIfNeeded: hash >> 57) | 0x80
-        (memory.keys + slot * width).update(from: token.baseAddress!, count: width)
+        control[slot] = UInt8(truncatingIfNeeded: hash >> 57) | 0x80
+        (keys + slot * width).update(from: token.baseAddress!, count: width)
         count += 1
         return true
     }
@@ -106,8 +119,10 @@ struct TokenTable {
 
     /// Every token and value, in no particular order.
     func forEach(_ body: (UnsafeBufferPointer<UInt8>, UInt32) -> Void) {
-        for slot in 0..<capacity where memory.control[slot] != 0 {
-            body(UnsafeBufferPointer(start: memory.keys + slot * width, count: width), hasValues ? memory.values[slot] : 0)
+        withExtendedLifetime(memory) {
+            for slot in 0..<capacity where control[slot] != 0 {
+                body(UnsafeBufferPointer(start: keys + slot * width, count: width), hasValues ? values[slot] : 0)
+            }
         }
     }
 }
@@ -200,12 +215,18 @@ public struct TokenSet {
     /// table is far bigger than the cache: each lookup was a miss).
     @inline(__always)
     public func prefetch(width: Int, hash: UInt64) {
-        if let i = tableIndex(width: width) { tables[i].prefetch(hash: hash) }
+        // Through the buffer: `tables[i]` copied the table (a retain and a
+        // release of its mapping) for every lookup.
+        tables.withUnsafeBufferPointer { t in
+            for i in t.indices where t[i].width == width { t[i].prefetch(hash: hash); return }
+        }
     }
 
     public func contains(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> Bool {
-        guard let i = tableIndex(width: token.count) else { return false }
-        return tables[i].contains(token, hash: hash)
+        tables.withUnsafeBufferPointer { t in
+            for i in t.indices where t[i].width == token.count { return t[i].contains(token, hash: hash) }
+            return false
+        }
     }
 
     public func value(for token: UnsafeBufferPointer<UInt8>) -> UInt32? {

@@ -386,7 +386,7 @@ struct PlanRun {
 
 @Suite struct SeqTextTests {
     @Test func countsLikeDecimalNumbers() {
-        var text = SeqText()
+        let text = SeqText()
         for n in 1...12_345 {
             text.increment()
             let line = ByteArena(capacity: 16)
