@@ -16,7 +16,10 @@ public final class LineReader {
 
     public let maxLineBytes: Int
     private let source: ByteSource
-    private var buffer: [UInt8]
+    /// Allocated once and never moved. An Array here was retained and
+    /// released around every line's use (callgrind: a pair per row, on the
+    /// reading thread that bounds `plan`).
+    private let buffer: UnsafeMutableRawBufferPointer
     private var start = 0
     private var end = 0
     private var lineNumber = 0
@@ -31,8 +34,10 @@ public final class LineReader {
     public init(source: ByteSource, maxLineBytes: Int = 1 << 20) {
         self.source = source
         self.maxLineBytes = maxLineBytes
-        buffer = [UInt8](repeating: 0, count: max(1 << 18, maxLineBytes + 1))
+        buffer = .allocate(byteCount: max(1 << 18, maxLineBytes + 1), alignment: 64)
     }
+
+    deinit { buffer.deallocate() }
 
     public var sourceName: String { source.name }
 
@@ -59,7 +64,7 @@ public final class LineReader {
     /// Brings ``checksum`` up to date with every line added so far.
     public func flushChecksum() {
         guard runStart >= 0 else { return }
-        buffer.withUnsafeBytes { checksum.update(UnsafeRawBufferPointer(rebasing: $0[runStart..<runEnd])) }
+        checksum.update(UnsafeRawBufferPointer(rebasing: buffer[runStart..<runEnd]))
         runStart = -1
         runEnd = -1
     }
@@ -67,7 +72,7 @@ public final class LineReader {
     /// Runs `body` on the bytes of the line `next()` returned last.
     @inline(__always)
     public func withCurrentLine<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[current])) }
+        try body(UnsafeRawBufferPointer(rebasing: buffer[current]))
     }
 
     /// The next line, or nil at the end of the input.
@@ -95,23 +100,19 @@ public final class LineReader {
 
     private func findLF(from index: Int) -> Int? {
         guard index < end else { return nil }
-        return buffer.withUnsafeBytes { raw -> Int? in
-            guard let hit = memchr(raw.baseAddress! + index, 0x0A, end - index) else { return nil }
-            return raw.baseAddress!.distance(to: UnsafeRawPointer(hit))
-        }
+        guard let hit = memchr(buffer.baseAddress! + index, 0x0A, end - index) else { return nil }
+        return UnsafeRawPointer(buffer.baseAddress!).distance(to: UnsafeRawPointer(hit))
     }
 
     private func refill() throws(IOError) {
         flushChecksum()   // the bytes are about to move
         if start > 0 {
-            buffer.withUnsafeMutableBytes { raw in
-                raw.baseAddress!.copyMemory(from: raw.baseAddress! + start, byteCount: end - start)
-            }
+            buffer.baseAddress!.copyMemory(from: buffer.baseAddress! + start, byteCount: end - start)
             end -= start
             start = 0
         }
         beforeRead?()
-        let n = try source.read(into: &buffer, from: end)
+        let n = try source.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[end...]))
         if n == 0 { atEnd = true }
         end += n
     }
@@ -131,7 +132,7 @@ public final class LineReader {
             start = 0
             end = 0
             beforeRead?()
-            let n = try source.read(into: &buffer, from: 0)
+            let n = try source.read(into: buffer)
             if n == 0 {
                 atEnd = true
                 return .overlong(number: number, byteCount: count)

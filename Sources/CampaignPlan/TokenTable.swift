@@ -9,32 +9,24 @@ internal import CCampaignShims
 /// a million unique 32-byte tokens take 45 to 70 MB rather than the ~150 MB
 /// of a `Set<[UInt8]>`.
 struct TokenTable {
-    let width: Int
-    let hasValues: Bool
     private(set) var count = 0
-    private var capacity: Int
     /// Control bytes (0: empty; otherwise 0x80 | 7 bits of the hash), then
     /// the keys, then the values, in one mapping.
     private var memory: TableMemory
-    // The mapping's regions, copied here: reached through the class at each
-    // probe, they cost a retain and a release of it.
-    private var control: UnsafeMutablePointer<UInt8>
-    private var keys: UnsafeMutablePointer<UInt8>
-    private var values: UnsafeMutablePointer<UInt32>
+    /// Where the slots are: what lookups use.
+    private(set) var view: TableView
+
+    var width: Int { view.width }
+    var hasValues: Bool { view.hasValues }
 
     init(width: Int, hasValues: Bool, capacity: Int = 1024) {
-        self.width = width
-        self.hasValues = hasValues
-        self.capacity = capacity
         memory = TableMemory(capacity: capacity, width: width, hasValues: hasValues)
-        control = memory.control
-        keys = memory.keys
-        values = memory.values
+        view = TableView(memory: memory)
     }
 
     /// The bytes held per slot, for memory estimates.
-    var bytesPerSlot: Int { 1 + width + (hasValues ? 4 : 0) }
-    var allocatedBytes: Int { capacity * bytesPerSlot }
+    var bytesPerSlot: Int { 1 + view.width + (view.hasValues ? 4 : 0) }
+    var allocatedBytes: Int { view.capacity * bytesPerSlot }
 
     @inline(__always)
     static func hash(_ token: UnsafeBufferPointer<UInt8>) -> UInt64 {
@@ -55,6 +47,64 @@ struct TokenTable {
         return h ^ (h >> 32)
     }
 
+    func value(for token: UnsafeBufferPointer<UInt8>) -> UInt32? {
+        withExtendedLifetime(memory) { view.value(for: token, hash: Self.hash(token)) }
+    }
+
+    /// Inserts or replaces; returns whether the token was new.
+    @discardableResult
+    mutating func insert(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64, value: UInt32 = 0) -> Bool {
+        if (count + 1) * 5 > view.capacity * 4 { grow() }
+        if !isKnownUniquelyReferenced(&memory) {
+            memory = memory.copy()
+            view = TableView(memory: memory)
+        }
+        let (slot, found) = view.find(token, hash: hash)
+        if view.hasValues { view.values[slot] = value }
+        if found { return false }
+        view.control[slot] = UInt8(truncatingIfNeeded: hash >> 57) | 0x80
+        (view.keys + slot * view.width).update(from: token.baseAddress!, count: view.width)
+        count += 1
+        return true
+    }
+
+    private mutating func grow() {
+        let old = self
+        self = TokenTable(width: view.width, hasValues: view.hasValues, capacity: view.capacity + view.capacity / 2)
+        old.forEach { token, value in insert(token, hash: Self.hash(token), value: value) }
+    }
+
+    /// Every token and value, in no particular order.
+    func forEach(_ body: (UnsafeBufferPointer<UInt8>, UInt32) -> Void) {
+        withExtendedLifetime(memory) {
+            for slot in 0..<view.capacity where view.control[slot] != 0 {
+                body(UnsafeBufferPointer(start: view.keys + slot * view.width, count: view.width), view.hasValues ? view.values[slot] : 0)
+            }
+        }
+    }
+}
+
+/// What a lookup needs of a table, and nothing it owns: plain values and
+/// pointers, so reading one retains nothing (reading a `TokenTable` out of
+/// an array copied it, a retain and a release of its mapping, per probe).
+/// Valid while its table's mapping lives: `TokenSet` keeps both.
+struct TableView {
+    let width: Int
+    let capacity: Int
+    let hasValues: Bool
+    let control: UnsafeMutablePointer<UInt8>
+    let keys: UnsafeMutablePointer<UInt8>
+    let values: UnsafeMutablePointer<UInt32>
+
+    init(memory: TableMemory) {
+        width = memory.width
+        capacity = memory.capacity
+        hasValues = memory.hasValues
+        control = memory.control
+        keys = memory.keys
+        values = memory.values
+    }
+
     @inline(__always)
     private func home(_ hash: UInt64) -> Int {
         Int(truncatingIfNeeded: (UInt64(UInt32(truncatingIfNeeded: hash)) &* UInt64(capacity)) >> 32)
@@ -62,14 +112,13 @@ struct TokenTable {
 
     /// The slot holding `token`, or the empty slot where it would go.
     @inline(__always)
-    private func find(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> (slot: Int, found: Bool) {
+    func find(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> (slot: Int, found: Bool) {
         let tag = UInt8(truncatingIfNeeded: hash >> 57) | 0x80
         var slot = home(hash)
-        let c = control, k = keys
         while true {
-            let t = c[slot]
+            let t = control[slot]
             if t == 0 { return (slot, false) }
-            if t == tag, memcmp(k + slot * width, token.baseAddress!, width) == 0 { return (slot, true) }
+            if t == tag, memcmp(keys + slot * width, token.baseAddress!, width) == 0 { return (slot, true) }
             slot += 1
             if slot == capacity { slot = 0 }
         }
@@ -83,47 +132,14 @@ struct TokenTable {
         campaign_prefetch(keys + slot * width)
     }
 
+    @inline(__always)
     func contains(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> Bool {
         find(token, hash: hash).found
     }
 
-    func value(for token: UnsafeBufferPointer<UInt8>) -> UInt32? {
-        let (slot, found) = find(token, hash: Self.hash(token))
-        return found ? values[slot] : nil
-    }
-
-    /// Inserts or replaces; returns whether the token was new.
-    @discardableResult
-    mutating func insert(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64, value: UInt32 = 0) -> Bool {
-        if (count + 1) * 5 > capacity * 4 { grow() }
-        if !isKnownUniquelyReferenced(&memory) {
-            memory = memory.copy()
-            control = memory.control
-            keys = memory.keys
-            values = memory.values
-        }
+    func value(for token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> UInt32? {
         let (slot, found) = find(token, hash: hash)
-        if hasValues { values[slot] = value }
-        if found { return false }
-        control[slot] = UInt8(truncatingIfNeeded: hash >> 57) | 0x80
-        (keys + slot * width).update(from: token.baseAddress!, count: width)
-        count += 1
-        return true
-    }
-
-    private mutating func grow() {
-        let old = self
-        self = TokenTable(width: width, hasValues: hasValues, capacity: capacity + capacity / 2)
-        old.forEach { token, value in insert(token, hash: Self.hash(token), value: value) }
-    }
-
-    /// Every token and value, in no particular order.
-    func forEach(_ body: (UnsafeBufferPointer<UInt8>, UInt32) -> Void) {
-        withExtendedLifetime(memory) {
-            for slot in 0..<capacity where control[slot] != 0 {
-                body(UnsafeBufferPointer(start: keys + slot * width, count: width), hasValues ? values[slot] : 0)
-            }
-        }
+        return found ? values[slot] : nil
     }
 }
 
@@ -138,7 +154,7 @@ final class TableMemory {
     let values: UnsafeMutablePointer<UInt32>
     private let mapping: UnsafeMutableRawPointer
     private let mappedBytes: Int
-    private let capacity: Int, width: Int, hasValues: Bool
+    let capacity: Int, width: Int, hasValues: Bool
 
     private static let hugePage = 2 << 20
 
@@ -182,6 +198,8 @@ final class TableMemory {
 /// have a single width), optionally with a 4-byte value each.
 public struct TokenSet {
     private var tables: [TokenTable] = []
+    /// `tables[i].view`, kept beside them for lookups.
+    private var views: [TableView] = []
     private let hasValues: Bool
     private let expectedCount: Int
 
@@ -196,9 +214,11 @@ public struct TokenSet {
     public var allocatedBytes: Int { tables.reduce(0) { $0 + $1.allocatedBytes } }
 
     @inline(__always)
-    private func tableIndex(width: Int) -> Int? {
-        for i in tables.indices where tables[i].width == width { return i }
-        return nil
+    private func view(width: Int) -> TableView? {
+        views.withUnsafeBufferPointer { v in
+            for i in v.indices where v[i].width == width { return v[i] }
+            return nil
+        }
     }
 
     /// The hash the set files `token` under; computed once, it can be given
@@ -215,23 +235,15 @@ public struct TokenSet {
     /// table is far bigger than the cache: each lookup was a miss).
     @inline(__always)
     public func prefetch(width: Int, hash: UInt64) {
-        // Through the buffer: `tables[i]` copied the table (a retain and a
-        // release of its mapping) for every lookup.
-        tables.withUnsafeBufferPointer { t in
-            for i in t.indices where t[i].width == width { t[i].prefetch(hash: hash); return }
-        }
+        view(width: width)?.prefetch(hash: hash)
     }
 
     public func contains(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64) -> Bool {
-        tables.withUnsafeBufferPointer { t in
-            for i in t.indices where t[i].width == token.count { return t[i].contains(token, hash: hash) }
-            return false
-        }
+        withExtendedLifetime(tables) { view(width: token.count)?.contains(token, hash: hash) ?? false }
     }
 
     public func value(for token: UnsafeBufferPointer<UInt8>) -> UInt32? {
-        guard let i = tableIndex(width: token.count) else { return nil }
-        return tables[i].value(for: token)
+        withExtendedLifetime(tables) { view(width: token.count)?.value(for: token, hash: Self.hash(token)) }
     }
 
     /// Inserts (or replaces the value of) a token; returns whether it was new.
@@ -244,10 +256,19 @@ public struct TokenSet {
     @discardableResult
     public mutating func insert(_ token: UnsafeBufferPointer<UInt8>, hash: UInt64, value: UInt32 = 0) -> Bool {
         precondition(!token.isEmpty)
-        if let i = tableIndex(width: token.count) { return tables[i].insert(token, hash: hash, value: value) }
-        let capacity = max(1024, expectedCount * 5 / 4 + 16)
-        tables.append(TokenTable(width: token.count, hasValues: hasValues, capacity: tables.isEmpty ? capacity : 1024))
-        return tables[tables.count - 1].insert(token, hash: hash, value: value)
+        var index = views.withUnsafeBufferPointer { v in v.firstIndex { $0.width == token.count } }
+        if index == nil {
+            let capacity = max(1024, expectedCount * 5 / 4 + 16)
+            tables.append(TokenTable(width: token.count, hasValues: hasValues, capacity: tables.isEmpty ? capacity : 1024))
+            views.append(tables[tables.count - 1].view)
+            index = tables.count - 1
+        }
+        let i = index!
+        let inserted = tables[i].insert(token, hash: hash, value: value)
+        // The table may have grown or been copied (a set copied, then changed).
+        let view = tables[i].view
+        if view.control != views[i].control { views[i] = view }
+        return inserted
     }
 
     public mutating func insert(_ token: [UInt8], value: UInt32 = 0) {
