@@ -112,6 +112,12 @@ public final class BatchPipeline<Batch: AnyObject>: @unchecked Sendable {
 
 /// Runs `body` on a new detached thread, without Foundation.
 public func startDetachedThread(_ body: @escaping @Sendable () -> Void) {
+    pthread_detach(startThread(body))
+}
+
+/// Runs `body` on a new thread; `pthread_join` the result to wait for it
+/// (joining also orders everything the thread wrote before what follows).
+public func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     final class Start { let body: () -> Void; init(_ body: @escaping () -> Void) { self.body = body } }
     let start = Unmanaged.passRetained(Start(body)).toOpaque()
     var handle = pthread_t()
@@ -120,5 +126,5 @@ public func startDetachedThread(_ body: @escaping @Sendable () -> Void) {
         return nil
     }, start)
     precondition(result == 0, "cannot start a thread: \(result)")
-    pthread_detach(handle)
+    return handle
 }

@@ -602,18 +602,13 @@ final class PendingConnection: @unchecked Sendable {
     private var joined = false
 
     init(host: String, port: Int, context: TLSContext, cancellation: CancellationPipe) {
-        final class Box { let body: () -> Void; init(_ b: @escaping () -> Void) { body = b } }
-        let box = Unmanaged.passRetained(Box { [self] in
+        thread = startThread { [self] in
             do throws(TLSError) {
                 result = .success(try TLSConnection.connect(host: host, port: port, context: context, timeout: 30, cancellation: cancellation))
             } catch {
                 result = .failure(error)
             }
-        }).toOpaque()
-        pthread_create(&thread, nil, { raw in
-            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().body()
-            return nil
-        }, box)
+        }
     }
 
     /// Waits for the attempt to end (the join orders its result before this read).

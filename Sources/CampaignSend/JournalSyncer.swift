@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CampaignIO
 
 /// fsyncs the journal on a thread of its own, so that a proof of acceptance
 /// does not hold its connection while the disk catches up.
@@ -38,12 +39,7 @@ final class JournalSyncer: @unchecked Sendable {
     func start() {
         guard !running else { return }
         running = true
-        let box = Unmanaged.passRetained(self).toOpaque()
-        pthread_create(&thread, nil, { raw in
-            let syncer = Unmanaged<JournalSyncer>.fromOpaque(raw!).takeRetainedValue()
-            syncer.loop()
-            return nil
-        }, box)
+        thread = startThread { [self] in loop() }
     }
 
     /// Asks for an fsync of everything written so far. Returns at once; a

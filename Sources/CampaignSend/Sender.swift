@@ -381,7 +381,7 @@ public final class Sender: @unchecked Sendable {
         defer { shared.syncer.stop() }
         var threads: [pthread_t] = []
         for worker in workers {
-            threads.append(Self.spawn { worker.run() })
+            threads.append(startThread { worker.run() })
         }
 
         var report = SendReport()
@@ -480,15 +480,4 @@ public final class Sender: @unchecked Sendable {
         try store.save(path: path)
     }
 
-    private static func spawn(_ body: @escaping @Sendable () -> Void) -> pthread_t {
-        final class Box { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
-        var thread = pthread_t()
-        let box = Unmanaged.passRetained(Box(body)).toOpaque()
-        pthread_create(&thread, nil, { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            box.body()
-            return nil
-        }, box)
-        return thread
-    }
 }
