@@ -16,9 +16,6 @@ struct TokenTable {
     /// Where the slots are: what lookups use.
     private(set) var view: TableView
 
-    var width: Int { view.width }
-    var hasValues: Bool { view.hasValues }
-
     init(width: Int, hasValues: Bool, capacity: Int = 1024) {
         memory = TableMemory(capacity: capacity, width: width, hasValues: hasValues)
         view = TableView(memory: memory)
@@ -45,10 +42,6 @@ struct TokenTable {
         h ^= h >> 32
         h = h &* 0xD6E8_FEB8_6659_FD93
         return h ^ (h >> 32)
-    }
-
-    func value(for token: UnsafeBufferPointer<UInt8>) -> UInt32? {
-        withExtendedLifetime(memory) { view.value(for: token, hash: Self.hash(token)) }
     }
 
     /// Inserts or replaces; returns whether the token was new.
