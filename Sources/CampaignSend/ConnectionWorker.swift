@@ -109,10 +109,13 @@ final class ConnectionWorker: @unchecked Sendable {
 
     func run() {
         while !shared.cancellation.isCancelled {
+            if connection == nil { peekQueue() }
+            // Finished, with or without a connection: the simple format never
+            // gets a response that closes its last connection, so waiting for
+            // one to close first kept such a send running for ever.
+            if !hasWork && unproven == 0 && (inputFinished || shared.isStopping) { break }
             if connection == nil {
-                peekQueue()
                 if !hasWork && unproven == 0 {
-                    if inputFinished || shared.isStopping { break }
                     waitForWork()
                     continue
                 }
@@ -127,9 +130,13 @@ final class ConnectionWorker: @unchecked Sendable {
             }
             pump(workLeft: workLeft)
         }
-        if let connection { connection.abort(); self.connection = nil }
+        // Nothing unproven (the simple format's last connection, written out):
+        // a clean close, so the gateway reads every byte before the socket goes.
+        if let connection { unproven == 0 ? connection.close() : connection.abort(); self.connection = nil }
         if let spare, case .success(let unused) = spare.wait() { unused.abort() }
         spare = nil
+        // No one takes from the queue any more: a plan reader waiting for room must not wait for ever.
+        queue.abandon()
         shared.workerFinished(sentBelow: sentBelowMap((0..<Int32(sentBelow.count)).map { $0 }))
     }
 

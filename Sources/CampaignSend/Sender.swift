@@ -114,6 +114,9 @@ final class SendShared: @unchecked Sendable {
     private var sentBelow: [Int32: Int32] = [:]
     var feedbackTokens: [([UInt8], UInt32)] = []
     private var journalError: Error?
+    /// The connections' queues, abandoned as soon as the send stops or gives
+    /// up, so the plan reader never waits for room that will not come.
+    private var queues: [WorkQueue] = []
 
     init(journal: Journal, context: TLSContext, cancellation: CancellationPipe, workers: Int,
          maxConnectAttempts: Int, logger: @escaping @Sendable (String) -> Void) throws {
@@ -131,19 +134,33 @@ final class SendShared: @unchecked Sendable {
     var isFinished: Bool { mutex.lock(); defer { mutex.unlock() }; return failure != nil }
     var failureReason: SendFailureReason? { mutex.lock(); defer { mutex.unlock() }; return failure }
 
-    /// A graceful stop: no new notifications; prove what is in flight.
-    func requestStop() {
+    /// The queues to abandon when the send stops; set before the workers start.
+    func attach(queues: [WorkQueue]) {
         mutex.lock()
-        stopping = true
+        self.queues = queues
+        let stopped = stopping || failure != nil
+        mutex.unlock()
+        if stopped { for q in queues { q.abandon() } }
+    }
+
+    /// Sets the stop flag (or failure) and wakes everything that waits: the
+    /// workers through the stop bell, the plan reader through its queues.
+    private func stop(_ change: () -> Void) {
+        mutex.lock()
+        change()
+        let queues = self.queues
         mutex.unlock()
         stopBell.ring()
+        for q in queues { q.abandon() }
+    }
+
+    /// A graceful stop: no new notifications; prove what is in flight.
+    func requestStop() {
+        stop { stopping = true }
     }
 
     func fail(_ reason: SendFailureReason) {
-        mutex.lock()
-        if failure == nil { failure = reason }
-        mutex.unlock()
-        stopBell.ring()
+        stop { if failure == nil { failure = reason } }
         if case .credentials = reason { cancellation.cancel() }
     }
 
@@ -199,6 +216,7 @@ final class SendShared: @unchecked Sendable {
             logger("cannot write the journal: \(error)")
             stopping = true
             stopBell.ring()
+            for q in queues { q.abandon() }
         }
     }
 
@@ -213,6 +231,7 @@ final class SendShared: @unchecked Sendable {
             journalError = error
             stopping = true
             stopBell.ring()
+            for q in queues { q.abandon() }
         }
     }
 
@@ -366,6 +385,10 @@ public final class Sender: @unchecked Sendable {
     /// Possible duplicates carried over from an earlier, interrupted run.
     public var duplicatesRiskedBeforeThisRun = 0
 
+    /// Frames each connection's queue holds before the plan reader waits.
+    /// Tests lower it to reach the full-queue paths with small plans.
+    public var queueCapacity = 8192
+
     /// Sends every record of `plan` not already final in the journal.
     public func run(plan: PlanReader) throws -> SendReport {
         let started = Deadline.now()
@@ -373,7 +396,8 @@ public final class Sender: @unchecked Sendable {
         if plan.header.format == .simple {
             logger("warning: the simple format (command 0) has no error responses: failures cannot be detected, and sent notifications are only presumed delivered")
         }
-        let queues = try (0..<settings.connections).map { _ in try WorkQueue(capacity: 8192) }
+        let queues = try (0..<settings.connections).map { _ in try WorkQueue(capacity: queueCapacity) }
+        shared.attach(queues: queues)
         let workers = (0..<settings.connections).map {
             ConnectionWorker(index: $0, queue: queues[$0], shared: shared, settings: settings, header: header)
         }

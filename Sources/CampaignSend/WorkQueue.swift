@@ -62,6 +62,9 @@ final class WorkQueue: @unchecked Sendable {
     private var rung = false
     /// The reader is waiting for room.
     private var producerWaiting = false
+    /// Nothing pushed from now on would be taken: the connection has stopped,
+    /// or the send is stopping or has given up.
+    private var abandoned = false
     private let capacity: Int
     private var mutex = pthread_mutex_t()
     private var notFull = pthread_cond_t()
@@ -82,12 +85,16 @@ final class WorkQueue: @unchecked Sendable {
     }
 
     /// Moves every frame of `batch` into the queue (leaving `batch` empty),
-    /// waiting while the queue is full. False when cancelled; the batch is
-    /// then left as it was.
+    /// waiting while the queue is full. False when cancelled or abandoned
+    /// (before or during the wait); the batch is then left as it was.
+    ///
+    /// The wait ends on room, on ``abandon()`` (which broadcasts), and on
+    /// `cancellation`, which a signal may set without touching this queue's
+    /// condition: for that one the wait wakes every 50 ms to look.
     func push(_ batch: inout FrameBatch, cancellation: CancellationPipe) -> Bool {
         guard !batch.isEmpty else { return true }
         pthread_mutex_lock(&mutex)
-        while frames.count - head >= capacity {
+        while !abandoned, frames.count - head >= capacity {
             if cancellation.isCancelled { pthread_mutex_unlock(&mutex); return false }
             var deadline = timespec()
             clock_gettime(CLOCK_REALTIME, &deadline)
@@ -97,6 +104,7 @@ final class WorkQueue: @unchecked Sendable {
             pthread_cond_timedwait(&notFull, &mutex, &deadline)
             producerWaiting = false
         }
+        if abandoned { pthread_mutex_unlock(&mutex); return false }
         if head >= capacity / 2 { compact() }
         let offset = bytes.count
         bytes.append(contentsOf: batch.bytes)
@@ -177,6 +185,17 @@ final class WorkQueue: @unchecked Sendable {
     }
 
     var isEmpty: Bool { state.empty }
+
+    /// No frame will be taken any more: the connection has stopped, or the
+    /// send is stopping or giving up. Wakes a reader waiting for room; every
+    /// push from now on returns false, so the reader never waits for a
+    /// connection that is gone (before this, a full queue held it for ever).
+    func abandon() {
+        pthread_mutex_lock(&mutex)
+        abandoned = true
+        pthread_cond_broadcast(&notFull)
+        pthread_mutex_unlock(&mutex)
+    }
 
     /// No more frames will come.
     func close() {

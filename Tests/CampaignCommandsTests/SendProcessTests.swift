@@ -95,19 +95,20 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
 }
 
 @Suite(.serialized) struct SendProcessTests {
-    static func plan(count: Int, into path: String, seed: UInt64) throws -> Set<String> {
+    static func plan(count: Int, into path: String, seed: UInt64, format: String = "enhanced") throws -> Set<String> {
         let (csv, tokens) = randomAudienceCSV(count: count, seed: seed)
         try csv.write(toFile: path + ".csv", atomically: true, encoding: .utf8)
-        let job = try CampaignJob(json: JSONValue.parse(#"{"campaign":"kill","messages":{"en":{"alert":"Notification {n}"}}}"#), path: "job")
+        let job = try CampaignJob(json: JSONValue.parse(#"{"campaign":"kill","format":"\#(format)","messages":{"en":{"alert":"Notification {n}"}}}"#), path: "job")
         var options = PlanOptions(now: 1_700_000_000)
         options.shards = 32
         _ = try Planner(job: job, options: options).run(reader: AudienceFile.open(path + ".csv"), plan: PlanWriter(path: path), rejects: nil)
         return tokens
     }
 
-    static func simulator(in dir: TemporaryDirectory) throws -> GatewaySimulator {
+    static func simulator(in dir: TemporaryDirectory, faults: FaultPlan = FaultPlan()) throws -> GatewaySimulator {
         var configuration = SimulatorConfiguration(certificatesDirectory: TestCertificates.directory)
         configuration.recordPath = dir.file("record.ndjson")
+        configuration.faults = faults
         let simulator = try GatewaySimulator(configuration: configuration)
         try simulator.start()
         return simulator
@@ -192,5 +193,80 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         #expect(recorded.count == tokens.count, "graceful stops prove everything in flight: no duplicates")
         #expect(Set(recorded) == tokens)
         #expect(try Journal.read(directory: dir.file("journal")).duplicatesRisked == 0)
+    }
+
+    // MARK: - Sends that must end by themselves (plans larger than the queues)
+    //
+    // With one connection, 20,000 records overfill its queue (8192 frames):
+    // the plan reader is waiting for room when the worker stops. Before the
+    // fix nothing ever drained that queue and the send never exited.
+
+    @Test(.timeLimit(.minutes(5))) func aGatewayThatDropsEveryConnectionEndsTheSendWithExit69() throws {
+        let dir = TemporaryDirectory("dropevery")
+        var faults = FaultPlan()
+        faults.dropEvery = 64
+        let simulator = try Self.simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        _ = try Self.plan(count: 20_000, into: dir.file("plan.ndjson"), seed: 21)
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(simulator.port)", "--connections", "1"] + Self.credentials(), in: dir.path)
+        let status = run.wait(timeout: 120)
+        if status == nil { run.kill9() }
+        #expect(status == 69, "still running after 120 s, or the wrong exit: \(run.stderr)")
+        #expect(try Journal.read(directory: dir.file("journal")).outcome == "gave-up")
+    }
+
+    @Test(.timeLimit(.minutes(5))) func aGatewayThatDiesMidSendEndsTheSendWithExit69Within120Seconds() throws {
+        let dir = TemporaryDirectory("gatewaydies")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        _ = try Self.plan(count: 60_000, into: dir.file("plan.ndjson"), seed: 22)
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(simulator.port)", "--rate", "2000"] + Self.credentials(), in: dir.path)
+        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted >= 1000 })
+        simulator.stop()
+        let status = run.wait(timeout: 120)
+        if status == nil { run.kill9() }
+        #expect(status == 69, "still running 120 s after the gateway died, or the wrong exit: \(run.stderr)")
+    }
+
+    @Test(.timeLimit(.minutes(5))) func aFirstSignalWhileThePlanIsBeingReadExits75Within10SecondsAndTheResumeDeliversEachOnce() throws {
+        let dir = TemporaryDirectory("sigterm-reading")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let tokens = try Self.plan(count: 20_000, into: dir.file("plan.ndjson"), seed: 23)
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(simulator.port)", "--rate", "2000", "--connections", "1"] + Self.credentials(), in: dir.path)
+        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted >= 500 })
+        kill(run.process.processIdentifier, SIGTERM)
+        let status = run.wait(timeout: 10)
+        if status == nil { run.kill9() }
+        #expect(status == 75, "still running 10 s after SIGTERM, or the wrong exit: \(run.stderr)")
+        let stopped = try Journal.read(directory: dir.file("journal"))
+        #expect(stopped.outcome == "interrupted")
+        #expect(stopped.doneCount < tokens.count)
+        let resumed = try CampaignProcess(["send", "--resume", dir.file("journal")] + Self.credentials(), in: dir.path)
+        #expect(resumed.wait(timeout: 120) == 0, "\(resumed.stderr)")
+        simulator.stop()
+        let recorded = try Self.recorded(dir)
+        #expect(recorded.count == tokens.count, "a graceful stop proves what is in flight: each notification exactly once")
+        #expect(Set(recorded) == tokens)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aSimpleFormatSendExitsOnceEverythingIsWritten() throws {
+        let dir = TemporaryDirectory("simple-ends")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let tokens = try Self.plan(count: 3, into: dir.file("plan.ndjson"), seed: 24, format: "simple")
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(simulator.port)", "--report", dir.file("report.json")] + Self.credentials(), in: dir.path)
+        let status = run.wait(timeout: 30)
+        if status == nil { run.kill9() }
+        #expect(status == 0, "still running 30 s after a 3-record simple send, or the wrong exit: \(run.stderr)")
+        #expect(simulator.waitForStatistics(timeout: 10) { $0.accepted == 3 })
+        simulator.stop()
+        #expect(Set(try Self.recorded(dir)) == tokens)
+        let report = try JSONValue.parse(Array(Data(contentsOf: URL(fileURLWithPath: dir.file("report.json")))))
+        #expect(report["presumed"]?.integerValue == 3)
     }
 }
