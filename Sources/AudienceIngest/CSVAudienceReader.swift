@@ -22,9 +22,16 @@ public final class CSVAudienceReader: AudienceReader {
     private let fields: CSVRowBuffer
     private var rowStartLine = 0
     private var rowBytes = 0
+    /// A line kept for parsing again: its copy, or, for a line too long to
+    /// keep, only its number and length (it is reported again, in its place).
+    private struct KeptLine {
+        var number: Int
+        var bytes: [UInt8]
+        var overlong: Int? = nil
+    }
     /// Copies of the lines of a row that spans lines, for replay after an error.
-    private var rowLines: [(number: Int, bytes: [UInt8])] = []
-    private var replay: [(number: Int, bytes: [UInt8])] = []
+    private var rowLines: [KeptLine] = []
+    private var replay: [KeptLine] = []
     private var replayIndex = 0
     private var finished = false
 
@@ -86,10 +93,18 @@ public final class CSVAudienceReader: AudienceReader {
                 return nil
             }
             if let overlong {
-                // Too long to be a row: drop it, and any row it was part of.
-                let line = fields.boundsCount == 0 && rowLines.isEmpty ? number : rowStartLine
+                guard rowLines.isEmpty else {
+                    // A quoted field opened on an earlier line is still open:
+                    // that row is malformed, but the lines after its first are
+                    // parsed again, and this one is reported in its place after
+                    // them (before, every row in between was silently lost).
+                    let line = rowStartLine
+                    abandonRow(replayFrom: line, then: KeptLine(number: number, bytes: [], overlong: overlong))
+                    return .malformed(line: line, reason: "a quoted field is still open at line \(number), which is longer than \(maxRowBytes >> 10) KiB (\(overlong) bytes; unbalanced quote?)", token: tokenGuess())
+                }
+                // Too long to be a row: drop it.
                 abandonRow(replayFrom: nil)
-                return .malformed(line: line, reason: "the row is longer than \(maxRowBytes >> 10) KiB (\(overlong) bytes)", token: nil)
+                return .malformed(line: number, reason: "the row is longer than \(maxRowBytes >> 10) KiB (\(overlong) bytes)", token: nil)
             }
             if fields.boundsCount == 0 && rowLines.isEmpty && !fields.ended {
                 rowStartLine = number
@@ -108,7 +123,7 @@ public final class CSVAudienceReader: AudienceReader {
             if syntaxError {
                 let line = rowStartLine
                 let spanned = !rowLines.isEmpty
-                if spanned { rowLines.append((number, copyOfCurrentLine())) }
+                if spanned { rowLines.append(KeptLine(number: number, bytes: copyOfCurrentLine())) }
                 abandonRow(replayFrom: spanned ? line : nil)
                 return .malformed(line: line, reason: "invalid CSV quoting", token: tokenGuess())
             }
@@ -116,7 +131,7 @@ public final class CSVAudienceReader: AudienceReader {
                 return deliver(into: &row, columns: columns, validateCount: validateCount)
             }
             // The row goes on past this line: keep a copy for replay.
-            rowLines.append((number, copyOfCurrentLine()))
+            rowLines.append(KeptLine(number: number, bytes: copyOfCurrentLine()))
             if rowBytes > maxRowBytes {
                 let line = rowStartLine
                 abandonRow(replayFrom: line)
@@ -132,14 +147,16 @@ public final class CSVAudienceReader: AudienceReader {
         return pendingToken
     }
 
-    /// Forgets the row in progress; with `replayFrom`, parses again the lines after that one.
-    private func abandonRow(replayFrom startLine: Int?) {
+    /// Forgets the row in progress; with `replayFrom`, parses again the lines
+    /// after that one, then `then`.
+    private func abandonRow(replayFrom startLine: Int?, then next: KeptLine? = nil) {
         if tokenColumn >= 0, fields.boundsCount > tokenColumn * 2 + 1 {
             pendingToken = String(decoding: fields.field(tokenColumn), as: UTF8.self)
         }
         tokenizer.reset()
         if let startLine {
-            let again = rowLines.filter { $0.number > startLine }
+            var again = rowLines.filter { $0.number > startLine }
+            if let next { again.append(next) }
             replay = again + replay[replayIndex...]
             replayIndex = 0
         }
@@ -185,7 +202,7 @@ public final class CSVAudienceReader: AudienceReader {
                 replayIndex = 0
             }
             replayCurrent = line.bytes
-            return (line.number, nil)
+            return (line.number, line.overlong)
         }
         replayCurrent = nil
         switch try lines.next() {

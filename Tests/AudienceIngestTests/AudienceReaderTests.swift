@@ -50,6 +50,21 @@ func readAll(_ text: String, name: String = "audience.csv", gzip: Bool = false) 
         #expect(result.rows.map { $0.1["token"] } == ["aa", "bb"])
     }
 
+    @Test func aStrayQuoteThenAnOverlongLineLosesNoRowInBetween() throws {
+        // Line 2 opens a quote that never closes; lines 3-102 are good; line
+        // 103 is longer than the 1 MiB row limit; line 104 is good.
+        var csv = "token,lang,n\n" + "t2,\"en,2\n"
+        for line in 3...102 { csv += "t\(line),en,\(line)\n" }
+        csv += "t103,en," + String(repeating: "x", count: 1_100_000) + "\n"
+        csv += "t104,en,104\n"
+        let result = try readAll(csv)
+        #expect(result.rows.map(\.0) == Array(3...102) + [104])
+        #expect(result.rows.first?.1["token"] == "t3")
+        #expect(result.bad.map(\.0) == [2, 103])
+        #expect(result.bad.first?.1.contains("still open at line 103") == true)
+        #expect(result.bad.last?.1.contains("longer than 1024 KiB") == true)
+    }
+
     @Test func rowsWithTheWrongFieldCountAreMalformedWithTheirLine() throws {
         let result = try readAll("token,lang\naa,en\nbb,en,extra\ncc\ndd,de\n")
         #expect(result.rows.map { $0.1["token"] } == ["aa", "dd"])
