@@ -42,7 +42,9 @@ bench: deps
 	python3 scripts/bench.py
 	.build/release/campaign-bench simulator --notifications 2000000 --runs 3 --connections 1 --record
 
-# The tests under ThreadSanitizer and AddressSanitizer (separate build folders).
+# The tests under ThreadSanitizer and AddressSanitizer (separate build folders),
+# then the credential loaders in a release build under AddressSanitizer (only
+# release builds release an array after its last use: scripts/sanitize-credentials.sh).
 # Leak detection at exit is off for ASan: the test runner's Foundation.Process
 # and XCTest leave allocations LeakSanitizer reports (see docs/reliability notes).
 sanitize: deps
@@ -50,6 +52,8 @@ sanitize: deps
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
 	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan
+	$(SWIFT) build -c release --product campaign --sanitize=address --scratch-path .build-asan-release
+	bash scripts/sanitize-credentials.sh .build-asan-release/release/campaign
 
 # libFuzzer on each parser of untrusted input (campaign-fuzz targets: wire,
 # csv, ndjson, job, plan), FUZZ_SECONDS each, from the seeds and regressions in

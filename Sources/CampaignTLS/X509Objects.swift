@@ -17,7 +17,7 @@ public final class Certificate: @unchecked Sendable {
     }
 
     static func fromPEM(_ data: [UInt8], path: String) throws(TLSError) -> [Certificate] {
-        let bio = data.withUnsafeBytes { BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }
+        let bio = memoryBIO(copying: data)
         defer { BIO_free(bio) }
         var result: [Certificate] = []
         while let x = PEM_read_bio_X509(bio, nil, nil, nil) { result.append(Certificate(taking: x)) }
@@ -77,7 +77,7 @@ public final class PrivateKey: @unchecked Sendable {
     /// Loads a PEM key, decrypting it with `passphrase` when it is encrypted.
     public static func load(pemFile path: String, passphrase: String?) throws(TLSError) -> PrivateKey {
         let data = try readFile(path)
-        let bio = data.withUnsafeBytes { BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }
+        let bio = memoryBIO(copying: data)
         defer { BIO_free(bio) }
         OpenSSLErrorQueue.clear()
         // With no callback, OpenSSL takes the user-data argument as the passphrase;
@@ -129,7 +129,7 @@ public struct TLSIdentity: Sendable {
         // Bundles exported by older tools use RC2 or 3DES, which OpenSSL 3 keeps
         // in its legacy provider; load it once, and do without it if absent.
         PKCS12Legacy.loadOnce
-        let bio = data.withUnsafeBytes { BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }
+        let bio = memoryBIO(copying: data)
         defer { BIO_free(bio) }
         guard let p12 = d2i_PKCS12_bio(bio, nil) else {
             OpenSSLErrorQueue.clear()
@@ -188,6 +188,21 @@ private enum PKCS12Legacy {
         _ = OSSL_PROVIDER_load(nil, "default")
         OpenSSLErrorQueue.clear()
     }()
+}
+
+/// A memory BIO holding its own copy of `bytes`, to free with `BIO_free`.
+///
+/// Not `BIO_new_mem_buf`, which reads the caller's memory in place: given a
+/// pointer from `withUnsafeBytes`, it outlived its closure, and once the
+/// array was released OpenSSL parsed freed memory (every PKCS#12 bundle was
+/// refused). Credential files are small; the copy costs nothing that matters.
+func memoryBIO(copying bytes: [UInt8]) -> OpaquePointer? {
+    guard let bio = BIO_new(BIO_s_mem()) else { return nil }
+    let written = bytes.withUnsafeBytes { raw in
+        raw.isEmpty ? 0 : BIO_write(bio, raw.baseAddress, Int32(raw.count))
+    }
+    guard written == Int32(bytes.count) else { BIO_free(bio); return nil }
+    return bio
 }
 
 /// Runs `body` with a memory BIO and returns what it wrote.
