@@ -10,36 +10,72 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
 
     public init(bytes: [UInt8]) { self.bytes = bytes }
 
-    /// Parses hex text in either case, ignoring spaces and tabs and one pair of
-    /// enclosing angle brackets. Returns nil for anything else: odd digit
-    /// counts, other characters, or an empty token.
+    /// Parses hex text in either case, ignoring spaces and tabs around it and
+    /// between byte groups, and one pair of enclosing angle brackets. Returns
+    /// nil for anything else: odd digit counts, other characters, or an empty
+    /// token. The same rules as ``parseHex(_:into:maxBytes:)``, which the
+    /// planner uses.
     public init?(hex text: some StringProtocol) {
-        var utf8 = Substring(text).utf8[...]
-        while let first = utf8.first, first == 0x20 || first == 0x09 { utf8 = utf8.dropFirst() }
-        while let last = utf8.last, last == 0x20 || last == 0x09 { utf8 = utf8.dropLast() }
-        if utf8.first == UInt8(ascii: "<") {
-            guard utf8.last == UInt8(ascii: ">") else { return nil }
-            utf8 = utf8.dropFirst().dropLast()
+        var text = String(text)
+        let parsed = text.withUTF8 { utf8 -> [UInt8]? in
+            let capacity = max(1, utf8.count / 2)
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { out -> [UInt8]? in
+                guard case .bytes(let n) = DeviceToken.parseHex(utf8, into: out.baseAddress!, maxBytes: capacity) else { return nil }
+                return Array(out[..<n])
+            }
         }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(utf8.count / 2)
-        var high: UInt8? = nil
-        for c in utf8 {
+        guard let parsed else { return nil }
+        bytes = parsed
+    }
+
+    /// What ``parseHex(_:into:maxBytes:)`` found.
+    public enum HexParse: Equatable, Sendable {
+        /// This many bytes were written.
+        case bytes(Int)
+        /// Nothing but spaces (and brackets).
+        case empty
+        /// A character that is not a hex digit, or a digit left over (odd count, or a space inside a byte).
+        case notHex
+        /// More than `maxBytes` bytes.
+        case tooLong
+    }
+
+    /// The one hex token parser: bare hex, or hex as logs, spreadsheets and
+    /// `NSData.description` give it (`"  <740f4707 bebcf74f …> "`). Writes at
+    /// most `maxBytes` bytes to `out`.
+    @inlinable
+    public static func parseHex(_ text: UnsafeBufferPointer<UInt8>, into out: UnsafeMutablePointer<UInt8>, maxBytes: Int) -> HexParse {
+        // Nearly every token is bare hex: decoded by table, in one pass.
+        if !text.isEmpty, text.count <= 2 * maxBytes, HexEncoding.decodePairs(text, into: out) { return .bytes(text.count / 2) }
+        var bytes = text[...]
+        while let first = bytes.first, first == 0x20 || first == 0x09 { bytes = bytes.dropFirst() }
+        while let last = bytes.last, last == 0x20 || last == 0x09 { bytes = bytes.dropLast() }
+        if bytes.first == UInt8(ascii: "<") {
+            guard bytes.count >= 2, bytes.last == UInt8(ascii: ">") else { return .notHex }
+            bytes = bytes.dropFirst().dropLast()
+        }
+        var count = 0
+        var high: UInt8 = 0
+        var haveHigh = false
+        for c in bytes {
             if c == 0x20 || c == 0x09 {
                 // A space may separate byte groups but never split a byte.
-                if high != nil { return nil }
+                if haveHigh { return .notHex }
                 continue
             }
-            guard let nibble = DeviceToken.nibble(c) else { return nil }
-            if let h = high {
-                bytes.append(h << 4 | nibble)
-                high = nil
+            guard let n = nibbleValue(c) else { return .notHex }
+            if haveHigh {
+                guard count < maxBytes else { return .tooLong }
+                out[count] = high << 4 | n
+                count += 1
+                haveHigh = false
             } else {
-                high = nibble
+                high = n
+                haveHigh = true
             }
         }
-        guard high == nil, !bytes.isEmpty else { return nil }
-        self.bytes = bytes
+        if haveHigh { return .notHex }
+        return count == 0 ? .empty : .bytes(count)
     }
 
     /// Lower-case hex, two digits a byte, no separators.
@@ -67,15 +103,6 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    @inline(__always)
-    static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
 }
 
 /// Lower-case hex encoding into a byte buffer, for hot paths that must not

@@ -153,7 +153,7 @@ public enum PayloadInspector {
                         p += 1
                     case UInt8(ascii: "u"):
                         guard b.count - p >= 5 else { return false }
-                        for i in 1...4 where DeviceToken.nibble(b[p + i]) == nil { return false }
+                        for i in 1...4 where DeviceToken.nibbleValue(b[p + i]) == nil { return false }
                         p += 5
                     default:
                         return false

@@ -211,11 +211,15 @@ final class RowPreparer: @unchecked Sendable {
         guard let tokenRange = row.range(of: tokenColumn) else {
             return rejected(.rejectedOutright, .missingToken, "missing token", in: batch)
         }
-        let tokenCount = row.storage.withUnsafeBufferPointer { storage in
-            Self.parseHexToken(UnsafeBufferPointer(rebasing: storage[tokenRange]), into: token)
+        let parsed = row.storage.withUnsafeBufferPointer { storage in
+            DeviceToken.parseHex(UnsafeBufferPointer(rebasing: storage[tokenRange]), into: token, maxBytes: 100)
         }
-        guard tokenCount > 0 else {
-            return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount == -1 ? "not hex" : "longer than 100 bytes")", in: batch)
+        let tokenCount: Int
+        switch parsed {
+        case .bytes(let n): tokenCount = n
+        case .empty: return rejected(.rejectedOutright, .missingToken, "missing token", in: batch)
+        case .notHex: return rejected(.rejectedOutright, .invalidToken, "invalid token: not hex", in: batch)
+        case .tooLong: return rejected(.rejectedOutright, .invalidToken, "invalid token: longer than 100 bytes", in: batch)
         }
         var p = PreparedRow()
         p.tokenStart = Int32(batch.arena.count)
@@ -269,38 +273,6 @@ final class RowPreparer: @unchecked Sendable {
         PlanRecord.appendEnd(to: batch.arena)
         p.lineEnd = Int32(batch.arena.count)
         return p
-    }
-
-    /// Hex text to bytes, tolerating spaces and one pair of angle brackets.
-    /// Returns the byte count, 0 when empty, -1 when not hex, -2 when over 100 bytes.
-    static func parseHexToken(_ text: UnsafeBufferPointer<UInt8>, into out: UnsafeMutablePointer<UInt8>) -> Int {
-        // Nearly every token is bare hex: decoded by table, in one pass.
-        if text.count <= 200, HexEncoding.decodePairs(text, into: out) { return text.count / 2 }
-        var count = 0
-        var high: UInt8 = 0
-        var haveHigh = false
-        var bytes = text[...]
-        if bytes.first == UInt8(ascii: "<") {
-            guard bytes.last == UInt8(ascii: ">") else { return -1 }
-            bytes = bytes.dropFirst().dropLast()
-        }
-        for c in bytes {
-            if c == 0x20 || c == 0x09 {
-                if haveHigh { return -1 }
-                continue
-            }
-            guard let n = DeviceToken.nibbleValue(c) else { return -1 }
-            if haveHigh {
-                guard count < 100 else { return -2 }
-                out[count] = high << 4 | n
-                count += 1
-                haveHigh = false
-            } else {
-                high = n
-                haveHigh = true
-            }
-        }
-        return haveHigh ? -1 : count
     }
 }
 

@@ -124,6 +124,25 @@ struct PlanRun {
         #expect(run.reader.header.priority == nil)
     }
 
+    @Test func theTokenFormsDeviceTokenAcceptsThePlannerAcceptsToo() throws {
+        // NSData's description with spaces around it, as logs and spreadsheets give it.
+        let hex = tokenHex(40)
+        let grouped = stride(from: 0, to: 64, by: 8).map { i in
+            String(hex[hex.index(hex.startIndex, offsetBy: i)..<hex.index(hex.startIndex, offsetBy: i + 8)])
+        }.joined(separator: " ")
+        let forms = ["  <\(grouped)> ", "<\(grouped)>", "\t\(hex.uppercased()) ", " \(grouped)"]
+        var audience = "token,lang,first_name,discount\n"
+        for form in forms { audience += "\"\(form)\",en,Ann,\(forms.firstIndex(of: form)!)\n" }
+        audience += "\"  <\(grouped) > x\",en,Bob,9\n"
+        let run = try PlanRun(job: #"{"campaign":"forms","messages":{"en":{"alert":"Hi {first_name}"}}}"#, audience: audience)
+        for form in forms { #expect(DeviceToken(hex: form)?.hex == hex, "\(form)") }
+        #expect(run.records.count == 1, "the first form is planned, the other forms of the same token are duplicates")
+        #expect(run.records.first.map { DeviceToken(bytes: $0.token).hex } == hex)
+        #expect(run.summary.rejected[.duplicateToken] == 3, "\(run.rejects)")
+        #expect(run.reject(line: 6).reason == "invalid token: not hex")
+        #expect(DeviceToken(hex: "  <\(grouped) > x") == nil)
+    }
+
     @Test func ndjsonAudienceAndInvalidUTF8() throws {
         var text = "{\"token\":\"\(tokenHex(1))\",\"language\":\"es\",\"first_name\":\"Ana\",\"discount\":20}\n"
         text += "{\"token\":\"\(tokenHex(2))\",\"locale\":\"fr_FR\",\"first_name\":\"Zoé\",\"discount\":5,\"badge\":2}\n"
