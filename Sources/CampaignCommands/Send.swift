@@ -96,7 +96,7 @@ struct Send: ParsableCommand {
             throw CampaignExit.unusableInput
         } catch let error as PlanError {
             printError("campaign send: \(error)")
-            throw CampaignExit.unusableInput
+            throw error.reason == .noTrailer ? CampaignExit.incompletePlan : CampaignExit.unusableInput
         } catch let error as IOError {
             printError("campaign send: \(error)")
             throw CampaignExit.unusableInput
@@ -157,6 +157,7 @@ struct Send: ParsableCommand {
                 planReader = try PlanReader(source: SpoolingSource(source: FileSource(path: "-"), spoolPath: spool), path: "standard input")
             } else {
                 settings.planPath = URL(fileURLWithPath: plan).standardizedFileURL.path
+                try PlanReader.checkComplete(path: plan)
                 planReader = try PlanReader(path: plan)
             }
             journalHandle = try Journal.create(directory: dir, settings: settings, planHeader: planReader.header.json)

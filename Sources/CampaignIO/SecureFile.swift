@@ -40,6 +40,19 @@ public enum SecureFile {
         ok = true
     }
 
+    /// fsyncs the directory that holds `path`, so a rename or a new file in
+    /// it survives a power loss.
+    public static func syncDirectory(of path: String) throws(IOError) {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw IOError(path: directory, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        if fsync(fd) != 0, errno != EINVAL {
+            throw IOError(path: directory, reason: "fsync failed: \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// Creates `path` and its parents when missing.
     public static func makeDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) {
         var current = path.hasPrefix("/") ? "" : "."

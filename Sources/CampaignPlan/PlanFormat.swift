@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import APNSWire
 import CampaignIO
 import CampaignJSON
@@ -144,6 +147,8 @@ public struct PlanError: Error, Equatable, Sendable, CustomStringConvertible {
         case afterTrailer
         case countMismatch(trailer: Int, read: Int)
         case checksumMismatch(trailer: String, computed: String)
+        /// A plan file that does not end with its trailer: cut short.
+        case noTrailer
     }
 
     public var path: String
@@ -162,6 +167,8 @@ public struct PlanError: Error, Equatable, Sendable, CustomStringConvertible {
         case .afterTrailer: what = "text after the trailer"
         case .countMismatch(let t, let r): what = "the trailer counts \(t) records but the plan holds \(r)"
         case .checksumMismatch(let t, let c): what = "the trailer's checksum \(t) does not match the records' \(c) (the plan was altered)"
+        case .noTrailer:
+            return "\(path): the plan has no trailer, so it is incomplete (its planner failed or was killed, or it is still being written); nothing was sent. Plan it again."
         }
         return "\(path), line \(line): \(what)."
     }
@@ -170,7 +177,14 @@ public struct PlanError: Error, Equatable, Sendable, CustomStringConvertible {
 /// Writes a plan stream, buffered, to a file (created 0600: it holds tokens) or standard output.
 public final class PlanWriter {
     private let file: BufferedFileWriter
-    public var path: String { file.name }
+    /// Where the plan ends up (for messages).
+    public let path: String
+    /// A plan file is written under this name and renamed to ``path`` once
+    /// its trailer is on disk, so a failed or killed `plan` never leaves a
+    /// partial plan where a send would find it. Nil for standard output and
+    /// for paths that are not regular files (a pipe, /dev/null).
+    private let temporaryPath: String?
+    private var completed = false
     private var crc = CRC32()
     public private(set) var records = 0
     private var seq: UInt64 = 0
@@ -182,14 +196,26 @@ public final class PlanWriter {
     private let pending = ByteArena(capacity: 1 << 17)
     private static let flushThreshold = 1 << 16
 
-    public init(path: String) throws(IOError) {
-        file = try BufferedFileWriter(path: path, writeBehind: true)
+    /// - Parameter inPlace: write straight to `path`, as to a stream, so a
+    ///   plan that fails keeps the records made before the failure (without
+    ///   a trailer). The default writes a file under a temporary name.
+    public init(path: String, inPlace: Bool = false) throws(IOError) {
+        self.path = path == "-" ? "standard output" : path
+        var info = stat()
+        let regularOrAbsent = path != "-" && (stat(path, &info) != 0 ? errno == ENOENT : (info.st_mode & S_IFMT) == S_IFREG)
+        temporaryPath = regularOrAbsent && !inPlace ? path + ".partial" : nil
+        file = try BufferedFileWriter(path: temporaryPath ?? path, writeBehind: true)
     }
 
     deinit {
-        // A plan ended early keeps the records made (it has no trailer, so
-        // readers know it is incomplete).
-        try? flush()
+        if let temporaryPath {
+            // Never completed: the partial file goes (what it held is not a plan).
+            if !completed { unlink(temporaryPath) }
+        } else {
+            // On a stream, a plan ended early keeps the records made (it has
+            // no trailer, so readers know it is incomplete).
+            try? flush()
+        }
     }
 
     public func writeHeader(_ header: PlanHeader) throws(IOError) {
@@ -214,6 +240,14 @@ public final class PlanWriter {
         PlanTrailer(records: records, crc32: crc.hex, rowsRead: rowsRead, rejected: rejected).json.serialize(into: &file.buffer)
         file.buffer.append(0x0A)
         try file.sync()
+        if let temporaryPath {
+            guard rename(temporaryPath, path) == 0 else {
+                throw IOError(path: path, reason: "cannot be put in place (rename from \(temporaryPath)): \(String(cString: strerror(errno)))")
+            }
+            // The rename itself must reach the disk before `plan` says the plan is there.
+            try SecureFile.syncDirectory(of: path)
+        }
+        completed = true
     }
 
     public func flush() throws(IOError) {

@@ -38,6 +38,39 @@ public final class PlanReader {
         set { lines.beforeRead = newValue }
     }
 
+    /// Throws ``PlanError/Reason/noTrailer`` unless the plan file at `path`
+    /// ends with a valid trailer line: `send` checks this before it sends
+    /// anything, so a plan whose planner failed is refused whole rather than
+    /// sent in part. A plain file's last line is read; a gzip plan is read
+    /// through (count and checksum verified).
+    public static func checkComplete(path: String) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw IOError(path: path, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return }   // a pipe: checked as it is read
+        let size = Int(info.st_size)
+        var magic = [UInt8](repeating: 0, count: 2)
+        if size >= 2, pread(fd, &magic, 2, 0) == 2, magic == [0x1F, 0x8B] {
+            let reader = try PlanReader(path: path)
+            while try reader.nextView({ _ in }) {}
+            guard reader.isComplete else { throw PlanError(path: path, line: 0, reason: .noTrailer) }
+            return
+        }
+        let count = min(size, 1 << 16)
+        var tail = [UInt8](repeating: 0, count: count)
+        guard count > 0, pread(fd, &tail, count, off_t(size - count)) == count else {
+            throw PlanError(path: path, line: 0, reason: .noTrailer)
+        }
+        var end = tail.count
+        while end > 0, tail[end - 1] == 0x0A || tail[end - 1] == 0x0D || tail[end - 1] == 0x20 { end -= 1 }
+        let start = tail[..<end].lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
+        let value = try? tail[start..<end].withUnsafeBytes { try JSONValue.parse($0) }
+        guard let t = value?["trailer"], t["records"]?.integerValue != nil, t["crc32"]?.stringValue != nil else {
+            throw PlanError(path: path, line: 0, reason: .noTrailer)
+        }
+    }
+
     public convenience init(path: String) throws {
         try self.init(source: InputFile.open(path), path: path == "-" ? "standard input" : path)
     }

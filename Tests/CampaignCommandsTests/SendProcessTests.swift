@@ -16,11 +16,12 @@ final class CampaignProcess {
     private let exited = DispatchSemaphore(value: 0)
     let errors = Pipe()
 
-    init(_ arguments: [String], in dir: String, executable: URL = SimulatorProcessTests.binary) throws {
+    init(_ arguments: [String], in dir: String, executable: URL = SimulatorProcessTests.binary, input: String? = nil) throws {
         process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: dir)
         process.standardError = errors
+        if let input { process.standardInput = FileHandle(forReadingAtPath: input) }
         process.standardOutput = FileHandle.nullDevice
         process.terminationHandler = { [exited] _ in exited.signal() }
         try process.run()
@@ -156,21 +157,54 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         #expect(try Self.recorded(dir).count == 300)
     }
 
-    @Test func anIncompletePlanIsSentAndReported() throws {
+    @Test func anIncompletePlanOnStandardInputIsSentAndReported() throws {
         let dir = TemporaryDirectory("incomplete")
         let simulator = try Self.simulator(in: dir)
         defer { simulator.stop() }
         _ = try Self.plan(count: 100, into: dir.file("plan.ndjson"), seed: 3)
         let lines = try String(contentsOfFile: dir.file("plan.ndjson"), encoding: .utf8).split(separator: "\n")
         try (lines.prefix(51).joined(separator: "\n") + "\n").write(toFile: dir.file("cut.ndjson"), atomically: true, encoding: .utf8)
-        let run = try CampaignProcess(["send", dir.file("cut.ndjson"), "--journal", dir.file("journal"),
-                                       "--gateway", "127.0.0.1:\(simulator.port)", "--report", dir.file("report.json")] + Self.credentials(), in: dir.path)
+        let run = try CampaignProcess(["send", "-", "--journal", dir.file("journal"), "--gateway", "127.0.0.1:\(simulator.port)",
+                                       "--report", dir.file("report.json")] + Self.credentials(), in: dir.path, input: dir.file("cut.ndjson"))
         #expect(run.wait(timeout: 60) == 65)
         simulator.stop()
         #expect(try Self.recorded(dir).count == 50)
         let report = try JSONValue.parse(Array(Data(contentsOf: URL(fileURLWithPath: dir.file("report.json")))))
         #expect(report["outcome"]?.stringValue == "incomplete-plan")
         #expect(report["accepted"]?.integerValue == 50)
+    }
+
+    @Test func aPlanFileWithoutItsTrailerIsRefusedBeforeAnythingIsSent() throws {
+        let dir = TemporaryDirectory("incomplete-file")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        _ = try Self.plan(count: 100, into: dir.file("plan.ndjson"), seed: 3)
+        let lines = try String(contentsOfFile: dir.file("plan.ndjson"), encoding: .utf8).split(separator: "\n")
+        try (lines.prefix(51).joined(separator: "\n") + "\n").write(toFile: dir.file("cut.ndjson"), atomically: true, encoding: .utf8)
+        let run = try CampaignProcess(["send", dir.file("cut.ndjson"), "--journal", dir.file("journal"),
+                                       "--gateway", "127.0.0.1:\(simulator.port)"] + Self.credentials(), in: dir.path)
+        #expect(run.wait(timeout: 60) == 65)
+        #expect(run.stderr.contains("has no trailer"), "\(run.stderr)")
+        #expect(simulator.currentStatistics().accepted == 0)
+        #expect(simulator.currentStatistics().connections.isEmpty)
+    }
+
+    @Test func aFailedPlanLeavesNoPlanAtItsOut() throws {
+        let dir = TemporaryDirectory("failed-plan")
+        let (csv, _) = randomAudienceCSV(count: 5000, seed: 9)
+        let gzip = GzipCompressor().compress(Array(csv.utf8), finish: true)
+        try Data(gzip.prefix(gzip.count / 2)).write(to: URL(fileURLWithPath: dir.file("audience.csv.gz")))
+        try #"{"campaign":"cut","messages":{"en":{"alert":"Hi {n}"}}}"#.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        let run = try CampaignProcess(["plan", dir.file("job.json"), dir.file("audience.csv.gz"), "--out", dir.file("out.plan")], in: dir.path)
+        #expect(run.wait(timeout: 60) == 66)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("out.plan")), "a failed plan must not be left where send would find it")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("out.plan.partial")))
+        // And a plan that succeeds is where --out says, complete.
+        try Data(gzip).write(to: URL(fileURLWithPath: dir.file("audience.csv.gz")))
+        let good = try CampaignProcess(["plan", dir.file("job.json"), dir.file("audience.csv.gz"), "--out", dir.file("out.plan")], in: dir.path)
+        #expect(good.wait(timeout: 60) == 0)
+        try PlanReader.checkComplete(path: dir.file("out.plan"))
+        #expect(!FileManager.default.fileExists(atPath: dir.file("out.plan.partial")))
     }
 
     @Test func aSignalStopsGracefullyAndTheResumeFinishesWithoutDuplicates() throws {
@@ -208,8 +242,12 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         let simulator = try Self.simulator(in: dir, faults: faults)
         defer { simulator.stop() }
         _ = try Self.plan(count: 20_000, into: dir.file("plan.ndjson"), seed: 21)
+        // A rate and a proof every 64 keep the connection's window small, so
+        // the plan reader, not the connection, holds the rest of the plan: it
+        // is waiting for room in the full queue when the send gives up.
         let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
-                                       "127.0.0.1:\(simulator.port)", "--connections", "1"] + Self.credentials(), in: dir.path)
+                                       "127.0.0.1:\(simulator.port)", "--connections", "1", "--checkpoint-every", "64",
+                                       "--rate", "500"] + Self.credentials(), in: dir.path)
         let status = run.wait(timeout: 120)
         if status == nil { run.kill9() }
         #expect(status == 69, "still running after 120 s, or the wrong exit: \(run.stderr)")

@@ -83,18 +83,26 @@ import CampaignTestSupport
         }
     }
 
-    /// A truncated gzip audience keeps what was read: the rows before the cut are planned.
-    @Test func aTruncatedGzipAudienceKeepsTheRowsBeforeTheCut() throws {
+    /// A truncated gzip audience: on a stream, the rows before the cut are
+    /// planned (with no trailer); a plan file is not left behind at all.
+    @Test func aTruncatedGzipAudienceKeepsTheRowsBeforeTheCutOnAStreamAndNoPlanFile() throws {
         let dir = TemporaryDirectory("hostile")
         let path = Self.corpus.appendingPathComponent("audience/truncated.csv.gz").path
         #expect(throws: (any Error).self) {
             try Planner(job: Self.job, options: PlanOptions(now: 1)).run(
-                reader: AudienceFile.open(path), plan: PlanWriter(path: dir.file("plan")), rejects: nil)
+                reader: AudienceFile.open(path), plan: PlanWriter(path: dir.file("stream"), inPlace: true), rejects: nil)
         }
-        let reader = try PlanReader(path: dir.file("plan"))
+        let reader = try PlanReader(path: dir.file("stream"))
         var records = 0
         while try reader.next() != nil { records += 1 }
         #expect(records > 1000 && !reader.isComplete, "\(records) records kept")
+
+        #expect(throws: (any Error).self) {
+            try Planner(job: Self.job, options: PlanOptions(now: 1)).run(
+                reader: AudienceFile.open(path), plan: PlanWriter(path: dir.file("plan")), rejects: nil)
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.file("plan")))
+        #expect(!FileManager.default.fileExists(atPath: dir.file("plan.partial")))
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: ["csv", "ndjson"])

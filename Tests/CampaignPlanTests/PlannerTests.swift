@@ -468,10 +468,11 @@ extension PlannerStageTests {
         while let r = try reader.next() { if first == nil { first = r } }
         #expect(try JSONValue.parse(first!.payload)["aps"]?["alert"]?.stringValue == "Hi N1500, 5% off until Sunday")
 
-        // Cut short: an error, after the rows before the cut were planned.
+        // Cut short: an error, after the rows before the cut were planned
+        // (written in place, as to a pipe; a plan file goes only once complete).
         let planner = try Planner(job: job, options: PlanOptions(now: 1))
         #expect(throws: (any Error).self) {
-            try planner.run(reader: AudienceFile.open(dir.file("cut.ndjson.gz")), plan: PlanWriter(path: dir.file("cut.plan")), rejects: nil)
+            try planner.run(reader: AudienceFile.open(dir.file("cut.ndjson.gz")), plan: PlanWriter(path: dir.file("cut.plan"), inPlace: true), rejects: nil)
         }
         let cut = try PlanReader(path: dir.file("cut.plan"))
         var records = 0
