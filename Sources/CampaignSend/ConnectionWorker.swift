@@ -80,7 +80,10 @@ final class ConnectionWorker: @unchecked Sendable {
     private var rateAllowance: Double = 0
     private var rateUpdatedAt: UInt64 = 0
 
-    static let retryLimit: UInt8 = 3
+    /// Times a notification refused with status 1, 255 or an undefined code
+    /// is sent again: at most 3 retries, 4 attempts in all (the README's
+    /// promise; before, the third refusal ended it: only 2 retries).
+    static let maxRetries: UInt8 = 3
 
     init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, header: WorkerHeader) {
         self.index = index
@@ -487,8 +490,8 @@ final class ConnectionWorker: @unchecked Sendable {
             outcome.fail(e, status: status, token: token, gaveUp: false)
         default:
             // 1, 255 and codes the guides do not define: worth a bounded number of retries.
-            let tries = e.attempts + 1
-            if tries >= Self.retryLimit {
+            let tries = e.attempts + 1   // refusals so far, this one included
+            if tries > Self.maxRetries {
                 outcome.fail(e, status: status, token: token, gaveUp: true)
                 attempts[e.seq] = nil
             } else {

@@ -100,8 +100,8 @@ struct ChaosTotals {
         let bad = Set(faults.badTokens.map { DeviceToken(bytes: $0).hex })
         let expected = Set(tokens).subtracting(bad)
         let unique = Set(recorded)
-        // A processing error (status 1) is retried; the third in a row for one
-        // notification ends it as failed, given up (by design: ~1 in 10^6 at a
+        // A processing error (status 1) is retried 3 times; the fourth in a row
+        // for one notification ends it as failed, given up (by design: ~1 in 10^8 at a
         // 1% error rate, but timing decides which notification lands where).
         let state = try Journal.read(directory: harness.dir.file("journal"))
         let gaveUp = Set(state.failures.filter { $0.gaveUp }.map { DeviceToken(bytes: $0.token).hex })
