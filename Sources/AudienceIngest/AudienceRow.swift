@@ -21,6 +21,16 @@ public final class AudienceSchema {
         return nil
     }
 
+    /// Every column whose name matches one of `aliases`, ignoring case, in
+    /// the order of `aliases`.
+    public func columns(anyOf aliases: [String]) -> [Int] {
+        var found: [Int] = []
+        for alias in aliases {
+            for (i, name) in names.enumerated() where name.lowercased() == alias && !found.contains(i) { found.append(i) }
+        }
+        return found
+    }
+
     /// The column's index, adding it when new.
     @discardableResult
     public func add(_ name: String) -> Int {

@@ -13,9 +13,11 @@ public struct LanguageTag: Hashable, Sendable, CustomStringConvertible {
         var t = Substring(text).trimmingWhitespace()
         if let dot = t.firstIndex(of: ".") { t = t[..<dot] }   // POSIX codeset
         if let at = t.firstIndex(of: "@") { t = t[..<at] }     // POSIX modifier
-        let parts = t.lowercased().split(whereSeparator: { $0 == "-" || $0 == "_" }).map(String.init)
+        var parts = t.lowercased().split(whereSeparator: { $0 == "-" || $0 == "_" }).map(String.init)
         guard let first = parts.first, !first.isEmpty, first != "c", first != "posix" else { return nil }
-        language = first
+        // Codes ISO 639 withdrew, which old devices and databases still send.
+        if let current = Self.deprecatedLanguages[first] { parts[0] = current }
+        language = parts[0]
         var script: String? = nil
         var region: String? = nil
         for part in parts.dropFirst() {
@@ -28,6 +30,24 @@ public struct LanguageTag: Hashable, Sendable, CustomStringConvertible {
         self.script = script
         self.region = region
         normalized = parts.joined(separator: "-")
+    }
+
+    /// Withdrawn ISO 639 codes and their replacements (IANA's registry
+    /// marks them deprecated: Hebrew, Indonesian, Yiddish, Javanese, Romanian).
+    static let deprecatedLanguages = ["iw": "he", "in": "id", "ji": "yi", "jw": "jv", "mo": "ro"]
+
+    /// The tag and the tags RFC 4647 lookup tries after it, longest first:
+    /// each drops the last subtag (and a single-letter extension marker left
+    /// at the end), so `en-gb-oxendict` tries `en-gb`, then `en`.
+    public var lookupChain: [String] {
+        var parts = normalized.split(separator: "-").map(String.init)
+        var chain: [String] = []
+        while !parts.isEmpty {
+            chain.append(parts.joined(separator: "-"))
+            parts.removeLast()
+            if parts.count > 1, parts.last?.count == 1 { parts.removeLast() }
+        }
+        return chain
     }
 
     /// The script a region implies where it matters for choosing a message:
@@ -54,8 +74,9 @@ extension Substring {
     }
 }
 
-/// Chooses the job's message for a device language: the exact tag, then
-/// language and script, then the language alone, then another message of the
+/// Chooses the job's message for a device language: the exact tag and its
+/// RFC 4647 lookup prefixes, then language and region, then language and
+/// script, then the language alone, then another message of the
 /// same language (a pt-PT device gets pt-BR rather than English), then the
 /// job's fallback chain. A missing or empty language goes to the fallback.
 public struct MessageSelector: Sendable {
@@ -78,7 +99,17 @@ public struct MessageSelector: Sendable {
     }
 
     func match(_ device: LanguageTag) -> Int? {
-        if let i = tags.firstIndex(where: { $0.normalized == device.normalized }) { return i }
+        // RFC 4647 lookup: the tag, then shorter and shorter prefixes of it,
+        // down to (not including) the bare language, which comes later.
+        for candidate in device.lookupChain.dropLast() {
+            if let i = tags.firstIndex(where: { $0.normalized == candidate }) { return i }
+        }
+        // The same language and region, whatever else the tags hold
+        // (`en-Latn-GB` or `en-GB-oxendict` → `en-GB`), if their scripts agree.
+        if let region = device.region, let i = tags.firstIndex(where: {
+            $0.language == device.language && $0.region == region
+                && ($0.likelyScript == nil || device.likelyScript == nil || $0.likelyScript == device.likelyScript)
+        }) { return i }
         if let script = device.likelyScript {
             let wanted = "\(device.language)-\(script)"
             if let i = tags.firstIndex(where: { $0.normalized == wanted }) { return i }

@@ -135,7 +135,10 @@ final class RowPreparer: @unchecked Sendable {
     private var languageCache = LanguageCache()
     private var schemaCount = -1
     private var columns: [Int] = []
-    private var tokenColumn: Int? = nil, langColumn: Int? = nil, registeredColumn: Int? = nil
+    private var tokenColumn: Int? = nil, registeredColumn: Int? = nil
+    /// `lang`, `language`, `locale`, as present: a row's language is the first
+    /// of them that is not empty (an export may fill only `locale`).
+    private var langColumns: [Int] = []
     private let token = UnsafeMutablePointer<UInt8>.allocate(capacity: 128)
 
     init(renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
@@ -168,7 +171,7 @@ final class RowPreparer: @unchecked Sendable {
             schemaCount = schema.count
             columns = renderer.variables.map { schema.column(named: $0) ?? -1 }
             tokenColumn = schema.column(anyOf: AudienceSchema.tokenAliases)
-            langColumn = schema.column(anyOf: AudienceSchema.languageAliases)
+            langColumns = schema.columns(anyOf: AudienceSchema.languageAliases)
             registeredColumn = schema.column(anyOf: AudienceSchema.registeredAliases)
         }
         // Passed down rather than read from the property at each row (a retain and a release).
@@ -237,6 +240,8 @@ final class RowPreparer: @unchecked Sendable {
         if tokenCount > format.maxTokenBytes {
             return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes, more than \(format.maxTokenBytes)", token: p, in: batch)
         }
+        var langColumn = langColumns.first
+        if langColumns.count > 1 { langColumn = langColumns.first { row.range(of: $0) != nil } ?? langColumn }
         let message = row.storage.withUnsafeBufferPointer { storage -> Int? in
             guard let r = row.range(of: langColumn) else { return selector.select(nil) }
             return languageCache.message(for: UnsafeBufferPointer(rebasing: storage[r]), selector: selector)

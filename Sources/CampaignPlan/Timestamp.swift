@@ -1,11 +1,20 @@
-/// Parses `registered_at`: UNIX seconds (a fraction is dropped), or ISO 8601
-/// such as `2024-05-01T12:00:00Z`, `2024-05-01T12:00:00.250+02:00`,
-/// `2024-05-01 12:00:00` (UTC) or `2024-05-01` (midnight UTC).
+/// Parses `registered_at`: UNIX seconds (a fraction is dropped) or
+/// milliseconds (a number above 10^11, as JavaScript's `Date.now()` and many
+/// exports give it), or ISO 8601 such as `2024-05-01T12:00:00Z`,
+/// `2024-05-01T12:00:00.250+02:00`, `2024-05-01 12:00:00` (UTC) or
+/// `2024-05-01` (midnight UTC).
 public enum Timestamp {
+    /// Numbers above this are milliseconds: as seconds they would be after
+    /// the year 5000, and 10^11 ms is only 1973.
+    static let millisecondsAbove: Int64 = 100_000_000_000
+
     public static func parse(_ text: String) -> Int64? {
         let t = text.trimmingCharacters()
-        if let n = Int64(t) { return n }
-        if let d = Double(t), d.isFinite, t.allSatisfy({ $0.isNumber || $0 == "." || $0 == "-" }) { return Int64(d.rounded(.down)) }
+        if let n = Int64(t) { return n > millisecondsAbove ? n / 1000 : n }
+        if let d = Double(t), d.isFinite, t.allSatisfy({ $0.isNumber || $0 == "." || $0 == "-" }) {
+            let seconds = d > Double(millisecondsAbove) ? d / 1000 : d
+            return Int64(exactly: seconds.rounded(.down))   // nil, not a trap, when out of range
+        }
         return iso8601(t)
     }
 

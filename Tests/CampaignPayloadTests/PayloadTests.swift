@@ -103,6 +103,27 @@ import Glibc
         #expect(index.map { Self.selector.tags[$0] } == LanguageTag(expected))
     }
 
+    static let british = MessageSelector(
+        tags: ["en", "en-GB", "he", "id", "yi", "zh-TW", "zh-CN"].map { LanguageTag($0)! },
+        fallback: ["en"].map { LanguageTag($0)! })
+
+    @Test(arguments: [
+        ("en-GB-oxendict", "en-GB"), ("en-Latn-GB", "en-GB"),   // RFC 4647 lookup; language and region
+        ("en-GB-x-private", "en-GB"), ("en-US", "en"),
+        ("iw", "he"), ("iw-IL", "he"), ("in", "id"), ("ji", "yi"), // withdrawn ISO 639 codes
+        ("zh-Hant-TW", "zh-TW"), ("zh-Hans-TW", "zh-CN"),     // a region's tag only when the scripts agree
+    ])
+    func lookupDropsSubtagsAndMapsWithdrawnCodes(device: String, expected: String) {
+        let index = Self.british.select(LanguageTag(device))
+        #expect(index.map { Self.british.tags[$0] } == LanguageTag(expected), "\(device)")
+    }
+
+    @Test func lookupChainDropsFromTheEnd() {
+        #expect(LanguageTag("en-GB-oxendict")?.lookupChain == ["en-gb-oxendict", "en-gb", "en"])
+        #expect(LanguageTag("de-CH-x-phonebk")?.lookupChain == ["de-ch-x-phonebk", "de-ch", "de"])
+        #expect(LanguageTag("iw_IL")?.normalized == "he-il")
+    }
+
     @Test func noMessageAndNoFallbackIsNil() {
         let selector = MessageSelector(tags: [LanguageTag("en")!], fallback: [])
         #expect(selector.select(LanguageTag("de")) == nil)

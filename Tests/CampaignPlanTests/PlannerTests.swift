@@ -124,6 +124,27 @@ struct PlanRun {
         #expect(run.reader.header.priority == nil)
     }
 
+    @Test func anEmptyLangFallsToLocaleAndMillisecondRegistrationsAreNotAlwaysNewer() throws {
+        let job = #"{"campaign":"l","fallback":["en"],"messages":{"en":{"alert":"Hi"},"es":{"alert":"Hola"},"en-GB":{"alert":"Hello"}}}"#
+        var store = FeedbackStore()
+        store.record(token: DeviceToken(hex: tokenHex(3))!.bytes, timestamp: 1_700_000_000)
+        store.record(token: DeviceToken(hex: tokenHex(4))!.bytes, timestamp: 1_700_000_000)
+        let audience = [
+            "token,lang,locale,registered_at",
+            "\(tokenHex(1)),,es_MX,",                 // 2: lang empty: locale decides
+            "\(tokenHex(2)),en-Latn-GB,es_ES,",       // 3: lang set: it wins; lookup finds en-GB
+            "\(tokenHex(3)),en,,1690000000000",      // 4: unregistered later than it registered (ms): suppressed
+            "\(tokenHex(4)),en,,1710000000000",      // 5: registered again since (ms): planned
+        ].joined(separator: "\n") + "\n"
+        let run = try PlanRun(job: job, audience: audience, store: store)
+        let byToken = Dictionary(uniqueKeysWithValues: run.records.map { (DeviceToken(bytes: $0.token).hex, $0.lang) })
+        #expect(byToken[tokenHex(1)] == "es")
+        #expect(byToken[tokenHex(2)] == "en-GB")
+        #expect(byToken[tokenHex(3)] == nil)
+        #expect(run.reject(line: 4).code == "suppressed_by_feedback")
+        #expect(byToken[tokenHex(4)] == "en")
+    }
+
     @Test func theTokenFormsDeviceTokenAcceptsThePlannerAcceptsToo() throws {
         // NSData's description with spaces around it, as logs and spreadsheets give it.
         let hex = tokenHex(40)
@@ -313,12 +334,15 @@ struct PlanRun {
         ("2023-11-14T22:13:20Z", 1_700_000_000), ("2023-11-15T00:13:20+02:00", 1_700_000_000),
         ("2023-11-14 22:13:20", 1_700_000_000), ("2023-11-14T22:13:20.5Z", 1_700_000_000),
         ("1970-01-01", 0), ("2000-03-01", 951_868_800),
+        ("1700000000000", 1_700_000_000), ("1700000000750", 1_700_000_000),   // milliseconds (13 digits)
+        ("1700000000000.5", 1_700_000_000), ("99999999999", 99_999_999_999),  // 10^11 and below: seconds
     ])
     func parses(text: String, expected: Int64) {
         #expect(Timestamp.parse(text) == expected)
     }
 
-    @Test(arguments: ["yesterday", "2023-13-01", "2023-11-14T25:00:00Z", "2023-11-14T22:13:20 UTC", ""])
+    @Test(arguments: ["yesterday", "2023-13-01", "2023-11-14T25:00:00Z", "2023-11-14T22:13:20 UTC", "",
+                      "99999999999999999999999999.5"])
     func refuses(text: String) {
         #expect(Timestamp.parse(text) == nil)
     }
