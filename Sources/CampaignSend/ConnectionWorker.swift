@@ -154,7 +154,7 @@ final class ConnectionWorker: @unchecked Sendable {
         guard queue.prepareToSleep() else { return }
         var fds = [pollfd(fd: queue.doorbell.pollDescriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: shared.cancellation.pollDescriptor, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: shared.stopBell.pollDescriptor, events: Int16(POLLIN), revents: 0)]
+                   pollfd(fd: shared.halt.pollDescriptor, events: Int16(POLLIN), revents: 0)]
         _ = poll(&fds, 3, 1000)
     }
 
@@ -176,7 +176,7 @@ final class ConnectionWorker: @unchecked Sendable {
         do {
             connection = try TLSConnection.connect(
                 host: settings.gatewayHost, port: settings.gatewayPort, context: shared.context,
-                timeout: 30, cancellation: shared.cancellation)
+                timeout: 30, cancellation: shared.halt)
             connectFailures = 0
             acceptedOnConnection = 0
             lastWriteProgress = now
@@ -196,7 +196,7 @@ final class ConnectionWorker: @unchecked Sendable {
             // Exponential backoff with jitter: 100 ms doubling to 30 s.
             let base = min(30.0, 0.1 * Double(1 << min(connectFailures - 1, 9)))
             let delay = base * Double.random(in: 0.5...1.5)
-            _ = sleep(until: .after(seconds: delay), cancellation: shared.cancellation)
+            _ = sleep(until: .after(seconds: delay), cancellation: shared.halt)
             return false
         }
     }
@@ -290,7 +290,7 @@ final class ConnectionWorker: @unchecked Sendable {
         // overlaps the wait instead of following it.
         if spare == nil, hasWork || (!inputFinished && !shared.isStopping) {
             spare = PendingConnection(host: settings.gatewayHost, port: settings.gatewayPort,
-                                      context: shared.context, cancellation: shared.cancellation)
+                                      context: shared.context, cancellation: shared.halt)
         }
     }
 
@@ -320,7 +320,9 @@ final class ConnectionWorker: @unchecked Sendable {
         if settings.rate > 0 && hasWork { timeout = min(timeout, 5) }
         var fds = [pollfd(fd: connection.socket.fd, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
                    pollfd(fd: shared.cancellation.pollDescriptor, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: shared.stopBell.pollDescriptor, events: Int16(POLLIN), revents: 0),
+                   // Once stopping, halt stays readable: watching it would turn
+                   // the wait for the last proof into a busy loop (poll skips -1).
+                   pollfd(fd: shared.isStopping ? -1 : shared.halt.pollDescriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: queue.doorbell.pollDescriptor, events: Int16(POLLIN), revents: 0)]
         var watchQueue = !inputFinished && queueEmpty && !sentinelOut && unwritten < settings.batchBytes
         if watchQueue && !queue.prepareToSleep() {

@@ -100,7 +100,10 @@ final class SendShared: @unchecked Sendable {
     let journal: Journal
     let context: TLSContext
     let cancellation: CancellationPipe
-    let stopBell: CancellationPipe
+    /// Cancelled once the send stops or gives up: every wait of a worker
+    /// (its socket, a connection attempt, a backoff, a spare connection)
+    /// watches it, so none outlasts a stop by more than a poll.
+    let halt: CancellationPipe
     let maxConnectAttempts: Int
     let logger: @Sendable (String) -> Void
     /// fsyncs proofs off the connections' threads; started and stopped by ``Sender/run(plan:)``.
@@ -124,7 +127,7 @@ final class SendShared: @unchecked Sendable {
         self.syncer = JournalSyncer(journal: journal)
         self.context = context
         self.cancellation = cancellation
-        self.stopBell = try CancellationPipe()
+        self.halt = try CancellationPipe()
         self.workersLeft = workers
         self.maxConnectAttempts = maxConnectAttempts
         self.logger = logger
@@ -150,7 +153,7 @@ final class SendShared: @unchecked Sendable {
         change()
         let queues = self.queues
         mutex.unlock()
-        stopBell.ring()
+        halt.cancel()
         for q in queues { q.abandon() }
     }
 
@@ -215,7 +218,7 @@ final class SendShared: @unchecked Sendable {
             journalError = error
             logger("cannot write the journal: \(error)")
             stopping = true
-            stopBell.ring()
+            halt.cancel()
             for q in queues { q.abandon() }
         }
     }
@@ -230,7 +233,7 @@ final class SendShared: @unchecked Sendable {
         } catch {
             journalError = error
             stopping = true
-            stopBell.ring()
+            halt.cancel()
             for q in queues { q.abandon() }
         }
     }

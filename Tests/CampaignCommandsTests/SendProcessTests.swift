@@ -8,6 +8,7 @@ import CampaignPayload
 import CampaignPlan
 import CampaignSend
 import CampaignTestSupport
+import CampaignTLS
 import GatewaySimulator
 
 /// Runs the `campaign` binary; `wait` returns its exit status, or nil if it is still running after `timeout`.
@@ -289,6 +290,27 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         let recorded = try Self.recorded(dir)
         #expect(recorded.count == tokens.count, "a graceful stop proves what is in flight: each notification exactly once")
         #expect(Set(recorded) == tokens)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aSignalDuringTheBackoffFromAnUnreachableGatewayExits75Within10Seconds() throws {
+        let dir = TemporaryDirectory("sigterm-backoff")
+        let closed = try Self.simulator(in: dir)
+        let port = closed.port
+        closed.stop()   // nothing listens there now: every attempt is refused, then backs off
+        _ = try Self.plan(count: 20_000, into: dir.file("plan.ndjson"), seed: 25)
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(port)", "--connections", "1"] + Self.credentials(), in: dir.path)
+        // The journal exists before the first attempt; the attempts then fail
+        // at once and the worker sleeps (0.1 s doubling to 30 s) between them.
+        let started = Deadline.after(seconds: 30)
+        while !FileManager.default.fileExists(atPath: dir.file("journal/journal.log")), Deadline.now() < started {
+            _ = sleep(until: .after(milliseconds: 20), cancellation: nil)   // polling a condition, with a bound
+        }
+        _ = sleep(until: .after(seconds: 2), cancellation: nil)   // chaos, not synchronisation: a few backoffs in
+        kill(run.process.processIdentifier, SIGTERM)
+        let status = run.wait(timeout: 10)
+        if status == nil { run.kill9() }
+        #expect(status == 75, "still running 10 s after SIGTERM in a backoff, or the wrong exit: \(run.stderr)")
     }
 
     @Test(.timeLimit(.minutes(2))) func aSimpleFormatSendExitsOnceEverythingIsWritten() throws {
