@@ -2,14 +2,16 @@
 // interface is big-endian; these keep the codecs free of manual shifts.
 
 extension Array where Element == UInt8 {
+    /// Appends `value` in network order.
     @inlinable
-    mutating func appendBigEndian(_ value: UInt16) {
+    public mutating func appendBigEndian(_ value: UInt16) {
         append(UInt8(truncatingIfNeeded: value >> 8))
         append(UInt8(truncatingIfNeeded: value))
     }
 
+    /// Appends `value` in network order.
     @inlinable
-    mutating func appendBigEndian(_ value: UInt32) {
+    public mutating func appendBigEndian(_ value: UInt32) {
         append(UInt8(truncatingIfNeeded: value >> 24))
         append(UInt8(truncatingIfNeeded: value >> 16))
         append(UInt8(truncatingIfNeeded: value >> 8))

@@ -114,6 +114,8 @@ final class SendShared: @unchecked Sendable {
     private var failure: SendFailureReason?
     private var stopping = false
     private var workersLeft: Int
+    /// Connections the send runs.
+    let connections: Int
     private var sentBelow: [Int32: Int32] = [:]
     var feedbackTokens: [([UInt8], UInt32)] = []
     private var journalError: Error?
@@ -129,6 +131,7 @@ final class SendShared: @unchecked Sendable {
         self.cancellation = cancellation
         self.halt = try CancellationPipe()
         self.workersLeft = workers
+        self.connections = workers
         self.maxConnectAttempts = maxConnectAttempts
         self.logger = logger
     }
@@ -183,15 +186,22 @@ final class SendShared: @unchecked Sendable {
     private var fruitless = 0
     private var gatewayHasAnswered = false
 
-    /// A connection ended with nothing proven (no acceptance, no refusal).
-    /// Returns how many in a row did, over all connections, and whether the
-    /// gateway has ever accepted or refused anything in this run (without
-    /// that, nothing can be blamed on a single notification).
-    func connectionWasFruitless() -> (inARow: Int, gatewayHasAnswered: Bool) {
+    /// Connections in a row, over all workers, that may end with nothing
+    /// proven before the send gives up (resumable): enough for every worker
+    /// to quarantine one notification that kills its connections.
+    static func fruitlessLimit(connections: Int) -> Int { 5 * connections + 5 }
+
+    /// A connection ended with nothing proven (no acceptance, no refusal):
+    /// past ``fruitlessLimit(connections:)`` in a row the send gives up.
+    /// Returns whether the gateway has ever accepted or refused anything in
+    /// this run (without that, nothing can be blamed on a single notification).
+    func connectionWasFruitless() -> Bool {
         mutex.lock()
-        defer { mutex.unlock() }
         fruitless += 1
-        return (fruitless, gatewayHasAnswered)
+        let (inARow, answered) = (fruitless, gatewayHasAnswered)
+        mutex.unlock()
+        if inARow >= Self.fruitlessLimit(connections: connections) { fail(.unproductive(connections: inARow)) }
+        return answered
     }
 
     /// Journals a proof: final ordinals per shard, failures; then fsync.
@@ -206,7 +216,7 @@ final class SendShared: @unchecked Sendable {
         counts.presumed += outcome.presumed
         for f in outcome.failures {
             counts.failedByStatus[f.status, default: 0] += 1
-            if f.status == 8 { feedbackTokens.append((f.token, UInt32(time(nil)))) }
+            if f.status == ErrorResponse.Status.invalidToken.rawValue { feedbackTokens.append((f.token, UInt32(time(nil)))) }
         }
         do {
             for f in outcome.failures { try journal.recordFailure(f) }
@@ -250,36 +260,6 @@ final class SendShared: @unchecked Sendable {
         mutex.lock()
         defer { mutex.unlock() }
         return journalError ?? syncer.error
-    }
-}
-
-/// Encodes plan records as the plan's header says (format, expiry,
-/// priority); the identifier is the record's seq, truncated to 32 bits.
-public struct PlanFrameEncoder: Sendable {
-    public let format: NotificationFormat
-    public let expiry: UInt32
-    public let priority: NotificationPriority?
-
-    public init(header: PlanHeader) {
-        format = header.format
-        expiry = header.expiry
-        priority = header.priority
-    }
-
-    /// Appends the record's notification to `bytes`.
-    @inline(__always)
-    public func append(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
-        let identifier = UInt32(truncatingIfNeeded: record.seq)
-        switch format {
-        case .simple:
-            NotificationEncoder.appendSimple(token: record.token, payload: record.payload, to: &bytes)
-        case .enhanced:
-            NotificationEncoder.appendEnhanced(identifier: identifier, expiry: expiry, token: record.token,
-                                               payload: record.payload, to: &bytes)
-        case .frame:
-            NotificationEncoder.appendFrame(token: record.token, payload: record.payload, identifier: identifier,
-                                            expiry: expiry, priority: priority, to: &bytes)
-        }
     }
 }
 
@@ -392,17 +372,21 @@ public final class Sender: @unchecked Sendable {
     /// Tests lower it to reach the full-queue paths with small plans.
     public var queueCapacity = 8192
 
-    /// Sends every record of `plan` not already final in the journal.
+    /// Sends every record of `plan` not already final in the journal, over
+    /// the transport its format names.
     public func run(plan: PlanReader) throws -> SendReport {
+        try run(plan: plan, transport: BinaryTransport(header: plan.header))
+    }
+
+    func run<Transport: NotificationTransport>(plan: PlanReader, transport: Transport) throws -> SendReport {
         let started = Deadline.now()
-        let header = WorkerHeader(format: plan.header.format, shards: plan.header.shards, expiry: plan.header.expiry, priority: plan.header.priority)
         if plan.header.format == .simple {
             logger("warning: the simple format (command 0) has no error responses: failures cannot be detected, and sent notifications are only presumed delivered")
         }
         let queues = try (0..<settings.connections).map { _ in try WorkQueue(capacity: queueCapacity) }
         shared.attach(queues: queues)
         let workers = (0..<settings.connections).map {
-            ConnectionWorker(index: $0, queue: queues[$0], shared: shared, settings: settings, header: header)
+            transport.makeWorker(index: $0, queue: queues[$0], shared: shared, settings: settings)
         }
         shared.syncer.start()
         defer { shared.syncer.stop() }
@@ -421,7 +405,6 @@ public final class Sender: @unchecked Sendable {
         plan.beforeRead = { _ = staging.handOverAll() }
         defer { plan.beforeRead = nil }
         do {
-            let encoder = PlanFrameEncoder(header: plan.header)
             let connections = settings.connections
             var more = true
             var sinceCheck = 0
@@ -439,7 +422,7 @@ public final class Sender: @unchecked Sendable {
                         return
                     }
                     pushed = staging.append(to: record.shard % connections, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal) { bytes in
-                        encoder.append(record, to: &bytes)
+                        transport.encode(record, to: &bytes)
                     }
                 }
                 if !pushed { break }
@@ -507,4 +490,8 @@ public final class Sender: @unchecked Sendable {
         try store.save(path: path)
     }
 
+}
+
+func format1(_ x: Double) -> String {
+    x == x.rounded() ? String(Int(x)) : String(Double(Int(x * 10)) / 10)
 }

@@ -176,6 +176,14 @@ final class WorkQueue: @unchecked Sendable {
         return true
     }
 
+    /// Sleeps until a frame is pushed, the queue closes, one of `pipes` is
+    /// readable, or a second passes; at once when frames are waiting.
+    func waitForFrames(orAnyOf pipes: [CancellationPipe]) {
+        guard prepareToSleep() else { return }
+        var fds = ([doorbell] + pipes).map { pollfd(fd: $0.pollDescriptor, events: Int16(POLLIN), revents: 0) }
+        _ = poll(&fds, nfds_t(fds.count), 1000)
+    }
+
     /// Whether no frame is waiting, and whether none ever will again.
     var state: (empty: Bool, finished: Bool) {
         pthread_mutex_lock(&mutex)

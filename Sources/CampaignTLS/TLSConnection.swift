@@ -168,6 +168,23 @@ public final class TLSConnection: @unchecked Sendable {
         return try failure(SSL_get_error(ssl, rc), operation: "writing")
     }
 
+    /// Writes `bytes` from `offset` until all are written or the socket
+    /// would block, advancing `offset`. False when the peer has closed.
+    public func writeAvailable(_ bytes: [UInt8], from offset: inout Int) throws(TLSError) -> Bool {
+        while offset < bytes.count {
+            let start = offset
+            let attempt = bytes.withUnsafeBytes { raw in
+                Result { () throws(TLSError) in try tryWrite(UnsafeRawBufferPointer(rebasing: raw[start...])) }
+            }
+            switch try attempt.get() {
+            case .bytes(let n): offset += n
+            case .wantRead, .wantWrite: return true
+            case .closed: return false
+            }
+        }
+        return true
+    }
+
     private func failure(_ code: Int32, operation: String) throws(TLSError) -> IOResult {
         let savedErrno = errno
         switch code {

@@ -1,0 +1,75 @@
+/// A token bucket over all of a send's connections: each connection takes
+/// its share of `--rate`, with bursts of at most a second's share (64 at most
+/// at the start).
+struct TokenBucket {
+    let perSecond: Double
+    private var allowance: Double = 0
+    private var updatedAt: UInt64 = 0
+
+    init(perSecond: Double) { self.perSecond = perSecond }
+
+    /// Takes one token at monotonic time `now` (nanoseconds); false when none is left.
+    mutating func take(now: UInt64) -> Bool {
+        if updatedAt == 0 { updatedAt = now; allowance = min(perSecond, 64) }
+        allowance = min(perSecond, allowance + Double(now - updatedAt) / 1e9 * perSecond)
+        updatedAt = now
+        guard allowance >= 1 else { return false }
+        allowance -= 1
+        return true
+    }
+}
+
+/// Delays between failed connection attempts: 100 ms doubling to 30 s, each
+/// drawn between half and one and a half times that (so that connections
+/// that failed together do not come back together).
+struct ReconnectBackoff {
+    private(set) var failures = 0
+
+    mutating func succeeded() { failures = 0 }
+
+    /// Counts a failure; returns the seconds to wait before the next attempt.
+    mutating func failed() -> Double {
+        failures += 1
+        let base = min(30.0, 0.1 * Double(1 << min(failures - 1, 9)))
+        return base * Double.random(in: 0.5...1.5)
+    }
+}
+
+/// Per shard, the ordinals below which notifications have been handed to a
+/// connection (they may have reached the gateway), and which shards moved
+/// since the journal last heard of them. Arrays by shard, not dictionaries:
+/// this is updated for every notification.
+struct SentMarks {
+    private(set) var below: [Int32]
+    private(set) var unmarked: [Int32] = []
+    private var isUnmarked: [Bool]
+
+    init(shards: Int) {
+        below = [Int32](repeating: 0, count: shards)
+        isUnmarked = [Bool](repeating: false, count: shards)
+    }
+
+    @inline(__always)
+    mutating func handed(shard: Int32, ordinal: Int32) {
+        let s = Int(shard)
+        guard below[s] <= ordinal else { return }
+        below[s] = ordinal + 1
+        if !isUnmarked[s] {
+            isUnmarked[s] = true
+            unmarked.append(shard)
+        }
+    }
+
+    /// The journal has heard of every shard that moved.
+    mutating func markedAll() {
+        for shard in unmarked { isUnmarked[Int(shard)] = false }
+        unmarked.removeAll(keepingCapacity: true)
+    }
+
+    /// The marks of every shard that has one.
+    var map: [Int32: Int32] {
+        var map: [Int32: Int32] = [:]
+        for (shard, n) in below.enumerated() where n > 0 { map[Int32(shard)] = n }
+        return map
+    }
+}

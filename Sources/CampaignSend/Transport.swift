@@ -1,0 +1,79 @@
+import APNSWire
+import CampaignPlan
+
+/// How notifications reach a gateway: the one seam between the sender, which
+/// knows what to send and what became of it (the plan, the queues, the
+/// journal, the rate, progress and outcomes, all transport-neutral), and a
+/// wire protocol, which knows only how bytes reach a gateway and what its
+/// answers mean.
+///
+/// The sender encodes each plan record with ``encode(_:to:)`` on its reading
+/// thread, queues it for the connection that owns its shard, and runs one
+/// worker per connection; a worker reports outcomes through ``SendShared``
+/// (``SendShared/record(_:)``) and abandons its queue when it ends.
+protocol NotificationTransport: Sendable {
+    associatedtype Worker: GatewayConnectionWorker
+
+    /// Appends what a connection sends for `record`.
+    func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8])
+
+    /// The worker for connection `index` (of `settings.connections`).
+    func makeWorker(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings) -> Worker
+}
+
+/// One connection of a transport, run on a thread of its own.
+protocol GatewayConnectionWorker: AnyObject, Sendable {
+    /// Sends until its queue is finished and every notification taken from
+    /// it is final, or the send stops or gives up; then abandons its queue.
+    func run()
+}
+
+/// The binary provider interface: commands 0, 1 and 2 over TLS.
+struct BinaryTransport: NotificationTransport {
+    let encoder: PlanFrameEncoder
+    let shards: Int
+
+    init(header: PlanHeader) {
+        encoder = PlanFrameEncoder(header: header)
+        shards = header.shards
+    }
+
+    @inline(__always)
+    func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
+        encoder.append(record, to: &bytes)
+    }
+
+    func makeWorker(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings) -> ConnectionWorker {
+        ConnectionWorker(index: index, queue: queue, shared: shared, settings: settings, format: encoder.format, shards: shards)
+    }
+}
+
+/// Encodes plan records as the plan's header says (format, expiry,
+/// priority); the identifier is the record's seq, truncated to 32 bits.
+public struct PlanFrameEncoder: Sendable {
+    public let format: NotificationFormat
+    public let expiry: UInt32
+    public let priority: NotificationPriority?
+
+    public init(header: PlanHeader) {
+        format = header.format
+        expiry = header.expiry
+        priority = header.priority
+    }
+
+    /// Appends the record's notification to `bytes`.
+    @inline(__always)
+    public func append(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
+        let identifier = UInt32(truncatingIfNeeded: record.seq)
+        switch format {
+        case .simple:
+            NotificationEncoder.appendSimple(token: record.token, payload: record.payload, to: &bytes)
+        case .enhanced:
+            NotificationEncoder.appendEnhanced(identifier: identifier, expiry: expiry, token: record.token,
+                                               payload: record.payload, to: &bytes)
+        case .frame:
+            NotificationEncoder.appendFrame(token: record.token, payload: record.payload, identifier: identifier,
+                                            expiry: expiry, priority: priority, to: &bytes)
+        }
+    }
+}

@@ -1,0 +1,237 @@
+import APNSWire
+
+/// A notification written (or about to be written) on the current connection
+/// and not yet proven accepted.
+struct InFlight: Equatable {
+    var seq: UInt64
+    var shard: Int32
+    var ordinal: Int32
+    var identifier: UInt32
+    /// Where its packet sits in the connection's sent bytes.
+    var start: Int
+    var end: Int
+    /// Refusals so far (status 1, 255, undefined codes), for the retry limit.
+    var attempts: UInt8
+    /// A proof of acceptance, not a notification of the plan.
+    var isProof: Bool = false
+}
+
+/// A notification to send again, with its packet exactly as it was encoded.
+struct Resend: Equatable {
+    var seq: UInt64
+    var shard: Int32
+    var ordinal: Int32
+    var identifier: UInt32
+    var packet: [UInt8]
+    var attempts: UInt8
+
+    init(_ e: InFlight, packets: [UInt8]) {
+        seq = e.seq
+        shard = e.shard
+        ordinal = e.ordinal
+        identifier = e.identifier
+        packet = Array(packets[e.start..<e.end])
+        attempts = e.attempts
+    }
+}
+
+/// What a proof (or a presumption) settled, to journal in one go.
+struct ProofOutcome {
+    /// Ordinals proven accepted, per shard.
+    var acceptedOrdinals: [Int32: [Int]] = [:]
+    /// Ordinals presumed delivered (simple format), per shard.
+    var presumedOrdinals: [Int32: [Int]] = [:]
+    var accepted = 0
+    var presumed = 0
+    var failures: [SendFailure] = []
+
+    mutating func fail(_ e: InFlight, status: ErrorResponse.Status, token: [UInt8], gaveUp: Bool) {
+        failures.append(SendFailure(seq: e.seq, shard: Int(e.shard), ordinal: Int(e.ordinal), status: status.rawValue,
+                                    token: token, gaveUp: gaveUp))
+    }
+}
+
+/// The unproven window of one connection: every notification written on it
+/// since it opened, in order, and at most one proof after them.
+///
+/// An error response splits it (``resolve(_:packets:format:)``): before the
+/// named notification, accepted; the named one, final or retried according
+/// to its status; after it, discarded by the gateway and sent again, exactly.
+/// A connection lost without a response proves nothing
+/// (``lost(written:)``). Pure: no I/O, so tests drive it with packets alone.
+struct UnprovenWindow {
+    private(set) var entries: [InFlight] = []
+    /// Notifications in the window (the proof not counted).
+    private(set) var notificationCount = 0
+    /// Whether a proof has been appended (and so nothing more may be).
+    private(set) var hasProof = false
+
+    /// Times a notification refused with status 1, 255 or an undefined code
+    /// is sent again: 3 retries, 4 attempts in all, as the README promises.
+    static let maxRetries: UInt8 = 3
+
+    var isEmpty: Bool { entries.isEmpty }
+
+    init() { entries.reserveCapacity(1024) }
+
+    @inline(__always)
+    mutating func append(_ entry: InFlight) {
+        entries.append(entry)
+        notificationCount += 1
+    }
+
+    mutating func appendProof(identifier: UInt32, start: Int, end: Int) {
+        entries.append(InFlight(seq: 0, shard: -1, ordinal: -1, identifier: identifier, start: start, end: end,
+                                attempts: 0, isProof: true))
+        hasProof = true
+    }
+
+    mutating func removeAll() {
+        entries.removeAll(keepingCapacity: true)
+        notificationCount = 0
+        hasProof = false
+    }
+
+    /// What an error response made of the window.
+    struct Resolution {
+        var outcome = ProofOutcome()
+        /// To send again before anything else, in this order: the discarded
+        /// notifications after the named one, then the named one if retried.
+        var resend: [Resend] = []
+        /// Refused with a status that means a bug in the plan or the encoder (2–7, 128).
+        var refusedAsMalformed: [(seq: UInt64, status: ErrorResponse.Status)] = []
+        var wasShutdown = false
+    }
+
+    /// Splits the window at the notification `response` names. Nil when it
+    /// names an identifier never sent on this connection (the connection is
+    /// then as good as lost). A shutdown (status 10) names the last accepted
+    /// notification, or identifier 0 when none was.
+    func resolve(_ response: ErrorResponse, packets: [UInt8], format: NotificationFormat) -> Resolution? {
+        let named = entries.lastIndex { $0.identifier == response.identifier }
+        var result = Resolution()
+        if response.status == .shutdown {
+            guard let end = named.map({ $0 + 1 }) ?? (response.identifier == 0 ? 0 : nil) else { return nil }
+            accept(entries[..<end], into: &result.outcome)
+            result.resend = resends(entries[end...], packets: packets)
+            result.wasShutdown = true
+            return result
+        }
+        guard let i = named else { return nil }
+        accept(entries[..<i], into: &result.outcome)
+        var retried: [Resend] = []
+        let entry = entries[i]
+        if !entry.isProof {
+            let token = Array(packets[NotificationEncoder.deviceTokenRange(inPacket: packets[entry.start..<entry.end], format: format)])
+            switch response.status {
+            case .invalidToken:
+                result.outcome.fail(entry, status: response.status, token: token, gaveUp: false)
+            case .missingDeviceToken, .missingTopic, .missingPayload, .invalidTokenSize, .invalidTopicSize,
+                 .invalidPayloadSize, .protocolError:
+                result.refusedAsMalformed.append((entry.seq, response.status))
+                result.outcome.fail(entry, status: response.status, token: token, gaveUp: false)
+            default:
+                // Processing errors, "unknown" and codes the guides do not
+                // define: worth a bounded number of retries.
+                var again = entry
+                again.attempts += 1
+                if again.attempts > Self.maxRetries {
+                    result.outcome.fail(entry, status: response.status, token: token, gaveUp: true)
+                } else {
+                    retried = [Resend(again, packets: packets)]
+                }
+            }
+        }
+        result.resend = resends(entries[(i + 1)...], packets: packets) + retried
+        return result
+    }
+
+    /// The notifications of the window, for a connection that ended without
+    /// an answer: none is proven; those before `written` may have reached
+    /// the gateway (`risked`: sent again, they may be duplicates).
+    func lost(written: Int) -> (notifications: [InFlight], risked: Int) {
+        let notifications = entries.filter { !$0.isProof }
+        return (notifications, notifications.count { $0.start < written })
+    }
+
+    /// Simple format: there are no error responses, so what was written is
+    /// presumed delivered.
+    func presumed() -> ProofOutcome {
+        var outcome = ProofOutcome()
+        for e in entries where !e.isProof {
+            outcome.presumedOrdinals[e.shard, default: []].append(Int(e.ordinal))
+            outcome.presumed += 1
+        }
+        return outcome
+    }
+
+    private func accept(_ accepted: ArraySlice<InFlight>, into outcome: inout ProofOutcome) {
+        // Bucketed by shard in an array, then moved into the outcome: a
+        // dictionary operation per notification cost more than the rest of the proof.
+        var maxShard: Int32 = -1
+        for e in accepted where e.shard > maxShard { maxShard = e.shard }
+        guard maxShard >= 0 else { return }
+        var byShard = [[Int]](repeating: [], count: Int(maxShard) + 1)
+        for e in accepted where !e.isProof { byShard[Int(e.shard)].append(Int(e.ordinal)) }
+        for (shard, ordinals) in byShard.enumerated() where !ordinals.isEmpty {
+            outcome.acceptedOrdinals[Int32(shard), default: []] += ordinals
+            outcome.accepted += ordinals.count
+        }
+    }
+
+    private func resends(_ discarded: ArraySlice<InFlight>, packets: [UInt8]) -> [Resend] {
+        discarded.filter { !$0.isProof }.map { Resend($0, packets: packets) }
+    }
+}
+
+/// Notifications to send again on the next connection, first in line.
+struct ResendQueue {
+    private var items: [Resend] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == items.count }
+    var count: Int { items.count - head }
+
+    /// Puts `fresh` before everything already waiting, in its order.
+    mutating func pushFront(_ fresh: [Resend]) {
+        guard !fresh.isEmpty else { return }
+        items = fresh + items[head...]
+        head = 0
+    }
+
+    mutating func popFirst() -> Resend? {
+        guard head < items.count else { return nil }
+        let r = items[head]
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        return r
+    }
+}
+
+/// Which notification headed connections lost with nothing accepted: one
+/// that heads 5 in a row is taken to kill them and is quarantined (failed,
+/// given up) rather than sent for ever.
+struct DropStrikes {
+    private var strikes: [UInt64: Int] = [:]
+    static let quarantineAfter = 5
+
+    /// Counts a lost connection headed by `seq`; true when it is the fifth
+    /// (and `seq` is then forgotten).
+    mutating func strike(_ seq: UInt64) -> Bool {
+        let n = (strikes[seq] ?? 0) + 1
+        if n >= Self.quarantineAfter {
+            strikes[seq] = nil
+            return true
+        }
+        strikes[seq] = n
+        return false
+    }
+
+    /// Something was accepted: the run of lost connections is broken.
+    mutating func clear() {
+        if !strikes.isEmpty { strikes.removeAll() }
+    }
+}

@@ -1,0 +1,27 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CampaignIO
+
+/// A connection being opened on a thread of its own.
+public final class PendingConnection: @unchecked Sendable {
+    private var result: Result<TLSConnection, TLSError>? = nil
+    private var thread = pthread_t()
+    private var joined = false
+
+    public init(host: String, port: Int, context: TLSContext, cancellation: CancellationPipe) {
+        thread = startThread { [self] in
+            do throws(TLSError) {
+                result = .success(try TLSConnection.connect(host: host, port: port, context: context, timeout: 30, cancellation: cancellation))
+            } catch {
+                result = .failure(error)
+            }
+        }
+    }
+
+    /// Waits for the attempt to end (the join orders its result before this read).
+    public func wait() -> Result<TLSConnection, TLSError> {
+        if !joined { pthread_join(thread, nil); joined = true }
+        return result!
+    }
+}
