@@ -141,7 +141,7 @@ struct Send: ParsableCommand {
             if let outcome = opened.1.outcome, outcome == SendOutcome.complete.rawValue {
                 printError("campaign send: the send in \(dir) is already complete; nothing to do.")
             }
-            try journalHandle.append(.object([("t", .string("start")), ("settings", settings.json), ("plan_header", planReader.header.json)]))
+            try journalHandle.append(.start(settings: settings, planHeader: planReader.header.json))
             try journalHandle.checkpoint()
         } else {
             let (host, port) = gateway.flatMap(GatewayAddress.parse) ?? GatewayAddress.environment(environment!, feedback: false)!

@@ -187,7 +187,7 @@ public final class Journal: @unchecked Sendable {
             if access(log, F_OK) == 0 {
                 throw JournalError(path: directory, reason: "already holds a journal: use --resume \(directory), or another directory")
             }
-            let start = line(.object([("t", .string("start")), ("settings", settings.json), ("plan_header", planHeader)]))
+            let start = line(JournalRecord.start(settings: settings, planHeader: planHeader).json)
             try SecureFile.write(start, to: log)
             // The rename is durable once the directory is.
             let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -248,13 +248,14 @@ public final class Journal: @unchecked Sendable {
                 tornAt = offset
                 break
             }
+            let record = JournalRecord(json: value)
             if state == nil {
-                guard value["t"]?.stringValue == "start", let s = value["settings"].flatMap(SendSettings.init(json:)) else {
+                guard case .start(let settings, let header)? = record else {
                     throw JournalError(path: path, reason: "does not start with a start record")
                 }
-                state = JournalState(settings: s, planHeader: value["plan_header"] ?? .null)
+                state = JournalState(settings: settings, planHeader: header)
             }
-            Self.apply(value, to: &state!)
+            if let record { Self.apply(record, to: &state!) }
             offset = lf + 1
         }
         guard var result = state else {
@@ -274,45 +275,34 @@ public final class Journal: @unchecked Sendable {
         return try? JSONValue.parse(body)
     }
 
-    static func apply(_ v: JSONValue, to s: inout JournalState) {
-        func int(_ k: String) -> Int { Int(v[k]?.integerValue ?? 0) }
-        switch v["t"]?.stringValue {
-        case "start":
+    static func apply(_ record: JournalRecord, to s: inout JournalState) {
+        switch record {
+        case .start(_, let header):
             s.runs += 1
             s.outcome = nil
             // A resume with --replan starts with a new plan whose header differs in its times.
-            if let header = v["plan_header"], header != .null { s.planHeader = header }
-        case "plan":
-            s.planChecksum = v["crc32"]?.stringValue
-            s.planRecords = v["records"]?.integerValue.map(Int.init)
-            s.planIncomplete = v["incomplete"] == .bool(true)
-        case "done", "presumed":
-            let shard = int("shard")
-            if case .array(let items)? = v["ranges"] {
-                for item in items {
-                    if case .array(let pair) = item, pair.count == 2, let a = pair[0].integerValue, let b = pair[1].integerValue, a < b {
-                        s.done[shard, default: OrdinalRanges()].insert(Int(a)..<Int(b))
-                        if v["t"]?.stringValue == "done" { s.accepted += Int(b - a) } else { s.presumed += Int(b - a) }
-                    }
-                }
+            if header != .null { s.planHeader = header }
+        case .plan(let records, let crc32, let incomplete):
+            s.planChecksum = crc32
+            s.planRecords = records
+            s.planIncomplete = incomplete
+        case .done(let shard, let ranges), .presumed(let shard, let ranges):
+            let presumed = if case .presumed = record { true } else { false }
+            for r in ranges {
+                s.done[shard, default: OrdinalRanges()].insert(r)
+                if presumed { s.presumed += r.count } else { s.accepted += r.count }
             }
-        case "fail":
-            let f = SendFailure(seq: UInt64(int("seq")), shard: int("shard"), ordinal: int("ordinal"), status: UInt8(clamping: int("status")),
-                                token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [], gaveUp: v["gave_up"] == .bool(true))
+        case .fail(let f):
             s.failures.append(f)
             s.done[f.shard, default: OrdinalRanges()].insert(f.ordinal..<(f.ordinal + 1))
-        case "sent":
-            if case .object(let members)? = v["below"] {
-                for (k, value) in members { if let shard = Int(k), let n = value.integerValue { s.sentBelow[shard] = max(s.sentBelow[shard] ?? 0, Int(n)) } }
-            }
-        case "counters":
-            s.resends += int("resends")
-            s.duplicatesRisked += int("duplicates_risked")
-            s.reconnects += int("reconnects")
-        case "end":
-            s.outcome = v["outcome"]?.stringValue
-        default:
-            break
+        case .sent(let below):
+            for (shard, n) in below { s.sentBelow[shard] = max(s.sentBelow[shard] ?? 0, n) }
+        case .counters(let resends, let risked, let reconnects):
+            s.resends += resends
+            s.duplicatesRisked += risked
+            s.reconnects += reconnects
+        case .end(let outcome):
+            s.outcome = outcome
         }
     }
 
@@ -322,15 +312,20 @@ public final class Journal: @unchecked Sendable {
     private var sentBody: [UInt8] = []
 
     /// Appends one record (buffered until the next checkpoint or 16 KB).
-    public func append(_ record: JSONValue) throws {
+    public func append(_ record: JournalRecord) throws {
+        try append(json: record.json)
+    }
+
+    private func append(json record: JSONValue) throws {
         lock.lock()
         defer { lock.unlock() }
         Self.appendLine(body: record.serialized(), to: &file.buffer)
         try file.flushIfFull()
     }
 
-    /// Appends a `sent` record, `{"t":"sent","below":{"SHARD":N,…}}`, for the
-    /// given shards (those with N > 0), built as bytes: through JSONValue,
+    /// Appends a ``JournalRecord/sent(below:)`` record,
+    /// `{"t":"sent","below":{"SHARD":N,…}}`, for the given shards (those
+    /// with N > 0), built as bytes: through JSONValue,
     /// with a dictionary and Strings, this record (written before every
     /// batch) was a twentieth of send's busiest thread.
     public func appendSent(shards: [Int32], below: [Int32]) throws {
@@ -373,20 +368,11 @@ public final class Journal: @unchecked Sendable {
     }
 
     /// Ordinals of one shard now final: proven accepted, or (simple format) presumed delivered.
-    public func recordDone(shard: Int, ordinals: [Int], presumed: Bool) throws {
+    func recordDone(shard: Int, ordinals: [Int], presumed: Bool) throws {
         guard !ordinals.isEmpty else { return }
-        let ranges = OrdinalRanges.ranges(of: ordinals).map { JSONValue.array([.number(String($0.lowerBound)), .number(String($0.upperBound))]) }
-        try append(.object([("t", .string(presumed ? "presumed" : "done")), ("shard", .number(String(shard))), ("ranges", .array(ranges))]))
+        let ranges = OrdinalRanges.ranges(of: ordinals)
+        try append(presumed ? .presumed(shard: shard, ranges: ranges) : .done(shard: shard, ranges: ranges))
     }
-
-    public func recordFailure(_ f: SendFailure) throws {
-        var token: [UInt8] = []
-        HexEncoding.append(f.token, to: &token)
-        try append(.object([("t", .string("fail")), ("seq", .number(String(f.seq))), ("shard", .number(String(f.shard))),
-                            ("ordinal", .number(String(f.ordinal))), ("status", .number(String(f.status))),
-                            ("token", .string(String(decoding: token, as: UTF8.self))), ("gave_up", .bool(f.gaveUp))]))
-    }
-
 }
 
 /// A pthread mutex, for the few places that need one without Foundation.

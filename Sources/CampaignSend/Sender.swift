@@ -219,7 +219,7 @@ final class SendShared: @unchecked Sendable {
             if f.status == ErrorResponse.Status.invalidToken.rawValue { feedbackTokens.append((f.token, UInt32(time(nil)))) }
         }
         do {
-            for f in outcome.failures { try journal.recordFailure(f) }
+            for f in outcome.failures { try journal.append(.fail(f)) }
             for (shard, ordinals) in outcome.acceptedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: false) }
             for (shard, ordinals) in outcome.presumedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: true) }
             try journal.flush()
@@ -360,7 +360,7 @@ public final class Sender: @unchecked Sendable {
         if let expected = state.planChecksum, scan.trailer?.crc32 != expected {
             throw JournalError(path: journal.directory, reason: "the plan has changed since the send started (checksum \(scan.trailer?.crc32 ?? "missing"), journal \(expected)); refusing to resume")
         }
-        try journal.append(.object([("t", .string("counters")), ("duplicates_risked", .number(String(risked)))]))
+        try journal.append(.counters(resends: 0, duplicatesRisked: risked, reconnects: 0))
         try journal.checkpoint()
         return risked
     }
@@ -437,10 +437,7 @@ public final class Sender: @unchecked Sendable {
         for q in queues { q.close() }
         let planFullyRead = !shared.isStopping && !cancellation.isCancelled && readError == nil
         if planFullyRead {
-            try journal.append(.object([
-                ("t", .string("plan")), ("records", .number(String(report.planRecords))),
-                ("crc32", plan.trailer.map { .string($0.crc32) } ?? .null), ("incomplete", .bool(!plan.isComplete)),
-            ]))
+            try journal.append(.plan(records: report.planRecords, crc32: plan.trailer?.crc32, incomplete: !plan.isComplete))
         }
         for t in threads { pthread_join(t, nil) }
         shared.syncer.stop()
@@ -469,14 +466,9 @@ public final class Sender: @unchecked Sendable {
                 ? "the plan has no trailer: it was cut short upstream; everything it held was sent (if the planner was killed, plan again into `campaign send --resume DIR --replan`)"
                 : "the plan has no trailer: it was cut short upstream; everything it held was sent")
         }
-        var below: [(String, JSONValue)] = []
-        for (shard, n) in shared.sentBelowByShard.sorted(by: { $0.key < $1.key }) { below.append((String(shard), .number(String(n)))) }
-        try journal.append(.object([("t", .string("sent")), ("below", .object(below))]))
-        try journal.append(.object([
-            ("t", .string("counters")), ("resends", .number(String(report.resends))),
-            ("duplicates_risked", .number(String(counts.duplicatesRisked))), ("reconnects", .number(String(report.reconnects))),
-        ]))
-        try journal.append(.object([("t", .string("end")), ("outcome", .string(report.outcome.rawValue))]))
+        try journal.append(.sent(below: Dictionary(uniqueKeysWithValues: shared.sentBelowByShard.map { (Int($0.key), Int($0.value)) })))
+        try journal.append(.counters(resends: report.resends, duplicatesRisked: counts.duplicatesRisked, reconnects: report.reconnects))
+        try journal.append(.end(outcome: report.outcome.rawValue))
         try journal.checkpoint()
         try updateFeedbackStore()
         report.seconds = Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9

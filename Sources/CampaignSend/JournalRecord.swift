@@ -1,0 +1,93 @@
+import APNSWire
+import CampaignJSON
+
+/// One record of `journal.log`, as docs/journal.md tables them. Only
+/// ``Journal`` encodes and decodes them; everyone else appends these values.
+public enum JournalRecord: Equatable, Sendable {
+    /// A run began; its settings are what `--resume` reuses.
+    case start(settings: SendSettings, planHeader: JSONValue)
+    /// Per shard, the ordinals below this may have reached the gateway.
+    case sent(below: [Int: Int])
+    /// Ordinals of a shard proven accepted.
+    case done(shard: Int, ranges: [Range<Int>])
+    /// Ordinals of a shard written in the simple format, presumed delivered.
+    case presumed(shard: Int, ranges: [Range<Int>])
+    /// A notification refused for good.
+    case fail(SendFailure)
+    /// The plan was read to its end (`crc32`: its trailer's checksum).
+    case plan(records: Int, crc32: String?, incomplete: Bool)
+    /// Counts added up over runs.
+    case counters(resends: Int, duplicatesRisked: Int, reconnects: Int)
+    /// How a run ended (a ``SendOutcome`` raw value).
+    case end(outcome: String)
+
+    /// The record's JSON, `t` first.
+    var json: JSONValue {
+        func n(_ v: Int) -> JSONValue { .number(String(v)) }
+        func ranges(_ rs: [Range<Int>]) -> JSONValue { .array(rs.map { .array([n($0.lowerBound), n($0.upperBound)]) }) }
+        switch self {
+        case .start(let settings, let header):
+            return .object([("t", .string("start")), ("settings", settings.json), ("plan_header", header)])
+        case .sent(let below):
+            return .object([("t", .string("sent")), ("below", .object(below.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) }))])
+        case .done(let shard, let rs):
+            return .object([("t", .string("done")), ("shard", n(shard)), ("ranges", ranges(rs))])
+        case .presumed(let shard, let rs):
+            return .object([("t", .string("presumed")), ("shard", n(shard)), ("ranges", ranges(rs))])
+        case .fail(let f):
+            var token: [UInt8] = []
+            HexEncoding.append(f.token, to: &token)
+            return .object([("t", .string("fail")), ("seq", .number(String(f.seq))), ("shard", n(f.shard)),
+                            ("ordinal", n(f.ordinal)), ("status", n(Int(f.status))),
+                            ("token", .string(String(decoding: token, as: UTF8.self))), ("gave_up", .bool(f.gaveUp))])
+        case .plan(let records, let crc32, let incomplete):
+            return .object([("t", .string("plan")), ("records", n(records)), ("crc32", crc32.map { .string($0) } ?? .null),
+                            ("incomplete", .bool(incomplete))])
+        case .counters(let resends, let risked, let reconnects):
+            return .object([("t", .string("counters")), ("resends", n(resends)), ("duplicates_risked", n(risked)),
+                            ("reconnects", n(reconnects))])
+        case .end(let outcome):
+            return .object([("t", .string("end")), ("outcome", .string(outcome))])
+        }
+    }
+
+    /// Decodes a record; nil for a kind this version does not know (a newer
+    /// journal's) or a malformed one.
+    init?(json v: JSONValue) {
+        func int(_ k: String) -> Int { Int(v[k]?.integerValue ?? 0) }
+        func ranges() -> [Range<Int>] {
+            guard case .array(let items)? = v["ranges"] else { return [] }
+            return items.compactMap { item in
+                guard case .array(let pair) = item, pair.count == 2, let a = pair[0].integerValue, let b = pair[1].integerValue, a < b else { return nil }
+                return Int(a)..<Int(b)
+            }
+        }
+        switch v["t"]?.stringValue {
+        case "start":
+            guard let settings = v["settings"].flatMap(SendSettings.init(json:)) else { return nil }
+            self = .start(settings: settings, planHeader: v["plan_header"] ?? .null)
+        case "sent":
+            var below: [Int: Int] = [:]
+            if case .object(let members)? = v["below"] {
+                for (k, value) in members { if let shard = Int(k), let n = value.integerValue { below[shard] = max(below[shard] ?? 0, Int(n)) } }
+            }
+            self = .sent(below: below)
+        case "done": self = .done(shard: int("shard"), ranges: ranges())
+        case "presumed": self = .presumed(shard: int("shard"), ranges: ranges())
+        case "fail":
+            self = .fail(SendFailure(seq: UInt64(clamping: int("seq")), shard: int("shard"), ordinal: int("ordinal"),
+                                     status: UInt8(clamping: int("status")),
+                                     token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [],
+                                     gaveUp: v["gave_up"] == .bool(true)))
+        case "plan":
+            self = .plan(records: int("records"), crc32: v["crc32"]?.stringValue, incomplete: v["incomplete"] == .bool(true))
+        case "counters":
+            self = .counters(resends: int("resends"), duplicatesRisked: int("duplicates_risked"), reconnects: int("reconnects"))
+        case "end":
+            guard let outcome = v["outcome"]?.stringValue else { return nil }
+            self = .end(outcome: outcome)
+        default:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+import CampaignJSON
+import CampaignTestSupport
+@testable import CampaignSend
+
+/// The journal's records as values: each kind encodes to the JSON
+/// docs/journal.md tables and decodes back to itself.
+@Suite struct JournalRecordTests {
+    static let settings: SendSettings = {
+        var s = SendSettings(gatewayHost: "127.0.0.1", gatewayPort: 2195, certificate: "c.pem")
+        s.planPath = "/p/plan"
+        s.connections = 3
+        return s
+    }()
+
+    static let records: [JournalRecord] = [
+        .start(settings: settings, planHeader: .object([("header", .object([("v", .number("1"))]))])),
+        .sent(below: [0: 12, 7: 3]),
+        .done(shard: 2, ranges: [0..<5, 9..<10]),
+        .presumed(shard: 1, ranges: [3..<4]),
+        .fail(SendFailure(seq: 41, shard: 2, ordinal: 5, status: 8, token: [0xAB, 0x01], gaveUp: false)),
+        .fail(SendFailure(seq: 42, shard: 0, ordinal: 6, status: 1, token: [0x00], gaveUp: true)),
+        .plan(records: 100, crc32: "0a1b2c3d", incomplete: false),
+        .plan(records: 50, crc32: nil, incomplete: true),
+        .counters(resends: 4, duplicatesRisked: 2, reconnects: 9),
+        .end(outcome: "complete"),
+    ]
+
+    @Test func everyKindRoundTripsThroughItsJSON() throws {
+        for record in Self.records {
+            let text = String(decoding: record.json.serialized(), as: UTF8.self)
+            #expect(JournalRecord(json: try JSONValue.parse(text)) == record, "\(text)")
+        }
+    }
+
+    @Test func theJSONIsWhatTheDocumentationTables() {
+        #expect(String(decoding: JournalRecord.done(shard: 2, ranges: [0..<5]).json.serialized(), as: UTF8.self)
+                == #"{"t":"done","shard":2,"ranges":[[0,5]]}"#)
+        #expect(String(decoding: JournalRecord.fail(SendFailure(seq: 1, shard: 0, ordinal: 0, status: 8, token: [0xAB], gaveUp: false)).json.serialized(), as: UTF8.self)
+                == #"{"t":"fail","seq":1,"shard":0,"ordinal":0,"status":8,"token":"ab","gave_up":false}"#)
+        #expect(String(decoding: JournalRecord.end(outcome: "gave-up").json.serialized(), as: UTF8.self) == #"{"t":"end","outcome":"gave-up"}"#)
+    }
+
+    @Test func unknownKindsAreSkippedNotMisread() throws {
+        #expect(JournalRecord(json: try JSONValue.parse(#"{"t":"from-the-future","x":1}"#)) == nil)
+        #expect(JournalRecord(json: try JSONValue.parse(#"{"t":"start"}"#)) == nil, "a start without settings")
+    }
+
+    /// The hand-built `sent` line (the hot path) says what the record says,
+    /// and a journal of every kind replays to the state they describe.
+    @Test func aJournalOfEveryKindReplays() throws {
+        let dir = TemporaryDirectory("journal-records")
+        let journal = try Journal.create(directory: dir.file("j"), settings: Self.settings, planHeader: .null)
+        try journal.appendSent(shards: [0, 7], below: [12, 0, 0, 0, 0, 0, 0, 3])
+        for record in Self.records.dropFirst(2) { try journal.append(record) }
+        try journal.checkpoint()
+        let state = try Journal.read(directory: dir.file("j"))
+        #expect(state.settings == Self.settings)
+        #expect(state.sentBelow == [0: 12, 7: 3])
+        #expect(state.accepted == 6 && state.presumed == 1)
+        #expect(state.failures.map(\.seq) == [41, 42] && state.failures[0].token == [0xAB, 0x01])
+        #expect(state.done[2]?.contains(5) == true && state.done[2]?.contains(9) == true && state.done[2]?.contains(6) == false)
+        #expect(state.planRecords == 50 && state.planIncomplete && state.planChecksum == nil, "the later plan record wins")
+        #expect(state.resends == 4 && state.duplicatesRisked == 2 && state.reconnects == 9)
+        #expect(state.outcome == "complete")
+        #expect(state.runs == 1)
+        let sentLine = try String(contentsOfFile: dir.file("j/journal.log"), encoding: .utf8).split(separator: "\n")[1].dropFirst(9)
+        #expect(JournalRecord(json: try JSONValue.parse(String(sentLine))) == .sent(below: [0: 12, 7: 3]))
+    }
+}
