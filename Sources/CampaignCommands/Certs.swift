@@ -34,12 +34,9 @@ struct Certs: ParsableCommand {
 
     func run() throws {
         let passphrase = p12PassphraseEnv.flatMap { ProcessInfo.processInfo.environment[$0] } ?? ""
-        do {
+        try reportingErrors(as: "certs") {
             let written = try DevelopmentCertificates.write(to: directory, bundleID: bundleId, p12Passphrase: passphrase, days: days)
             for path in written { print(path) }
-        } catch {
-            printError("campaign certs: \(error)")
-            throw CampaignExit.failure
         }
     }
 }

@@ -1,4 +1,11 @@
 import ArgumentParser
+import AudienceIngest
+import CampaignIO
+import CampaignPayload
+import CampaignPlan
+import CampaignSend
+import CampaignTLS
+import GatewaySimulator
 
 /// Exit codes, as documented in README.md. They follow sysexits(3) where one fits.
 public enum CampaignExit {
@@ -18,6 +25,31 @@ public enum CampaignExit {
     public static let interrupted = ExitCode(75)
     /// A certificate, key, passphrase or trust problem: retrying will not help.
     public static let credentials = ExitCode(77)
+}
+
+/// The one mapping of errors to exit codes, for every subcommand: prints
+/// `error` as one sentence after `campaign COMMAND:` and returns the code
+/// README.md gives it. An ``ExitCode`` passes through, unprinted.
+func exitCode(for error: Error, command: String) -> ExitCode {
+    if let code = error as? ExitCode { return code }
+    printError("campaign \(command): \(error)")
+    switch error {
+    case let e as TLSError:
+        // Anything else a TLS step refuses is the far end or the network.
+        return e.isCredentialOrTrustFailure ? CampaignExit.credentials : CampaignExit.unavailable
+    case let e as PlanError:
+        return e.reason == .noTrailer ? CampaignExit.incompletePlan : CampaignExit.unusableInput
+    case is JournalError, is IOError, is JobError, is AudienceError, is SimulatorInputError:
+        return CampaignExit.unusableInput
+    default:
+        return CampaignExit.failure
+    }
+}
+
+/// Runs a subcommand's body, turning any error into its exit code (``exitCode(for:command:)``).
+@discardableResult
+func reportingErrors<T>(as command: String, _ body: () throws -> T) throws -> T {
+    do { return try body() } catch { throw exitCode(for: error, command: command) }
 }
 
 /// Prints one line to standard error.

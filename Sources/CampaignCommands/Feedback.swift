@@ -67,12 +67,6 @@ struct Feedback: ParsableCommand {
                 try storeValue.save(path: store)
                 printError("feedback: pruned \(removed) entries older than \(days) days; the store holds \(storeValue.count)")
             }
-        } catch let error as TLSError {
-            printError("campaign feedback: \(error)")
-            throw error.isCredentialOrTrustFailure ? CampaignExit.credentials : CampaignExit.unavailable
-        } catch let error as IOError {
-            printError("campaign feedback: \(error)")
-            throw CampaignExit.unusableInput
         }
     }
 }

@@ -53,7 +53,7 @@ struct Plan: ParsableCommand {
     }
 
     func run() throws {
-        do {
+        try reportingErrors(as: "plan") {
             let jobFile = try CampaignJob.load(path: job)
             let store = try feedbackStore.map { try FeedbackStore.load(path: $0) }
             var options = PlanOptions(now: UInt32(Date().timeIntervalSince1970))
@@ -72,15 +72,6 @@ struct Plan: ParsableCommand {
             if let summary {
                 try SecureFile.write(result.json.serialized() + [0x0A], to: summary, mode: SecureFile.publicMode)
             }
-        } catch let error as JobError {
-            printError("campaign plan: \(error)")
-            throw CampaignExit.unusableInput
-        } catch let error as AudienceError {
-            printError("campaign plan: \(error)")
-            throw CampaignExit.unusableInput
-        } catch let error as IOError {
-            printError("campaign plan: \(error)")
-            throw CampaignExit.unusableInput
         }
     }
 }

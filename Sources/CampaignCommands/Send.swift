@@ -85,94 +85,53 @@ struct Send: ParsableCommand {
     }
 
     func run() throws {
-        let reportValue: SendReport
-        do {
-            reportValue = try send()
-        } catch let error as TLSError {
-            printError("campaign send: \(error)")
-            throw error.isCredentialOrTrustFailure ? CampaignExit.credentials : CampaignExit.failure
-        } catch let error as JournalError {
-            printError("campaign send: \(error)")
-            throw CampaignExit.unusableInput
-        } catch let error as PlanError {
-            printError("campaign send: \(error)")
-            throw error.reason == .noTrailer ? CampaignExit.incompletePlan : CampaignExit.unusableInput
-        } catch let error as IOError {
-            printError("campaign send: \(error)")
-            throw CampaignExit.unusableInput
-        }
-        printError(reportValue.text)
-        if let report {
-            try SecureFile.write(reportValue.json.serialized() + [0x0A], to: report, mode: SecureFile.publicMode)
-        }
-        switch reportValue.outcome {
-        case .complete: return
-        case .incompletePlan: throw CampaignExit.incompletePlan
-        case .interrupted: throw CampaignExit.interrupted
-        case .gaveUp: throw CampaignExit.unavailable
-        case .credentials: throw CampaignExit.credentials
+        try reportingErrors(as: "send") {
+            let report = try send()
+            printError(report.text)
+            if let path = self.report {
+                try SecureFile.write(report.json.serialized() + [0x0A], to: path, mode: SecureFile.publicMode)
+            }
+            switch report.outcome {
+            case .complete: return
+            case .incompletePlan: throw CampaignExit.incompletePlan
+            case .interrupted: throw CampaignExit.interrupted
+            case .gaveUp: throw CampaignExit.unavailable
+            case .credentials: throw CampaignExit.credentials
+            }
         }
     }
 
     private func send() throws -> SendReport {
-        var settings: SendSettings
-        let journalHandle: Journal
-        var state: JournalState? = nil
-        var carried = 0
-        let planReader: PlanReader
+        let start: SendSession.Start
         if let dir = resume {
-            var opened = try Journal.resume(directory: dir)
-            if replan {
-                let checked = try Respool.respool(from: FileSource(path: "-"), journal: opened.0, state: &opened.1)
-                printError("campaign send: the plan on standard input matches the \(checked) spooled records; it replaces the spool")
+            start = .resume(journal: dir, replan: replan) { settings in
+                // Flags may override what the journal remembers: credentials, and tuning.
+                if let c = credentials.cert { settings.certificate = c }
+                if let k = credentials.key { settings.key = k }
+                if let a = credentials.ca { settings.caFile = a }
+                if let g = gateway.flatMap(GatewayAddress.parse) { (settings.gatewayHost, settings.gatewayPort) = g }
+                apply(to: &settings)
             }
-            journalHandle = opened.0
-            state = opened.1
-            settings = opened.1.settings
-            // Flags may override what the journal remembers: credentials, and tuning.
-            if let c = credentials.cert { settings.certificate = c }
-            if let k = credentials.key { settings.key = k }
-            if let a = credentials.ca { settings.caFile = a }
-            if let g = gateway.flatMap(GatewayAddress.parse) { (settings.gatewayHost, settings.gatewayPort) = g }
-            apply(to: &settings)
-            carried = try Sender.prepareResume(state: opened.1, scan: Self.openResumedPlan(state: opened.1, journal: journalHandle),
-                                               journal: journalHandle)
-            planReader = try Self.openResumedPlan(state: opened.1, journal: journalHandle)
-            if let outcome = opened.1.outcome, outcome == SendOutcome.complete.rawValue {
-                printError("campaign send: the send in \(dir) is already complete; nothing to do.")
-            }
-            try journalHandle.append(.start(settings: settings, planHeader: planReader.header.json))
-            try journalHandle.checkpoint()
         } else {
             let (host, port) = gateway.flatMap(GatewayAddress.parse) ?? GatewayAddress.environment(environment!, feedback: false)!
-            settings = SendSettings(gatewayHost: host, gatewayPort: port, certificate: credentials.cert!)
+            var settings = SendSettings(gatewayHost: host, gatewayPort: port, certificate: credentials.cert!)
             settings.key = credentials.key
             settings.caFile = credentials.ca
             apply(to: &settings)
-            let dir = journal!
-            try SecureFile.makeDirectory(dir, mode: 0o700)
-            if plan == "-" {
-                settings.planPath = nil
-                let spool = "\(dir)/\(Journal.spoolName)"
-                planReader = try PlanReader(source: SpoolingSource(source: FileSource(path: "-"), spoolPath: spool), path: "standard input")
-            } else {
-                settings.planPath = URL(fileURLWithPath: plan).standardizedFileURL.path
-                try PlanReader.checkComplete(path: plan)
-                planReader = try PlanReader(path: plan)
-            }
-            journalHandle = try Journal.create(directory: dir, settings: settings, planHeader: planReader.header.json)
+            start = .new(plan: plan, journal: journal!, settings: settings)
         }
+        let session = try SendSession(start)
+        for note in session.notes { printError("campaign send: \(note)") }
+        let settings = session.settings
         let context = try CredentialOptions.context(cert: settings.certificate, key: settings.key, ca: settings.caFile,
                                                     passphrase: credentials.passphrase())
-        let cancellation = try CancellationPipe()
-        let sender = try Sender(settings: settings, journal: journalHandle, context: context, resumeState: state,
-                                cancellation: cancellation, logger: { printError("campaign send: \($0)") })
-        sender.duplicatesRiskedBeforeThisRun = carried
+        let sender = try session.makeSender(context: context, cancellation: CancellationPipe(),
+                                            logger: { printError("campaign send: \($0)") })
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM], handler: SignalEscalation(first: { sender.requestStop() }).handle)
         defer { signals.cancel() }
         let progress = isatty(2) == 1 ? ProgressLine(sender: sender) : nil
         defer { progress?.stop() }
-        return try sender.run(plan: planReader)
+        return try session.run(sender)
     }
 
     private func apply(to settings: inout SendSettings) {
@@ -182,12 +141,6 @@ struct Send: ParsableCommand {
         if let v = rate { settings.rate = v }
         if let v = checkpointEvery { settings.checkpointEvery = v }
         if let v = feedbackStore { settings.feedbackStore = v }
-    }
-
-    /// The plan a journal was started with: from its path, or the journal's spool.
-    static func openResumedPlan(state: JournalState, journal: Journal) throws -> PlanReader {
-        if let path = state.settings.planPath { return try PlanReader(path: path) }
-        return try PlanReader(source: journal.openSpool(), path: journal.spoolPath)
     }
 }
 

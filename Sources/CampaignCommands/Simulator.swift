@@ -86,19 +86,10 @@ struct Simulator: ParsableCommand {
     }
 
     func run() throws {
-        let simulator: GatewaySimulator
-        do {
-            simulator = try GatewaySimulator(configuration: configuration())
+        let simulator = try reportingErrors(as: "simulator") {
+            let simulator = try GatewaySimulator(configuration: configuration())
             try simulator.start()
-        } catch let error as TLSError {
-            printError("campaign simulator: \(error)")
-            throw error.isCredentialOrTrustFailure ? CampaignExit.credentials : CampaignExit.failure
-        } catch let error as SimulatorInputError {
-            printError("campaign simulator: \(error)")
-            throw CampaignExit.unusableInput
-        } catch {
-            printError("campaign simulator: \(error)")
-            throw CampaignExit.failure
+            return simulator
         }
         printError("campaign simulator: gateway on 127.0.0.1:\(simulator.port), feedback on 127.0.0.1:\(simulator.feedbackPort)")
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) { simulator.requestStop() }

@@ -15,11 +15,7 @@ struct Status: ParsableCommand {
     var json = false
 
     func run() throws {
-        let state: JournalState
-        do { state = try Journal.read(directory: directory) } catch {
-            printError("campaign status: \(error)")
-            throw CampaignExit.unusableInput
-        }
+        let state = try reportingErrors(as: "status") { try Journal.read(directory: directory) }
         var byStatus: [UInt8: Int] = [:]
         for f in state.failures { byStatus[f.status, default: 0] += 1 }
         let remaining = state.planRecords.map { max(0, $0 - state.doneCount) }

@@ -27,11 +27,7 @@ struct Validate: ParsableCommand {
     }
 
     func run() throws {
-        let jobFile: CampaignJob
-        do { jobFile = try CampaignJob.load(path: job) } catch {
-            printError("campaign validate: \(error)")
-            throw CampaignExit.unusableInput
-        }
+        let jobFile = try reportingErrors(as: "validate") { try CampaignJob.load(path: job) }
         if campaignName {
             print(jobFile.campaign)
             return

@@ -4,6 +4,9 @@ import Testing
 import CampaignTestSupport
 import CampaignTLS
 @testable import CampaignCommands
+import CampaignIO
+@testable import CampaignPlan
+@testable import CampaignSend
 
 @Suite struct ArgumentTests {
     @Test func certsWritesEveryFile() throws {
@@ -29,6 +32,21 @@ import CampaignTLS
             #expect(Campaign.exitCode(for: error) == CampaignExit.usage)
             #expect(Campaign.message(for: error) == message)
         }
+    }
+}
+
+/// Every subcommand maps errors to exit codes through one function.
+@Suite struct ExitCodeMappingTests {
+    @Test func eachKindOfErrorHasTheREADMEsCode() {
+        #expect(exitCode(for: TLSError(.wrongPassphrase(path: "p.p12")), command: "t") == CampaignExit.credentials)
+        #expect(exitCode(for: TLSError(.timedOut(operation: "connecting")), command: "t") == CampaignExit.unavailable)
+        #expect(exitCode(for: PlanError(path: "p", line: 0, reason: .noTrailer), command: "t") == CampaignExit.incompletePlan)
+        #expect(exitCode(for: PlanError(path: "p", line: 2, reason: .noHeader), command: "t") == CampaignExit.unusableInput)
+        #expect(exitCode(for: JournalError(path: "j", reason: "damaged"), command: "t") == CampaignExit.unusableInput)
+        #expect(exitCode(for: IOError(path: "f", reason: "gone"), command: "t") == CampaignExit.unusableInput)
+        #expect(exitCode(for: CampaignExit.interrupted, command: "t") == CampaignExit.interrupted)
+        struct Odd: Error {}
+        #expect(exitCode(for: Odd(), command: "t") == CampaignExit.failure)
     }
 }
 

@@ -1,0 +1,90 @@
+import Foundation
+import CampaignIO
+import CampaignPlan
+import CampaignTLS
+
+/// A send from its first step to its report: a new send (its journal
+/// created, a plan from standard input spooled into it) or a resume (the
+/// journal replayed, the plan checked against it, `--replan` respooled), then
+/// the ``Sender``. What `campaign send` does, for tests to drive in-process;
+/// the command only parses arguments, loads credentials and maps the
+/// outcome to an exit code.
+public final class SendSession {
+    /// How a send begins.
+    public enum Start {
+        /// A new send of the plan at `plan` (`-`: standard input) with a journal in `journal`.
+        case new(plan: String, journal: String, settings: SendSettings)
+        /// The send whose journal is in `journal`; `replan` reads the plan again
+        /// from standard input; `adjust` overrides what the journal remembers
+        /// (credentials, gateway, tuning).
+        case resume(journal: String, replan: Bool, adjust: (inout SendSettings) -> Void)
+    }
+
+    public let settings: SendSettings
+    public let journal: Journal
+    /// Notes for the operator (already complete, plan respooled), in order.
+    public private(set) var notes: [String] = []
+    private let plan: PlanReader
+    private let state: JournalState?
+    private let carried: Int
+
+    public init(_ start: Start) throws {
+        switch start {
+        case .new(let planPath, let directory, var settings):
+            try SecureFile.makeDirectory(directory, mode: 0o700)
+            if planPath == "-" {
+                settings.planPath = nil
+                let spool = "\(directory)/\(Journal.spoolName)"
+                plan = try PlanReader(source: SpoolingSource(source: FileSource(path: "-"), spoolPath: spool), path: "standard input")
+            } else {
+                settings.planPath = URL(fileURLWithPath: planPath).standardizedFileURL.path
+                // A plan file whose planner failed is refused whole, before anything is sent.
+                try PlanReader.checkComplete(path: planPath)
+                plan = try PlanReader(path: planPath)
+            }
+            journal = try Journal.create(directory: directory, settings: settings, planHeader: plan.header.json)
+            self.settings = settings
+            state = nil
+            carried = 0
+        case .resume(let directory, let replan, let adjust):
+            var (opened, replayed) = try Journal.resume(directory: directory)
+            if replan {
+                let checked = try Respool.respool(from: FileSource(path: "-"), journal: opened, state: &replayed)
+                notes.append("the plan on standard input matches the \(checked) spooled records; it replaces the spool")
+            }
+            var settings = replayed.settings
+            adjust(&settings)
+            carried = try Sender.prepareResume(state: replayed, scan: Self.openPlan(state: replayed, journal: opened), journal: opened)
+            plan = try Self.openPlan(state: replayed, journal: opened)
+            if replayed.outcome == SendOutcome.complete.rawValue {
+                notes.append("the send in \(directory) is already complete; nothing to do.")
+            }
+            try opened.append(.start(settings: settings, planHeader: plan.header.json))
+            try opened.checkpoint()
+            journal = opened
+            state = replayed
+            self.settings = settings
+        }
+    }
+
+    /// The sender for this session; `run()` it (``Sender/run(plan:)``
+    /// with this session's plan) and stop it from a signal's thread.
+    public func makeSender(context: TLSContext, cancellation: CancellationPipe,
+                           logger: @escaping @Sendable (String) -> Void) throws -> Sender {
+        let sender = try Sender(settings: settings, journal: journal, context: context, resumeState: state,
+                                cancellation: cancellation, logger: logger)
+        sender.duplicatesRiskedBeforeThisRun = carried
+        return sender
+    }
+
+    /// Sends the plan with `sender` (made by ``makeSender(context:cancellation:logger:)``).
+    public func run(_ sender: Sender) throws -> SendReport {
+        try sender.run(plan: plan)
+    }
+
+    /// The plan a journal was started with: from its path, or the journal's spool.
+    static func openPlan(state: JournalState, journal: Journal) throws -> PlanReader {
+        if let path = state.settings.planPath { return try PlanReader(path: path) }
+        return try PlanReader(source: journal.openSpool(), path: journal.spoolPath)
+    }
+}
