@@ -149,7 +149,7 @@ struct Send: ParsableCommand {
 final class SignalEscalation: @unchecked Sendable {
     private let first: @Sendable () -> Void
     private var count = 0
-    private let lock = NSLock()
+    private let lock = Lock()
 
     init(first: @escaping @Sendable () -> Void) { self.first = first }
 
@@ -171,11 +171,11 @@ final class SignalEscalation: @unchecked Sendable {
 final class ProgressLine: @unchecked Sendable {
     private let sender: Sender
     private let stopPipe = try! CancellationPipe()
-    private let done = DispatchSemaphore(value: 0)
+    private var thread = pthread_t()
 
     init(sender: Sender) {
         self.sender = sender
-        Thread { [self] in
+        thread = startThread { [self] in
             let start = Date()
             while sleep(until: .after(seconds: 1), cancellation: stopPipe) {
                 let p = sender.progress()
@@ -186,12 +186,11 @@ final class ProgressLine: @unchecked Sendable {
                 FileHandleWriter.write("\r\u{1B}[Ksent \(p.settled) of \(p.read) read (\(Int(rate))/s), \(p.failed) failed\(eta)", fd: 2)
             }
             FileHandleWriter.write("\r\u{1B}[K", fd: 2)
-            done.signal()
-        }.start()
+        }
     }
 
     func stop() {
         stopPipe.cancel()
-        done.wait()
+        pthread_join(thread, nil)
     }
 }

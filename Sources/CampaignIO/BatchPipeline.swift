@@ -17,9 +17,7 @@ public final class BatchPipeline<Batch: AnyObject>: @unchecked Sendable {
     // Made at 0 and raised: libdispatch traps when a semaphore is freed below
     // the value it was made with, as this one is after an early stop.
     private let emptied = DispatchSemaphore(value: 0)
-    // A pthread mutex rather than Synchronization.Mutex: ThreadSanitizer
-    // understands the former (the latter is futex-based on Linux).
-    private var mutex = pthread_mutex_t()
+    private let mutex = Lock()
     private var full: [(batch: Batch, last: Bool)] = []
     private var free: [Batch]
     private let stopping = Atomic<Bool>(false)
@@ -33,7 +31,6 @@ public final class BatchPipeline<Batch: AnyObject>: @unchecked Sendable {
         precondition(!batches.isEmpty)
         free = batches
         upstream = nil
-        pthread_mutex_init(&mutex, nil)
         for _ in batches { emptied.signal() }
         // The thread holds the pipeline strongly until it ends.
         startDetachedThread { [self] in runFilling(fill) }
@@ -45,7 +42,6 @@ public final class BatchPipeline<Batch: AnyObject>: @unchecked Sendable {
     public init(after upstream: BatchPipeline<Batch>, work: @escaping @Sendable (Batch) -> Void) {
         free = []
         self.upstream = upstream
-        pthread_mutex_init(&mutex, nil)
         startDetachedThread { [self] in
             while !stopping.load(ordering: .relaxed), let batch = upstream.next() {
                 work(batch)
@@ -57,11 +53,9 @@ public final class BatchPipeline<Batch: AnyObject>: @unchecked Sendable {
         }
     }
 
-    deinit { pthread_mutex_destroy(&mutex) }
-
     private func locked<R>(_ body: () -> R) -> R {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         return body()
     }
 
@@ -108,23 +102,4 @@ public final class BatchPipeline<Batch: AnyObject>: @unchecked Sendable {
             if !more { return }
         }
     }
-}
-
-/// Runs `body` on a new detached thread, without Foundation.
-public func startDetachedThread(_ body: @escaping @Sendable () -> Void) {
-    pthread_detach(startThread(body))
-}
-
-/// Runs `body` on a new thread; `pthread_join` the result to wait for it
-/// (joining also orders everything the thread wrote before what follows).
-public func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
-    final class Start { let body: () -> Void; init(_ body: @escaping () -> Void) { self.body = body } }
-    let start = Unmanaged.passRetained(Start(body)).toOpaque()
-    var handle = pthread_t()
-    let result = pthread_create(&handle, nil, { raw in
-        Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue().body()
-        return nil
-    }, start)
-    precondition(result == 0, "cannot start a thread: \(result)")
-    return handle
 }

@@ -6,7 +6,13 @@ internal import CCampaignShims
 public final class GzipSource: ByteSource {
     public var name: String { source.name }
     private let source: ByteSource
-    private var stream = z_stream()
+    /// zlib keeps a pointer back to its stream and checks it on every call:
+    /// the stream lives in memory of its own, never moved, like the CSV parser.
+    private let stream: UnsafeMutablePointer<z_stream> = {
+        let p = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+        p.initialize(to: z_stream())
+        return p
+    }()
     private var input = [UInt8](repeating: 0, count: 65_536)
     private var inputCount = 0
     private var inputOffset = 0
@@ -21,12 +27,16 @@ public final class GzipSource: ByteSource {
         self.source = source
         self.toleratesTruncation = toleratesTruncation
         // 15 + 16: a gzip wrapper only, with the largest window.
-        guard campaign_inflate_init2(&stream, 15 + 16) == Z_OK else {
+        guard campaign_inflate_init2(stream, 15 + 16) == Z_OK else {
             throw IOError(path: source.name, reason: "cannot start gzip decompression")
         }
     }
 
-    deinit { inflateEnd(&stream) }
+    deinit {
+        inflateEnd(stream)
+        stream.deinitialize(count: 1)
+        stream.deallocate()
+    }
 
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> Int {
         guard buffer.count > 0 else { return 0 }
@@ -44,15 +54,15 @@ public final class GzipSource: ByteSource {
             let produced: Int
             let rc: Int32
             (produced, rc) = input.withUnsafeMutableBytes { raw -> (Int, Int32) in
-                stream.next_in = raw.baseAddress!.assumingMemoryBound(to: Bytef.self) + inputOffset
-                stream.avail_in = uInt(inputCount - inputOffset)
-                stream.next_out = buffer.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                stream.avail_out = uInt(buffer.count)
-                let rc = inflate(&stream, Z_NO_FLUSH)
-                let used = (inputCount - inputOffset) - Int(stream.avail_in)
+                stream.pointee.next_in = raw.baseAddress!.assumingMemoryBound(to: Bytef.self) + inputOffset
+                stream.pointee.avail_in = uInt(inputCount - inputOffset)
+                stream.pointee.next_out = buffer.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                stream.pointee.avail_out = uInt(buffer.count)
+                let rc = inflate(stream, Z_NO_FLUSH)
+                let used = (inputCount - inputOffset) - Int(stream.pointee.avail_in)
                 inputOffset += used
                 consumedTotal += used
-                return (buffer.count - Int(stream.avail_out), rc)
+                return (buffer.count - Int(stream.pointee.avail_out), rc)
             }
             sawData = true
             switch rc {
@@ -61,9 +71,9 @@ public final class GzipSource: ByteSource {
             case Z_STREAM_END:
                 // Another member may follow; reset and go on, or end cleanly.
                 sawData = false
-                inflateReset(&stream)
+                inflateReset(stream)
             default:
-                let message = stream.msg.map { String(cString: $0) } ?? "code \(rc)"
+                let message = stream.pointee.msg.map { String(cString: $0) } ?? "code \(rc)"
                 throw IOError(path: name, reason: "is not valid gzip data near compressed byte \(consumedTotal): \(message)")
             }
             if produced > 0 { return produced }
@@ -74,14 +84,24 @@ public final class GzipSource: ByteSource {
 
 /// Compresses into gzip, for spooled plans.
 public final class GzipCompressor {
-    private var stream = z_stream()
+    /// zlib keeps a pointer back to its stream and checks it on every call:
+    /// the stream lives in memory of its own, never moved, like the CSV parser.
+    private let stream: UnsafeMutablePointer<z_stream> = {
+        let p = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+        p.initialize(to: z_stream())
+        return p
+    }()
     private var scratch = [UInt8](repeating: 0, count: 65_536)
 
     public init(level: Int32 = 6) {
-        _ = campaign_deflate_init2(&stream, level, 15 + 16)
+        _ = campaign_deflate_init2(stream, level, 15 + 16)
     }
 
-    deinit { deflateEnd(&stream) }
+    deinit {
+        deflateEnd(stream)
+        stream.deinitialize(count: 1)
+        stream.deallocate()
+    }
 
     /// Compresses `bytes`; with `sync`, everything so far becomes decodable
     /// (a crash after it loses nothing written before it); with `finish`, ends
@@ -90,16 +110,16 @@ public final class GzipCompressor {
         var out: [UInt8] = []
         var bytes = bytes
         bytes.withUnsafeMutableBytes { raw in
-            stream.next_in = raw.baseAddress?.assumingMemoryBound(to: Bytef.self)
-            stream.avail_in = uInt(raw.count)
+            stream.pointee.next_in = raw.baseAddress?.assumingMemoryBound(to: Bytef.self)
+            stream.pointee.avail_in = uInt(raw.count)
             repeat {
                 scratch.withUnsafeMutableBytes { s in
-                    stream.next_out = s.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                    stream.avail_out = uInt(s.count)
-                    _ = deflate(&stream, finish ? Z_FINISH : (sync ? Z_SYNC_FLUSH : Z_NO_FLUSH))
-                    out.append(contentsOf: UnsafeRawBufferPointer(rebasing: s[0..<(s.count - Int(stream.avail_out))]))
+                    stream.pointee.next_out = s.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                    stream.pointee.avail_out = uInt(s.count)
+                    _ = deflate(stream, finish ? Z_FINISH : (sync ? Z_SYNC_FLUSH : Z_NO_FLUSH))
+                    out.append(contentsOf: UnsafeRawBufferPointer(rebasing: s[0..<(s.count - Int(stream.pointee.avail_out))]))
                 }
-            } while stream.avail_out == 0 || stream.avail_in > 0
+            } while stream.pointee.avail_out == 0 || stream.pointee.avail_in > 0
         }
         return out
     }

@@ -7,71 +7,6 @@ import CampaignIO
 import CampaignJSON
 import CampaignPayload
 
-/// What the preparing stage made of one row: everything that does not depend
-/// on the rows before it. De-duplication, feedback suppression and numbering
-/// come after, in order, in ``Planner``.
-struct PreparedRow {
-    enum Kind: UInt8 {
-        /// The record line is ready (`truncated`: its text was shortened).
-        case ready, truncated
-        /// Rejected whatever came before it (malformed, no token, bad token).
-        case rejectedOutright
-        /// Rejected unless an earlier row or the feedback store rejects it first.
-        case rejectedUnlessDuplicate
-    }
-
-    var kind = Kind.rejectedOutright
-    /// The audience line the row starts on.
-    var line = 0
-    var message: Int32 = 0
-    /// The token's bytes in the batch's arena; count 0 when the row has none.
-    var tokenStart: Int32 = 0
-    var tokenCount: Int32 = 0
-    /// The record line after `{"seq":N`, in the arena.
-    var lineStart: Int32 = 0
-    var lineEnd: Int32 = 0
-    /// Into the batch's rejections, for the rejected kinds.
-    var rejection: Int32 = -1
-    var registeredColumn: Int32 = -1
-    var tokenHash: UInt64 = 0
-}
-
-/// A reject code and its sentence.
-struct Rejection {
-    var code: RejectCode
-    var reason: String
-}
-
-/// Rows read and prepared together, handed from the preparing thread to the
-/// planning one. The rows stay (swapped in, not copied) for the few rejects
-/// that need a value from them.
-final class PreparedBatch: @unchecked Sendable {
-    var rows: [AudienceRow]
-    /// What the reader said of each row (filled by the reading stage).
-    var records: [AudienceRecord?]
-    /// The reader's column names when they changed during this batch, else empty.
-    var schemaNames: [String] = []
-    var prepared: [PreparedRow]
-    var rejections: [Rejection] = []
-    let arena = ByteArena(capacity: 1 << 18)
-    var count = 0
-    var failure: Error?
-    var ended = false
-
-    init(size: Int) {
-        rows = Array(repeating: AudienceRow(), count: size)
-        records = Array(repeating: nil, count: size)
-        prepared = Array(repeating: PreparedRow(), count: size)
-    }
-
-    /// The token of prepared row `i`, nil when it has none.
-    func withToken<R>(of i: Int, _ body: (UnsafeBufferPointer<UInt8>?) throws -> R) rethrows -> R {
-        let p = prepared[i]
-        guard p.tokenCount > 0 else { return try body(nil) }
-        return try body(arena.bytes(Int(p.tokenStart)..<Int(p.tokenStart + p.tokenCount)))
-    }
-}
-
 /// Reads audience rows into batches, on the reading thread: the first stage.
 final class RowReader: @unchecked Sendable {
     private let reader: AudienceReader
@@ -278,48 +213,5 @@ final class RowPreparer: @unchecked Sendable {
         PlanRecord.appendEnd(to: batch.arena)
         p.lineEnd = Int32(batch.arena.count)
         return p
-    }
-}
-
-/// Remembers which message each distinct language value selects; audiences
-/// have few distinct values, so a short list compared byte for byte beats
-/// hashing a new key per row.
-struct LanguageCache {
-    /// The values seen, one after another; `ends[i]` is where value `i` ends.
-    private var keys: [UInt8] = []
-    private var ends: [Int] = []
-    private var results: [Int?] = []
-    private var overflow: [String: Int?] = [:]
-    /// Rows of one language often come together: that one is tried first.
-    private var last = -1
-
-    mutating func message(for raw: UnsafeBufferPointer<UInt8>, selector: MessageSelector) -> Int? {
-        let found = keys.withUnsafeBufferPointer { k -> Int in
-            func matches(_ i: Int) -> Bool {
-                let start = i == 0 ? 0 : ends[i - 1]
-                return ends[i] - start == raw.count && (raw.isEmpty || memcmp(k.baseAddress! + start, raw.baseAddress!, raw.count) == 0)
-            }
-            if last >= 0, matches(last) { return last }
-            for i in ends.indices where matches(i) { return i }
-            return -1
-        }
-        if found >= 0 {
-            last = found
-            return results[found]
-        }
-        let text = String(decoding: raw, as: UTF8.self)
-        if ends.count >= 256 {
-            if let cached = overflow[text] { return cached }
-            let result = selector.select(LanguageTag(text))
-            // Bounded: an audience with a new language value on every row must
-            // not grow memory with the audience.
-            if overflow.count < 16_384 { overflow[text] = result }
-            return result
-        }
-        let result = selector.select(LanguageTag(text))
-        keys.append(contentsOf: raw)
-        ends.append(keys.count)
-        results.append(result)
-        return result
     }
 }

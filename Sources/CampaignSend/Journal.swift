@@ -129,7 +129,7 @@ public final class Journal: @unchecked Sendable {
     public let directory: String
     private let file: BufferedFileWriter
     private let lockFD: Int32
-    private let lock = PThreadMutex()
+    private let lock = Lock()
 
     public var spoolPath: String { "\(directory)/\(Self.spoolName)" }
 
@@ -373,13 +373,4 @@ public final class Journal: @unchecked Sendable {
         let ranges = OrdinalRanges.ranges(of: ordinals)
         try append(presumed ? .presumed(shard: shard, ranges: ranges) : .done(shard: shard, ranges: ranges))
     }
-}
-
-/// A pthread mutex, for the few places that need one without Foundation.
-final class PThreadMutex: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    init() { pthread_mutex_init(&mutex, nil) }
-    deinit { pthread_mutex_destroy(&mutex) }
-    func lock() { pthread_mutex_lock(&mutex) }
-    func unlock() { pthread_mutex_unlock(&mutex) }
 }

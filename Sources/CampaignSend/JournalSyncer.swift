@@ -15,8 +15,8 @@ import CampaignIO
 /// again and counts them as possible duplicates, as for any unproven window.
 final class JournalSyncer: @unchecked Sendable {
     private let journal: Journal
-    private var mutex = pthread_mutex_t()
-    private var wake = pthread_cond_t()
+    private let mutex = Lock()
+    private let wake = Condition()
     private var requested = 0
     private var completed = 0
     private var stopping = false
@@ -26,15 +26,9 @@ final class JournalSyncer: @unchecked Sendable {
 
     init(journal: Journal) {
         self.journal = journal
-        pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&wake, nil)
     }
 
     // The thread holds the syncer until ``stop()``: whoever starts it stops it.
-    deinit {
-        pthread_mutex_destroy(&mutex)
-        pthread_cond_destroy(&wake)
-    }
 
     func start() {
         guard !running else { return }
@@ -45,46 +39,46 @@ final class JournalSyncer: @unchecked Sendable {
     /// Asks for an fsync of everything written so far. Returns at once; a
     /// failure of an earlier fsync is thrown here.
     func request() throws {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         if let failure { throw failure }
         requested += 1
-        pthread_cond_signal(&wake)
+        wake.signal()
     }
 
     /// Waits for the requested fsyncs and ends the thread; ``error`` then
     /// tells whether any failed.
     func stop() {
         guard running else { return }
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         stopping = true
-        pthread_cond_signal(&wake)
-        pthread_mutex_unlock(&mutex)
+        wake.signal()
+        mutex.unlock()
         pthread_join(thread, nil)
         running = false
     }
 
     /// The first fsync that failed, if any.
     var error: Error? {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         return failure
     }
 
     private func loop() {
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         while true {
-            while requested == completed && !stopping { pthread_cond_wait(&wake, &mutex) }
+            while requested == completed && !stopping { wake.wait(mutex) }
             if requested == completed && stopping { break }
             // One fsync covers every request made before it starts.
             let target = requested
-            pthread_mutex_unlock(&mutex)
+            mutex.unlock()
             var error: Error? = nil
             do { try journal.syncWritten() } catch let e { error = e }
-            pthread_mutex_lock(&mutex)
+            mutex.lock()
             if let error, failure == nil { failure = error }
             completed = target
         }
-        pthread_mutex_unlock(&mutex)
+        mutex.unlock()
     }
 }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CampaignIO
 import CampaignTLS
 
 /// A frame waiting in a queue: where its bytes are, and what it is.
@@ -66,22 +67,15 @@ final class WorkQueue: @unchecked Sendable {
     /// or the send is stopping or has given up.
     private var abandoned = false
     private let capacity: Int
-    private var mutex = pthread_mutex_t()
-    private var notFull = pthread_cond_t()
+    private let mutex = Lock()
+    private let notFull = Condition()
     let doorbell: CancellationPipe
 
     init(capacity: Int) throws {
         self.capacity = capacity
         doorbell = try CancellationPipe()
-        pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&notFull, nil)
         frames.reserveCapacity(capacity * 2)
         bytes.reserveCapacity(capacity * 256)
-    }
-
-    deinit {
-        pthread_mutex_destroy(&mutex)
-        pthread_cond_destroy(&notFull)
     }
 
     /// Moves every frame of `batch` into the queue (leaving `batch` empty),
@@ -93,18 +87,14 @@ final class WorkQueue: @unchecked Sendable {
     /// condition: for that one the wait wakes every 50 ms to look.
     func push(_ batch: inout FrameBatch, cancellation: CancellationPipe) -> Bool {
         guard !batch.isEmpty else { return true }
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         while !abandoned, frames.count - head >= capacity {
-            if cancellation.isCancelled { pthread_mutex_unlock(&mutex); return false }
-            var deadline = timespec()
-            clock_gettime(CLOCK_REALTIME, &deadline)
-            deadline.tv_nsec += 50_000_000
-            if deadline.tv_nsec >= 1_000_000_000 { deadline.tv_sec += 1; deadline.tv_nsec -= 1_000_000_000 }
+            if cancellation.isCancelled { mutex.unlock(); return false }
             producerWaiting = true
-            pthread_cond_timedwait(&notFull, &mutex, &deadline)
+            notFull.wait(mutex, seconds: 0.05)
             producerWaiting = false
         }
-        if abandoned { pthread_mutex_unlock(&mutex); return false }
+        if abandoned { mutex.unlock(); return false }
         if head >= capacity / 2 { compact() }
         let offset = bytes.count
         bytes.append(contentsOf: batch.bytes)
@@ -119,7 +109,7 @@ final class WorkQueue: @unchecked Sendable {
             rung = true
             doorbell.ring()
         }
-        pthread_mutex_unlock(&mutex)
+        mutex.unlock()
         batch.removeAll()
         return true
     }
@@ -142,7 +132,7 @@ final class WorkQueue: @unchecked Sendable {
     /// passed, calling `taken` with each frame and its offset in `out`.
     /// `finished` when the queue is closed and empty.
     func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], taken: (QueuedFrame, Int) -> Void) -> (count: Int, finished: Bool) {
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         var n = 0
         var budget = maxBytes
         while head < frames.count, n < maxFrames {
@@ -155,22 +145,22 @@ final class WorkQueue: @unchecked Sendable {
             head += 1
             n += 1
         }
-        if n > 0, producerWaiting, frames.count - head <= capacity / 2 { pthread_cond_signal(&notFull) }
+        if n > 0, producerWaiting, frames.count - head <= capacity / 2 { notFull.signal() }
         let empty = frames.count == head
         if rung, n > 0 || empty {
             rung = false
             doorbell.drain()
         }
         let finished = closed && empty
-        pthread_mutex_unlock(&mutex)
+        mutex.unlock()
         return (n, finished)
     }
 
     /// Called before sleeping on the doorbell: true when the sleep may begin
     /// (nothing waiting), and then the next push rings.
     func prepareToSleep() -> Bool {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         guard frames.count == head, !closed else { return false }
         waiterSleeping = true
         return true
@@ -186,8 +176,8 @@ final class WorkQueue: @unchecked Sendable {
 
     /// Whether no frame is waiting, and whether none ever will again.
     var state: (empty: Bool, finished: Bool) {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         let empty = frames.count == head
         return (empty, closed && empty)
     }
@@ -199,19 +189,19 @@ final class WorkQueue: @unchecked Sendable {
     /// push from now on returns false, so the reader never waits for a
     /// connection that is gone (before this, a full queue held it for ever).
     func abandon() {
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         abandoned = true
-        pthread_cond_broadcast(&notFull)
-        pthread_mutex_unlock(&mutex)
+        notFull.broadcast()
+        mutex.unlock()
     }
 
     /// No more frames will come.
     func close() {
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         closed = true
         waiterSleeping = false
         rung = true
         doorbell.ring()
-        pthread_mutex_unlock(&mutex)
+        mutex.unlock()
     }
 }

@@ -21,7 +21,9 @@ public final class GatewaySimulator: @unchecked Sendable {
     private let cancellation: CancellationPipe
     private let context: TLSContext
     private let record: NotificationRecordFile?
-    private let lock = NSCondition()
+    private let lock = Lock()
+    /// Broadcast whenever the statistics or the thread count change.
+    private let changed = Condition()
     private var statistics = SimulatorStatistics()
     private var pendingFeedback: [FeedbackTuple]
     private var nextConnection = 1
@@ -69,7 +71,7 @@ public final class GatewaySimulator: @unchecked Sendable {
     public func stop() {
         cancellation.cancel()
         lock.lock()
-        while threads > 0 { lock.wait() }
+        while threads > 0 { changed.wait(lock) }
         let first = !stopped
         stopped = true
         let snapshot = statistics
@@ -102,7 +104,7 @@ public final class GatewaySimulator: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         while !condition(statistics) {
-            if !lock.wait(until: deadline) { return condition(statistics) }
+            if !changed.wait(lock, seconds: max(0, deadline.timeIntervalSinceNow)) { return condition(statistics) }
         }
         return true
     }
@@ -113,15 +115,13 @@ public final class GatewaySimulator: @unchecked Sendable {
         lock.lock()
         threads += 1
         lock.unlock()
-        let thread = Thread { [self] in
+        startDetachedThread(stackSize: 1 << 20) { [self] in
             body()
             lock.lock()
             threads -= 1
-            lock.broadcast()
+            changed.broadcast()
             lock.unlock()
         }
-        thread.stackSize = 1 << 20
-        thread.start()
     }
 
     private func acceptLoop(_ listener: Listener, serve: @escaping @Sendable (Socket) -> Void) {
@@ -133,7 +133,7 @@ public final class GatewaySimulator: @unchecked Sendable {
     private func update(_ body: (inout SimulatorStatistics) -> Void) {
         lock.lock()
         body(&statistics)
-        lock.broadcast()
+        changed.broadcast()
         lock.unlock()
     }
 
@@ -202,7 +202,7 @@ public final class GatewaySimulator: @unchecked Sendable {
         let tuples = pendingFeedback
         pendingFeedback = []
         statistics.feedbackServed += tuples.count
-        lock.broadcast()
+        changed.broadcast()
         lock.unlock()
         var bytes: [UInt8] = []
         for tuple in tuples { tuple.encode(into: &bytes) }

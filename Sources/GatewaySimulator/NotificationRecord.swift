@@ -1,3 +1,4 @@
+import CampaignIO
 import Foundation
 import APNSWire
 import CampaignJSON
@@ -9,7 +10,7 @@ import CampaignJSON
 /// lock once per batch, so connections never contend per notification.
 final class NotificationRecordFile: @unchecked Sendable {
     private let handle: FileHandle
-    private let lock = NSLock()
+    private let lock = Lock()
 
     init(path: String) throws {
         // The record holds device tokens: owner-only.

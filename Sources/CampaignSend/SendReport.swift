@@ -1,0 +1,94 @@
+import APNSWire
+import CampaignJSON
+import CampaignTLS
+
+/// Why a send stopped before its end.
+public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
+    /// A certificate, key or trust problem: retrying cannot help.
+    case credentials(TLSError)
+    /// The gateway could not be reached after repeated attempts.
+    case unreachable(TLSError)
+    /// The gateway keeps ending connections without accepting anything.
+    case unproductive(connections: Int)
+
+    public var description: String {
+        switch self {
+        case .credentials(let e): "\(e)"
+        case .unreachable(let e): "Giving up after repeated connection failures: \(e)"
+        case .unproductive(let n):
+            "Giving up: the gateway ended \(n) connections in a row without accepting or refusing anything (is it an APNs gateway?)"
+        }
+    }
+}
+
+/// How a send ended.
+public enum SendOutcome: String, Sendable {
+    /// Every notification has a final outcome.
+    case complete
+    /// Stopped by a signal; `--resume` goes on.
+    case interrupted
+    /// The plan had no trailer (or was damaged): what it held was sent.
+    case incompletePlan = "incomplete-plan"
+    /// The gateway stayed unreachable; `--resume` goes on.
+    case gaveUp = "gave-up"
+    /// A credential or trust failure.
+    case credentials
+}
+
+/// The counts of a send, for the terminal and `--report`.
+public struct SendReport: Sendable {
+    public var outcome: SendOutcome = .complete
+    public var planRecords = 0
+    /// Final before this run started (a resume).
+    public var alreadyDone = 0
+    public var accepted = 0
+    public var presumed = 0
+    public var failedByStatus: [UInt8: Int] = [:]
+    public var resends = 0
+    public var duplicatesRisked = 0
+    public var reconnects = 0
+    public var drops = 0
+    public var shutdowns = 0
+    public var seconds = 0.0
+    public var message: String? = nil
+
+    public var failed: Int { failedByStatus.values.reduce(0, +) }
+    public var perSecond: Double { seconds > 0 ? Double(accepted + presumed + failed) / seconds : 0 }
+
+    public var json: JSONValue {
+        func n(_ v: Int) -> JSONValue { .number(String(v)) }
+        return .object([
+            ("outcome", .string(outcome.rawValue)),
+            ("plan_records", n(planRecords)), ("already_done", n(alreadyDone)),
+            ("accepted", n(accepted)), ("presumed", n(presumed)), ("failed", n(failed)),
+            ("failed_by_status", .object(failedByStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
+            ("resends", n(resends)), ("duplicates_risked", n(duplicatesRisked)),
+            ("reconnects", n(reconnects)), ("drops", n(drops)), ("shutdowns", n(shutdowns)),
+            ("seconds", .number(format3(seconds))),
+            ("notifications_per_second", n(Int(perSecond))),
+        ])
+    }
+
+    public var text: String {
+        var s = "send: \(outcome.rawValue): \(accepted) accepted"
+        if presumed > 0 { s += ", \(presumed) presumed delivered (simple format: failures cannot be detected)" }
+        s += ", \(failed) failed"
+        if !failedByStatus.isEmpty {
+            s += " (" + failedByStatus.sorted { $0.key < $1.key }.map { "status \($0.key) \(ErrorResponse.Status(rawValue: $0.key).meaning): \($0.value)" }.joined(separator: ", ") + ")"
+        }
+        if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
+        s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(Int(perSecond))/s"
+        if let message { s += "\n  \(message)" }
+        return s
+    }
+}
+
+func format3(_ x: Double) -> String {
+    let ms = Int((x * 1000).rounded())
+    let frac = String(ms % 1000)
+    return "\(ms / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
+}
+
+func format1(_ x: Double) -> String {
+    x == x.rounded() ? String(Int(x)) : String(Double(Int(x * 10)) / 10)
+}

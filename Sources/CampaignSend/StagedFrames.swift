@@ -1,0 +1,37 @@
+import CampaignTLS
+
+/// The frames the plan reader has encoded, per connection, until each batch
+/// is handed to its connection's queue.
+final class StagedFrames {
+    private var batches: [FrameBatch]
+    private let queues: [WorkQueue]
+    private let cancellation: CancellationPipe
+
+    init(queues: [WorkQueue], cancellation: CancellationPipe) {
+        self.queues = queues
+        self.cancellation = cancellation
+        batches = queues.map { _ in
+            var b = FrameBatch()
+            b.bytes.reserveCapacity(FrameBatch.handOverFrames * 320)
+            b.frames.reserveCapacity(FrameBatch.handOverFrames)
+            return b
+        }
+    }
+
+    /// Encodes a frame for connection `queue`; hands the batch over when it
+    /// is full. False when cancelled while waiting for room.
+    @inline(__always)
+    func append(to queue: Int, seq: UInt64, shard: Int32, ordinal: Int32, encode: (inout [UInt8]) -> Void) -> Bool {
+        batches[queue].append(seq: seq, shard: shard, ordinal: ordinal, encode: encode)
+        guard batches[queue].isFull else { return true }
+        return queues[queue].push(&batches[queue], cancellation: cancellation)
+    }
+
+    /// Hands every non-empty batch over. False when cancelled while waiting.
+    func handOverAll() -> Bool {
+        for i in batches.indices where !batches[i].isEmpty {
+            if !queues[i].push(&batches[i], cancellation: cancellation) { return false }
+        }
+        return true
+    }
+}
