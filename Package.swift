@@ -1,11 +1,13 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// The hot paths (plan's row loop, the codecs) keep their state in classes whose
-// properties are checked for exclusive access at run time; in release builds
-// that check cost about a tenth of planning time, and the code is
-// single-threaded per object by design.
-let releaseSpeed: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+// Plan's row loop and send's reading and connection threads keep their state
+// in classes whose properties are checked for exclusive access at run time;
+// in release builds that check cost about a tenth of planning time, and each
+// such object is used by one thread by design. Only the modules on those
+// paths drop the check; products others may depend on (APNSWire,
+// CampaignJSON, GatewaySimulator) keep it.
+let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let package = Package(
     name: "campaign",
@@ -19,7 +21,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     ],
     targets: [
-        // C libraries from Debian, each behind a system-library target.
+        // Layers, bottom up; a target depends only on targets above it in this list.
+
+        // C libraries from Debian, each behind a system-library target, and
+        // thin shims for what Swift cannot import (macros, hidden calls).
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "openssl",
@@ -35,63 +40,73 @@ let package = Package(
             name: "CCSV",
             providers: [.apt(["libcsv-dev"])]
         ),
-        // One-line wrappers for C macros that Swift cannot import.
-        .target(name: "CCampaignShims", dependencies: ["COpenSSL", "CZlib"]),
+        // OpenSSL's function-like macros as functions.
+        .target(name: "COpenSSLShims", dependencies: ["COpenSSL"]),
+        // zlib's macros, sync_file_range, __builtin_prefetch, CRC-32 with PCLMULQDQ, libFuzzer's driver.
+        .target(name: "CIOShims", dependencies: ["CZlib"]),
 
-        // Pure wire codec: no I/O, no Foundation.
-        .target(name: "APNSWire", swiftSettings: releaseSpeed),
-        // Exact JSON values (key order, number text) and byte-level JSON text building.
-        .target(name: "CampaignJSON", swiftSettings: releaseSpeed),
-        // Files and stdin, gzip, CRC-32 and the libcsv tokenizer: the unsafe layer under ingest, plans and journals.
-        .target(name: "CampaignIO", dependencies: ["CZlib", "CCSV", "CCampaignShims"], swiftSettings: releaseSpeed),
-        // Audience files: CSV (libcsv) and NDJSON rows, with line numbers.
-        .target(name: "AudienceIngest", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"], swiftSettings: releaseSpeed),
-        // Job files, language matching, templates, payload rendering and fitting.
-        .target(name: "CampaignPayload", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON"], swiftSettings: releaseSpeed),
-        // The suppression store: devices the feedback service or status 8 reported.
+        // Wire and JSON: pure Swift, no I/O, no Foundation; products others may depend on.
+        .target(name: "APNSWire"),
+        .target(name: "CampaignJSON"),
+
+        // I/O: files and stdin, gzip, CRC-32, the libcsv tokenizer, lines,
+        // locks, threads, wake-up pipes and deadlines. The unsafe layer.
+        .target(name: "CampaignIO", dependencies: ["CZlib", "CCSV", "CIOShims"], swiftSettings: hotPath),
+
+        // Audience rows, job files and payloads, the suppression store, the plan stream.
+        .target(name: "AudienceIngest", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"], swiftSettings: hotPath),
+        .target(name: "CampaignPayload", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON"], swiftSettings: hotPath),
         .target(name: "FeedbackStore", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"]),
-        // The plan stream, de-duplication, and the planner that turns an audience into a plan.
-        .target(name: "CampaignPlan", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "FeedbackStore", "CCampaignShims"], swiftSettings: releaseSpeed),
-        // The sender: connections, batching, error recovery, the journal.
-        .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignPlan", "CampaignTLS", "FeedbackStore"], swiftSettings: releaseSpeed),
-        // Sockets, TLS over OpenSSL, development certificates, gzip and CSV wrappers.
-        .target(name: "CampaignTLS", dependencies: ["CampaignIO", "COpenSSL", "CCampaignShims"]),
+        // The plan stream: header, records, trailer; its writer and verifying reader.
+        .target(name: "PlanStream", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"], swiftSettings: hotPath),
+
+        // The planner: de-duplication and the reading, preparing and planning stages.
+        .target(name: "CampaignPlan", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload",
+                                                     "FeedbackStore", "PlanStream", "CIOShims"], swiftSettings: hotPath),
+
+        // Transport: sockets, TLS over OpenSSL (client and server), identities, development certificates.
+        .target(name: "CampaignTLS", dependencies: ["CampaignIO", "COpenSSL", "COpenSSLShims"]),
+        // The sender: sessions, the transport seam, the binary transport, the journal.
+        .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
+                                                     "FeedbackStore"], swiftSettings: hotPath),
+
         // The gateway and feedback simulator, startable in-process on port 0.
-        .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS"], swiftSettings: releaseSpeed),
-        // Subcommands; the executable only calls Campaign.main().
+        .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS"]),
+
+        // The CLI: subcommands; the executable only calls Campaign.main().
         .target(
             name: "CampaignCommands",
             dependencies: [
-                "APNSWire", "AudienceIngest", "CampaignIO", "CampaignPayload", "CampaignPlan", "CampaignTLS",
-                "CampaignSend", "FeedbackStore", "GatewaySimulator",
+                "APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream",
+                "CampaignTLS", "CampaignSend", "FeedbackStore", "GatewaySimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(name: "campaign", dependencies: ["CampaignCommands"]),
         // Measurements for `make bench`; release builds only.
-        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "CampaignIO", "CampaignPlan", "CampaignSend", "CampaignTLS", "GatewaySimulator"]),
+        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "CampaignIO", "CampaignPlan", "PlanStream", "CampaignSend", "CampaignTLS", "GatewaySimulator"]),
         // The parsers of untrusted input as fuzz targets, and `campaign-fuzz`,
         // which replays inputs through them (or, built by `make fuzz`, runs libFuzzer).
-        .target(name: "CampaignFuzzTargets", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan"]),
-        .executableTarget(name: "campaign-fuzz", dependencies: ["CampaignFuzzTargets", "CCampaignShims"]),
+        .target(name: "CampaignFuzzTargets", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream"]),
+        .executableTarget(name: "campaign-fuzz", dependencies: ["CampaignFuzzTargets", "CIOShims"]),
 
         .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS"], path: "Tests/CampaignTestSupport"),
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire", "CampaignIO"]),
         .testTarget(name: "CampaignIOTests", dependencies: ["CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),
         .testTarget(name: "CampaignFuzzTargetsTests", dependencies: ["CampaignFuzzTargets"], exclude: []),
-        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "CampaignPlan", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
-        .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "PlanStream", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
-        .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(
             name: "GatewaySimulatorTests",
             dependencies: ["GatewaySimulator", "APNSWire", "CampaignTLS", "CampaignTestSupport"]
         ),
         .testTarget(
             name: "CampaignCommandsTests",
-            dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "CampaignIO", "CampaignJSON", "CampaignPlan",
+            dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream",
                            "CampaignPayload", "CampaignSend", "AudienceIngest", "APNSWire", "GatewaySimulator"]
         ),
     ]

@@ -3,6 +3,7 @@ import AudienceIngest
 import CampaignIO
 import CampaignPayload
 import CampaignPlan
+import PlanStream
 import CampaignSend
 import CampaignTLS
 import GatewaySimulator

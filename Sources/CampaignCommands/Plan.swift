@@ -4,6 +4,7 @@ import AudienceIngest
 import CampaignIO
 import CampaignPayload
 import CampaignPlan
+import PlanStream
 import FeedbackStore
 
 /// `campaign plan JOB [AUDIENCE]`: an audience to a localized, size-fitted plan stream.

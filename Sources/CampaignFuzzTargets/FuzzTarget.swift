@@ -7,6 +7,7 @@ import CampaignIO
 import CampaignJSON
 import CampaignPayload
 import CampaignPlan
+import PlanStream
 import Synchronization
 
 /// The parsers that read untrusted bytes, each as a function of one input.

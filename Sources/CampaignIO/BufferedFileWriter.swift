@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-internal import CCampaignShims
+internal import CIOShims
 
 /// Appends to a file, or standard output for "-", through a buffer. Files are
 /// created with the given mode whatever the umask: 0600 for anything holding

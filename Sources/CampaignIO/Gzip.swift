@@ -1,5 +1,5 @@
 internal import CZlib
-internal import CCampaignShims
+internal import CIOShims
 
 /// Decompresses a gzip stream (several concatenated members allowed, as
 /// `cat a.gz b.gz` makes) from another source.

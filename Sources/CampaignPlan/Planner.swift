@@ -6,6 +6,7 @@ import AudienceIngest
 import CampaignIO
 import CampaignJSON
 import CampaignPayload
+import PlanStream
 import FeedbackStore
 
 /// Settings of one planning run beyond the job.

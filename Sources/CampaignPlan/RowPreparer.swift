@@ -6,6 +6,7 @@ import AudienceIngest
 import CampaignIO
 import CampaignJSON
 import CampaignPayload
+import PlanStream
 
 /// Reads audience rows into batches, on the reading thread: the first stage.
 final class RowReader: @unchecked Sendable {

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-internal import CCampaignShims
+internal import CIOShims
 
 /// A hash table of device tokens of one byte width, stored inline: one control
 /// byte and the token's bytes per slot (33 bytes for 32-byte tokens), plus an

@@ -3,7 +3,7 @@ import Glibc
 #endif
 import CampaignIO
 import CampaignJSON
-import CampaignPlan
+import PlanStream
 
 /// When `campaign plan … | campaign send` is killed as a whole, the plan the
 /// journal spooled ends where the kill cut it. Planning again gives the same

@@ -1,6 +1,6 @@
 import Foundation
 import CampaignIO
-import CampaignPlan
+import PlanStream
 import CampaignTLS
 
 /// A send from its first step to its report: a new send (its journal

@@ -4,7 +4,7 @@ import Glibc
 import APNSWire
 import CampaignIO
 import CampaignJSON
-import CampaignPlan
+import PlanStream
 import CampaignTLS
 import FeedbackStore
 

@@ -1,4 +1,4 @@
-import CampaignTLS
+import CampaignIO
 
 /// The frames the plan reader has encoded, per connection, until each batch
 /// is handed to its connection's queue.

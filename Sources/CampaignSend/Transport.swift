@@ -1,5 +1,5 @@
 import APNSWire
-import CampaignPlan
+import PlanStream
 
 /// How notifications reach a gateway: the one seam between the sender, which
 /// knows what to send and what became of it (the plan, the queues, the

@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import CampaignIO
-import CampaignTLS
 
 /// A frame waiting in a queue: where its bytes are, and what it is.
 struct QueuedFrame {

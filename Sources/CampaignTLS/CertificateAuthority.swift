@@ -1,7 +1,7 @@
 import CampaignIO
 import Foundation
 internal import COpenSSL
-internal import CCampaignShims
+internal import COpenSSLShims
 
 /// What a certificate is for.
 public enum CertificateRole: Sendable {

@@ -3,7 +3,7 @@ import CampaignIO
 import Glibc
 #endif
 internal import COpenSSL
-internal import CCampaignShims
+internal import COpenSSLShims
 
 /// One TLS connection over a non-blocking socket.
 ///

@@ -3,7 +3,7 @@ import CampaignIO
 import Glibc
 #endif
 internal import COpenSSL
-internal import CCampaignShims
+internal import COpenSSLShims
 
 /// Where a client looks for the certificate authorities it trusts.
 public enum TrustRoots: Sendable, Equatable {

@@ -1,7 +1,7 @@
 import CampaignIO
 import Foundation
 internal import COpenSSL
-internal import CCampaignShims
+internal import COpenSSLShims
 
 /// An X.509 certificate owned by OpenSSL, freed when released.
 public final class Certificate: @unchecked Sendable {

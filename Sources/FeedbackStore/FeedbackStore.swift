@@ -19,12 +19,17 @@ public struct FeedbackStore {
     public static func load(path: String) throws -> FeedbackStore {
         var store = FeedbackStore()
         guard let source = try? FileSource(path: path) else { return store }
-        let lines = LineReaderLite(source: source)
-        var number = 0
+        let lines = LineReader(source: source, maxLineBytes: 1 << 16)
         while let line = try lines.next() {
-            number += 1
-            if line.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D }) { continue }
-            guard let value = try? JSONValue.parse(line),
+            guard case .text(let number) = line else {
+                if case .overlong(let number, let count) = line {
+                    throw IOError(path: path, reason: "line \(number) is \(count) bytes long, not {\"token\":\"hex\",\"ts\":UNIX seconds}")
+                }
+                continue
+            }
+            let blank = lines.withCurrentLine { $0.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D } }
+            if blank { continue }
+            guard let value = lines.withCurrentLine({ try? JSONValue.parse($0) }),
                   let hex = value["token"]?.stringValue, let token = DeviceToken(hex: hex),
                   let ts = value["ts"]?.integerValue, ts >= 0, ts <= Int64(UInt32.max) else {
                 throw IOError(path: path, reason: "line \(number) is not {\"token\":\"hex\",\"ts\":UNIX seconds}")
@@ -66,32 +71,5 @@ public struct FeedbackStore {
     /// Writes atomically, 0600.
     public func save(path: String) throws {
         try SecureFile.write(serialized(), to: path, mode: SecureFile.privateMode)
-    }
-}
-
-/// Minimal line splitting for small files.
-final class LineReaderLite {
-    private let source: ByteSource
-    private var buffer: [UInt8] = []
-    private var chunk = [UInt8](repeating: 0, count: 65_536)
-    private var atEnd = false
-
-    init(source: ByteSource) { self.source = source }
-
-    func next() throws -> ArraySlice<UInt8>? {
-        while true {
-            if let lf = buffer.firstIndex(of: 0x0A) {
-                let line = buffer[...lf]
-                buffer.removeSubrange(...lf)
-                return ArraySlice(Array(line))
-            }
-            if atEnd {
-                if buffer.isEmpty { return nil }
-                defer { buffer.removeAll() }
-                return ArraySlice(buffer)
-            }
-            let n = try source.read(into: &chunk)
-            if n == 0 { atEnd = true } else { buffer += chunk[0..<n] }
-        }
     }
 }

@@ -6,6 +6,7 @@ import Foundation
 import APNSWire
 import CampaignIO
 import CampaignPlan
+import PlanStream
 import CampaignSend
 import CampaignTLS
 

@@ -8,6 +8,7 @@
 
 import Foundation
 import APNSWire
+import CampaignIO
 import CampaignTLS
 import GatewaySimulator
 

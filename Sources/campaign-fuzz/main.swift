@@ -3,7 +3,7 @@ import Glibc
 #endif
 import CampaignFuzzTargets
 #if CAMPAIGN_FUZZING
-import CCampaignShims
+import CIOShims
 #endif
 
 // campaign-fuzz TARGET PATH...   replays files (or every file of directories)

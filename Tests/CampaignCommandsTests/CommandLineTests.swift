@@ -6,6 +6,7 @@ import CampaignTLS
 @testable import CampaignCommands
 import CampaignIO
 @testable import CampaignPlan
+@testable import PlanStream
 @testable import CampaignSend
 
 @Suite struct ArgumentTests {

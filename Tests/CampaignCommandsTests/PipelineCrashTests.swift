@@ -3,6 +3,7 @@ import Testing
 import CampaignIO
 import CampaignJSON
 import CampaignPlan
+import PlanStream
 import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator

@@ -6,6 +6,7 @@ import CampaignJSON
 import CampaignPayload
 import CampaignTestSupport
 @testable import CampaignPlan
+@testable import PlanStream
 
 /// Inputs built to hurt (Tests/Corpus/hostile/, and a few too big to keep
 /// there, made here). Each must end in a clear error naming the file, or in

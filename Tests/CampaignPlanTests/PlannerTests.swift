@@ -8,6 +8,7 @@ import CampaignPayload
 import CampaignTestSupport
 import FeedbackStore
 @testable import CampaignPlan
+@testable import PlanStream
 
 let springJob = """
 {

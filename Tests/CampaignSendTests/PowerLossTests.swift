@@ -3,6 +3,7 @@ import Testing
 import APNSWire
 import CampaignIO
 import CampaignPlan
+import PlanStream
 import CampaignTestSupport
 import GatewaySimulator
 @testable import CampaignSend

@@ -6,6 +6,7 @@ import CampaignIO
 import CampaignJSON
 import CampaignPayload
 import CampaignPlan
+import PlanStream
 import CampaignTLS
 import CampaignTestSupport
 import FeedbackStore

@@ -3,6 +3,7 @@ import Testing
 import CampaignIO
 import CampaignJSON
 import CampaignPlan
+import PlanStream
 import CampaignTLS
 import CampaignTestSupport
 import GatewaySimulator

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import CampaignTestSupport
 @testable import CampaignTLS
+import CampaignIO
 
 @Suite struct DevelopmentCertificateTests {
     @Test func writesEveryFileWithPrivateModesForKeys() throws {

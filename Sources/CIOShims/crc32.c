@@ -9,7 +9,7 @@
 // a fraction of that. The value is zlib's: short inputs, the tail under 16
 // bytes and machines without the instruction go to zlib itself, and
 // `CRC32Tests` compares the two on random inputs of every length to 1,100.
-#include "CCampaignShims.h"
+#include "CIOShims.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

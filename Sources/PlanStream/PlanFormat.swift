@@ -105,7 +105,7 @@ public struct PlanRecord: Equatable, Sendable {
     // the record later, on another thread (see SeqText). The payload comes
     // last so a reader can take its bytes without parsing them.
     @inline(__always)
-    static func appendFieldsBeforePayload(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: UnsafeBufferPointer<UInt8>, to out: ByteArena) {
+    package static func appendFieldsBeforePayload(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: UnsafeBufferPointer<UInt8>, to out: ByteArena) {
         out.append(#","shard":"#)
         out.append(upTo: 20) { p in
             // Shards are below 65,536.
@@ -130,7 +130,7 @@ public struct PlanRecord: Equatable, Sendable {
     }
 
     @inline(__always)
-    static func appendEnd(to out: ByteArena) {
+    package static func appendEnd(to out: ByteArena) {
         out.append("}\n")
     }
 }
@@ -226,7 +226,7 @@ public final class PlanWriter {
 
     /// Appends the next record from its line without the leading `{"seq":N`
     /// (from `,"shard":` to the newline, as the planner's preparing stage makes it).
-    func append(lineAfterSeq: UnsafeBufferPointer<UInt8>) throws(IOError) {
+    package func append(lineAfterSeq: UnsafeBufferPointer<UInt8>) throws(IOError) {
         seq += 1
         seqText.increment()
         seqText.appendLineStart(to: pending)

@@ -1,4 +1,3 @@
-import CampaignIO
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -108,7 +107,7 @@ public enum WaitResult: Sendable {
 
 /// Waits until `fd` is readable or writable, the pipe is cancelled, or the
 /// deadline passes.
-func waitFor(fd: Int32, events: Int16, cancellation: CancellationPipe?, deadline: Deadline?) -> WaitResult {
+public func waitFor(fd: Int32, events: Int16, cancellation: CancellationPipe?, deadline: Deadline?) -> WaitResult {
     var fds = [pollfd(fd: fd, events: events, revents: 0)]
     if let cancellation { fds.append(pollfd(fd: cancellation.readFD, events: Int16(POLLIN), revents: 0)) }
     while true {

@@ -1,6 +1,4 @@
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include "CCampaignShims.h"
+#include "COpenSSLShims.h"
 #include <openssl/rsa.h>
 
 int campaign_ssl_ctx_set_min_proto_version(SSL_CTX *ctx, int version) {
@@ -29,16 +27,4 @@ EVP_PKEY *campaign_rsa_generate(unsigned int bits) {
 
 unsigned long long campaign_ssl_op_no_renegotiation(void) {
     return (unsigned long long)SSL_OP_NO_RENEGOTIATION;
-}
-
-int campaign_deflate_init2(z_stream *strm, int level, int windowBits) {
-    return deflateInit2(strm, level, Z_DEFLATED, windowBits, 8, Z_DEFAULT_STRATEGY);
-}
-
-int campaign_inflate_init2(z_stream *strm, int windowBits) {
-    return inflateInit2(strm, windowBits);
-}
-
-int campaign_start_writeback(int fd, long long offset, long long count) {
-    return sync_file_range(fd, (off64_t)offset, (off64_t)count, SYNC_FILE_RANGE_WRITE);
 }

@@ -1,5 +1,4 @@
 import APNSWire
-import AudienceIngest
 import CampaignIO
 import CampaignJSON
 

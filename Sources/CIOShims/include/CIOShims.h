@@ -1,30 +1,13 @@
-#ifndef C_CAMPAIGN_SHIMS_H
-#define C_CAMPAIGN_SHIMS_H
+#ifndef C_IO_SHIMS_H
+#define C_IO_SHIMS_H
 
-// Function-like macros from OpenSSL and zlib do not import into Swift.
-// Each wrapper here exists only to give such a macro a callable symbol.
+// zlib's function-like macros, system calls Swift's Glibc module hides, a
+// compiler builtin, CRC-32 with PCLMULQDQ, and libFuzzer's driver: the C side
+// of CampaignIO and the planner's hot loop.
 
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <zlib.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/// SSL_CTX_set_min_proto_version is a macro over SSL_CTX_ctrl.
-int campaign_ssl_ctx_set_min_proto_version(SSL_CTX *ctx, int version);
-/// SSL_CTX_set_max_proto_version is a macro over SSL_CTX_ctrl.
-int campaign_ssl_ctx_set_max_proto_version(SSL_CTX *ctx, int version);
-/// SSL_CTX_set_mode is a macro over SSL_CTX_ctrl; used for partial and moving writes.
-long campaign_ssl_ctx_set_mode(SSL_CTX *ctx, long mode);
-/// SSL_set_tlsext_host_name (SNI) is a macro over SSL_ctrl.
-int campaign_ssl_set_tlsext_host_name(SSL *ssl, const char *name);
-/// X509V3_set_ctx_nodb is a macro that writes a struct field.
-void campaign_x509v3_set_ctx_nodb(X509V3_CTX *ctx);
-/// EVP_RSA_gen is a variadic macro; Swift cannot call EVP_PKEY_Q_keygen directly.
-EVP_PKEY *campaign_rsa_generate(unsigned int bits);
-/// SSL_CTX_set_ecdh_auto etc. are macros; the session-id context is a plain function,
-/// but the option masks below are long macros with casts, so we expose them as values.
-unsigned long long campaign_ssl_op_no_renegotiation(void);
 
 /// deflateInit2 is a macro that passes the zlib version and struct size.
 int campaign_deflate_init2(z_stream *strm, int level, int windowBits);
