@@ -77,12 +77,7 @@ public final class BufferedFileWriter {
     private func writeAll(_ bytes: UnsafeRawBufferPointer) throws(IOError) {
         var offset = 0
         while offset < bytes.count {
-            let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw IOError(path: name, reason: "write failed: \(String(cString: strerror(errno)))")
-            }
-            offset += n
+            offset += try syscall("write", path: name) { Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset) }
         }
         written += Int64(bytes.count)
         if writeBehind, written - writtenBack >= Self.writeBehindStep {

@@ -16,7 +16,7 @@ public final class CancellationPipe: @unchecked Sendable {
     /// matters in loops that ask once per notification.
     private let cancelled = Atomic<Bool>(false)
 
-    public init() throws(SystemError) {
+    public init() throws(IOError) {
         var fds: [Int32] = [0, 0]
         try syscall("pipe") { pipe(&fds) }
         readFD = fds[0]
@@ -110,17 +110,10 @@ public enum WaitResult: Sendable {
 public func waitFor(fd: Int32, events: Int16, cancellation: CancellationPipe?, deadline: Deadline?) -> WaitResult {
     var fds = [pollfd(fd: fd, events: events, revents: 0)]
     if let cancellation { fds.append(pollfd(fd: cancellation.readFD, events: Int16(POLLIN), revents: 0)) }
-    while true {
-        let timeout = deadline?.pollTimeout ?? -1
-        let n = poll(&fds, nfds_t(fds.count), timeout)
-        if n < 0 {
-            if errno == EINTR { continue }
-            return .ready   // let the caller's next I/O call report the error
-        }
-        if fds.count > 1, fds[1].revents != 0 { return .cancelled }
-        if n == 0 { return .timedOut }
-        return .ready
-    }
+    // On an error other than EINTR, the caller's next I/O call reports it.
+    guard let n = try? syscall("poll", { poll(&fds, nfds_t(fds.count), deadline?.pollTimeout ?? -1) }) else { return .ready }
+    if fds.count > 1, fds[1].revents != 0 { return .cancelled }
+    return n == 0 ? .timedOut : .ready
 }
 
 /// Sleeps until the deadline or cancellation, whichever comes first. Returns

@@ -12,23 +12,20 @@ public enum SecureFile {
     /// Writes `bytes` to `path` atomically (a temporary file in the same
     /// directory, fsynced, then renamed), created with `mode` whatever the umask.
     /// A crash leaves either the old file or the new one, never a torn one.
-    public static func write(_ bytes: [UInt8], to path: String, mode: mode_t = privateMode) throws(SystemError) {
+    public static func write(_ bytes: [UInt8], to path: String, mode: mode_t = privateMode) throws(IOError) {
         let temporary = path + ".tmp-\(getpid())"
         let fd = try syscall("create \(temporary)") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) }
         var ok = false
         defer {
             if !ok { unlink(temporary) }
         }
-        do throws(SystemError) {
+        do throws(IOError) {
             try syscall("chmod \(temporary)") { fchmod(fd, mode) }
             var offset = 0
             while offset < bytes.count {
-                let n = bytes.withUnsafeBytes { raw in Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset) }
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw SystemError(operation: "write \(temporary)", errno: errno)
+                offset += try syscall("write \(temporary)") {
+                    bytes.withUnsafeBytes { raw in Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset) }
                 }
-                offset += n
             }
             try syscall("fsync \(temporary)") { fsync(fd) }
             try syscall("close \(temporary)") { close(fd) }
@@ -54,12 +51,12 @@ public enum SecureFile {
     }
 
     /// Creates `path` and its parents when missing.
-    public static func makeDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) {
+    public static func makeDirectory(_ path: String, mode: mode_t = 0o755) throws(IOError) {
         var current = path.hasPrefix("/") ? "" : "."
         for part in path.split(separator: "/") {
             current += "/" + part
             if mkdir(current, mode) != 0 && errno != EEXIST {
-                throw SystemError(operation: "create directory \(current)", errno: errno)
+                throw IOError(operation: "create directory \(current)", errno: errno)
             }
         }
     }

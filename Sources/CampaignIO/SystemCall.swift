@@ -4,31 +4,18 @@ import Glibc
 import Darwin
 #endif
 
-/// A failed system call, with the operation and errno.
-public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var operation: String
-    public var errno: Int32
-
-    public init(operation: String, errno: Int32) {
-        self.operation = operation
-        self.errno = errno
-    }
-
-    public var description: String {
-        "\(operation) failed: \(String(cString: strerror(errno)))."
-    }
-}
-
-/// Runs a system call that returns -1 and sets errno on failure, retrying
-/// after EINTR so a signal never surfaces as a spurious error.
+/// Runs a system call that returns -1 with errno on failure, retrying it
+/// after EINTR so a signal never surfaces as a spurious error; every EINTR
+/// loop goes through here. The error names `path` (when there is one) and
+/// the operation.
 @discardableResult
-@inline(__always)
-package func syscall<T: FixedWidthInteger>(_ operation: @autoclosure () -> String, _ body: () -> T) throws(SystemError) -> T {
+package func syscall<T: FixedWidthInteger>(_ operation: @autoclosure () -> String, path: @autoclosure () -> String = "",
+                                           _ body: () -> T) throws(IOError) -> T {
     while true {
         let result = body()
         if result != -1 { return result }
         let code = errno
         if code == EINTR { continue }
-        throw SystemError(operation: operation(), errno: code)
+        throw IOError(path: path(), operation: operation(), errno: code)
     }
 }

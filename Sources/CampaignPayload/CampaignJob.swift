@@ -176,7 +176,7 @@ public struct CampaignJob: Sendable {
                     do { template = try Template(text) } catch { throw fail("\(here): \(error.reason)") }
                     let single: Bool
                     if template.parts.count == 1, case .variable = template.parts[0] { single = true } else { single = false }
-                    let literal = Int(text.trimmingCharacters(in: " ")).map { $0 >= 0 } ?? false
+                    let literal = Int(Substring(text).trimmingWhitespace()).map { $0 >= 0 } ?? false
                     guard single || literal else { throw fail("\(here) must be a whole number or exactly one \"{variable}\"") }
                 default: throw fail("\(here) must be a number or a \"{variable}\" template")
                 }

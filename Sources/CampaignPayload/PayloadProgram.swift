@@ -2,50 +2,27 @@ import AudienceIngest
 import CampaignIO
 import CampaignJSON
 
-/// One message compiled to a list of appends, so rendering a payload for a
-/// row is copying bytes: keys, punctuation and literal text are escaped once,
-/// at compile time; only variable values are escaped per row.
-public struct PayloadProgram: Sendable {
-    enum Op: Sendable {
-        /// JSON text, already escaped.
-        case raw([UInt8])
-        /// A variable's value, escaped into the inside of a JSON string.
-        case escaped(variable: Int)
-        /// A variable's value as a JSON whole number (badge).
-        case wholeNumber(variable: Int)
+/// One step of a compiled message. Every message of a job compiles into one
+/// array of these over one byte table, so rendering a payload for a row is
+/// copying bytes: keys, punctuation and literal text are escaped once, at
+/// compile time; only variable values are escaped per row. Plain values, so
+/// running the steps touches no reference count.
+struct PayloadStep: Equatable, Sendable {
+    enum Kind: UInt8, Sendable {
+        /// Bytes `a..<a+b` of the table: JSON text, already escaped.
+        case raw
+        /// Variable `a`'s value, escaped into the inside of a JSON string.
+        case escaped
+        /// Variable `a`'s value as a JSON whole number (badge).
+        case wholeNumber
         /// Bounds of the text that is shortened when the payload is too big.
         case shortenableStart
         case shortenableEnd
     }
 
-    let ops: [Op]
-    /// Whether the program marks text that may be shortened.
-    public let hasShortenableText: Bool
-
-    /// The same ops flattened for the hot path: (kind, a, b) triples over one
-    /// byte table, so running them touches no reference counts.
-    let flat: [Int]
-    let table: [UInt8]
-
-    static let rawKind = 0, escapedKind = 1, numberKind = 2, startKind = 3, endKind = 4
-
-    init(ops: [Op], hasShortenableText: Bool) {
-        self.ops = ops
-        self.hasShortenableText = hasShortenableText
-        var flat: [Int] = []
-        var table: [UInt8] = []
-        for op in ops {
-            switch op {
-            case .raw(let bytes): flat += [Self.rawKind, table.count, bytes.count]; table += bytes
-            case .escaped(let v): flat += [Self.escapedKind, v, 0]
-            case .wholeNumber(let v): flat += [Self.numberKind, v, 0]
-            case .shortenableStart: flat += [Self.startKind, 0, 0]
-            case .shortenableEnd: flat += [Self.endKind, 0, 0]
-            }
-        }
-        self.flat = flat
-        self.table = table
-    }
+    var kind: Kind
+    var a: Int32
+    var b: Int32
 }
 
 /// What rendering a row produced.
@@ -65,34 +42,22 @@ public enum RenderOutcome: Equatable, Sendable {
 /// Compiles a job's messages and renders payloads for audience rows.
 public struct PayloadRenderer: Sendable {
     public let job: CampaignJob
-    public let programs: [PayloadProgram]
-    /// Every variable any message uses; programs refer to them by index.
+    /// Every variable any message uses; steps refer to them by index.
     public let variables: [String]
 
-    /// Every program's flat ops, one after another, over one byte table (the
-    /// programs' own offsets moved): one borrow per render.
-    private let flat: [Int]
+    /// Every message's steps, one after another, over one byte table.
+    private let steps: [PayloadStep]
     private let table: [UInt8]
-    private let programOps: [Range<Int>]
+    /// Message `i`'s steps.
+    private let messageSteps: [Range<Int>]
 
     public init(job: CampaignJob) {
         self.job = job
         var compiler = Compiler()
-        programs = job.messages.map { compiler.compile(aps: $0.aps, custom: job.custom) }
+        messageSteps = job.messages.map { compiler.compile(aps: $0.aps, custom: job.custom) }
         variables = compiler.variables
-        var flat: [Int] = [], table: [UInt8] = [], ranges: [Range<Int>] = []
-        for program in programs {
-            let start = flat.count
-            for i in stride(from: 0, to: program.flat.count, by: 3) {
-                let kind = program.flat[i]
-                flat += [kind, kind == PayloadProgram.rawKind ? program.flat[i + 1] + table.count : program.flat[i + 1], program.flat[i + 2]]
-            }
-            table += program.table
-            ranges.append(start..<flat.count)
-        }
-        self.flat = flat
-        self.table = table
-        programOps = ranges
+        steps = compiler.steps
+        table = compiler.table
     }
 
     /// Renders message `index` for `row` into `out` (cleared first), fitted to
@@ -115,30 +80,28 @@ public struct PayloadRenderer: Sendable {
         let base = out.count
         var start = -1, end = -1
         var failure: RenderOutcome? = nil
-        let ops = programOps[index]
-        // The flat tables of all programs, borrowed for the whole render: no
-        // reference count is touched per op.
-        flat.withUnsafeBufferPointer { flat in
+        let range = messageSteps[index]
+        // The steps and the table, borrowed for the whole render: no
+        // reference count is touched per step.
+        steps.withUnsafeBufferPointer { steps in
             table.withUnsafeBufferPointer { table in
                 row.storage.withUnsafeBufferPointer { storage in
-                    var i = ops.lowerBound
-                    while i < ops.upperBound {
-                        let kind = flat[i], a = flat[i + 1], b = flat[i + 2]
-                        i += 3
-                        switch kind {
-                        case PayloadProgram.rawKind:
-                            out.append(table.baseAddress! + a, count: b)
-                        case PayloadProgram.escapedKind:
+                    for step in steps[range] {
+                        let a = Int(step.a)
+                        switch step.kind {
+                        case .raw:
+                            out.append(table.baseAddress! + a, count: Int(step.b))
+                        case .escaped:
                             guard let range = row.range(of: columns[a]) else { failure = .missingVariable(variables[a]); return }
                             out.appendJSONEscaped(UnsafeBufferPointer(rebasing: storage[range]))
-                        case PayloadProgram.numberKind:
+                        case .wholeNumber:
                             guard let range = row.range(of: columns[a]) else { failure = .missingVariable(variables[a]); return }
                             guard Self.appendWholeNumber(UnsafeBufferPointer(rebasing: storage[range]), to: out) else {
                                 failure = .invalidBadge(String(decoding: storage[range], as: UTF8.self))
                                 return
                             }
-                        case PayloadProgram.startKind: start = out.count
-                        default: end = out.count
+                        case .shortenableStart: start = out.count
+                        case .shortenableEnd: end = out.count
                         }
                     }
                 }
@@ -167,28 +130,33 @@ public struct PayloadRenderer: Sendable {
         return true
     }
 
+    /// Compiles messages into steps over one table, one message after another.
     struct Compiler {
         var variables: [String] = []
-        var ops: [PayloadProgram.Op] = []
+        var steps: [PayloadStep] = []
+        var table: [UInt8] = []
+        /// Literal JSON text not yet made a step.
         var pending: [UInt8] = []
-        var shortenable = false
 
-        mutating func variable(_ name: String) -> Int {
-            if let i = variables.firstIndex(of: name) { return i }
+        mutating func variable(_ name: String) -> Int32 {
+            if let i = variables.firstIndex(of: name) { return Int32(i) }
             variables.append(name)
-            return variables.count - 1
+            return Int32(variables.count - 1)
         }
 
         mutating func raw(_ text: String) { pending.append(contentsOf: text.utf8) }
         mutating func raw(_ bytes: [UInt8]) { pending.append(contentsOf: bytes) }
 
         mutating func flush() {
-            if !pending.isEmpty { ops.append(.raw(pending)); pending = [] }
+            guard !pending.isEmpty else { return }
+            steps.append(PayloadStep(kind: .raw, a: Int32(table.count), b: Int32(pending.count)))
+            table += pending
+            pending = []
         }
 
-        mutating func emit(_ op: PayloadProgram.Op) {
+        mutating func emit(_ kind: PayloadStep.Kind, variable: Int32 = 0) {
             flush()
-            ops.append(op)
+            steps.append(PayloadStep(kind: kind, a: variable, b: 0))
         }
 
         mutating func key(_ key: String) {
@@ -199,11 +167,11 @@ public struct PayloadRenderer: Sendable {
         /// A string value whose `{variables}` are filled per row.
         mutating func templateString(_ text: String, shortenable marks: Bool = false) {
             raw("\"")
-            if marks { emit(.shortenableStart); shortenable = true }
+            if marks { emit(.shortenableStart) }
             for part in (try? Template(text))?.parts ?? [.literal(Array(text.utf8))] {
                 switch part {
                 case .literal(let bytes): JSONText.appendEscaped(bytes, to: &pending)
-                case .variable(let name): emit(.escaped(variable: variable(name)))
+                case .variable(let name): emit(.escaped, variable: variable(name))
                 }
             }
             if marks { emit(.shortenableEnd) }
@@ -234,10 +202,9 @@ public struct PayloadRenderer: Sendable {
             }
         }
 
-        mutating func compile(aps: [(key: String, value: JSONValue)], custom: [(key: String, value: JSONValue)]) -> PayloadProgram {
-            ops = []
-            pending = []
-            shortenable = false
+        /// Compiles one message; returns the range of its steps.
+        mutating func compile(aps: [(key: String, value: JSONValue)], custom: [(key: String, value: JSONValue)]) -> Range<Int> {
+            let first = steps.count
             raw("{")
             key("aps")
             raw("{")
@@ -272,10 +239,10 @@ public struct PayloadRenderer: Sendable {
                 case ("badge", .string(let text)):
                     let template = (try? Template(text)) ?? Template.literalFallback(text)
                     if case .variable(let name)? = template.parts.first, template.parts.count == 1 {
-                        emit(.wholeNumber(variable: variable(name)))
+                        emit(.wholeNumber, variable: variable(name))
                     } else {
                         // A literal like "3": already checked to be a whole number at load.
-                        raw(text.trimmingCharacters(in: " "))
+                        raw(String(Substring(text).trimmingWhitespace()))
                     }
                 default:
                     value(v)
@@ -289,7 +256,7 @@ public struct PayloadRenderer: Sendable {
             }
             raw("}")
             flush()
-            return PayloadProgram(ops: ops, hasShortenableText: shortenable)
+            return first..<steps.count
         }
     }
 }
@@ -297,20 +264,7 @@ public struct PayloadRenderer: Sendable {
 extension Template {
     static func literalFallback(_ text: String) -> Template {
         // Only reached for text that failed to compile, which job loading refuses first.
-        (try? Template(text.replacingOccurrences(of: "{", with: "{{"))) ?? (try! Template(""))
-    }
-}
-
-extension String {
-    func trimmingCharacters(in set: Character) -> String {
-        var s = Substring(self)
-        while s.first == set { s = s.dropFirst() }
-        while s.last == set { s = s.dropLast() }
-        return String(s)
-    }
-
-    func replacingOccurrences(of target: String, with replacement: String) -> String {
-        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+        (try? Template(text.split(separator: "{", omittingEmptySubsequences: false).joined(separator: "{{"))) ?? (try! Template(""))
     }
 }
 

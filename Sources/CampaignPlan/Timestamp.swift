@@ -9,7 +9,7 @@ public enum Timestamp {
     static let millisecondsAbove: Int64 = 100_000_000_000
 
     public static func parse(_ text: String) -> Int64? {
-        let t = text.trimmingCharacters()
+        let t = text.trimmedOfWhitespace()
         if let n = Int64(t) { return n > millisecondsAbove ? n / 1000 : n }
         if let d = Double(t), d.isFinite, t.allSatisfy({ $0.isNumber || $0 == "." || $0 == "-" }) {
             let seconds = d > Double(millisecondsAbove) ? d / 1000 : d
@@ -78,7 +78,7 @@ public enum Timestamp {
 }
 
 extension String {
-    func trimmingCharacters() -> String {
+    func trimmedOfWhitespace() -> String {
         var s = Substring(self)
         while let f = s.first, f.isWhitespace { s = s.dropFirst() }
         while let l = s.last, l.isWhitespace { s = s.dropLast() }

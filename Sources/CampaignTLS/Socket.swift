@@ -38,7 +38,7 @@ public final class Socket: @unchecked Sendable {
         }
     }
 
-    fileprivate func configure() throws(SystemError) {
+    fileprivate func configure() throws(IOError) {
         let flags = try syscall("fcntl") { fcntl(fd, F_GETFL) }
         try syscall("fcntl") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
@@ -95,7 +95,7 @@ public final class Listener: @unchecked Sendable {
     public let port: Int
 
     /// Listens on `host` (an IPv4 literal; tests and the simulator use 127.0.0.1).
-    public init(host: String = "127.0.0.1", port: Int) throws(SystemError) {
+    public init(host: String = "127.0.0.1", port: Int) throws(IOError) {
         let fd = try syscall("socket") { Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0) }
         let socket = Socket(fd: fd)
         var one: Int32 = 1
@@ -104,7 +104,7 @@ public final class Listener: @unchecked Sendable {
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
         guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else {
-            throw SystemError(operation: "listen on \(host)", errno: EINVAL)
+            throw IOError(operation: "listen on \(host)", errno: EINVAL)
         }
         try syscall("bind to \(host):\(port)") {
             withUnsafePointer(to: &addr) {
@@ -127,7 +127,7 @@ public final class Listener: @unchecked Sendable {
     }
 
     /// Waits for the next connection; nil when cancelled.
-    public func accept(cancellation: CancellationPipe?) throws(SystemError) -> Socket? {
+    public func accept(cancellation: CancellationPipe?) throws(IOError) -> Socket? {
         while true {
             switch waitFor(fd: socket.fd, events: Int16(POLLIN), cancellation: cancellation, deadline: nil) {
             case .cancelled: return nil
@@ -142,7 +142,7 @@ public final class Listener: @unchecked Sendable {
             }
             switch errno {
             case EAGAIN, EWOULDBLOCK, EINTR, ECONNABORTED, EPROTO: continue
-            default: throw SystemError(operation: "accept", errno: errno)
+            default: throw IOError(operation: "accept", errno: errno)
             }
         }
     }
