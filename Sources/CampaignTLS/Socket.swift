@@ -134,16 +134,17 @@ public final class Listener: @unchecked Sendable {
             case .timedOut: continue
             case .ready: break
             }
-            let fd = Glibc.accept(socket.fd, nil, nil)
-            if fd >= 0 {
-                let client = Socket(fd: fd)
-                try client.configure()
-                return client
+            let fd: Int32
+            do {
+                fd = try syscall("accept") { Glibc.accept(socket.fd, nil, nil) }
+            } catch {
+                // Another waiter took it, or the client gave up before we accepted: wait again.
+                if let code = error.errno, [EAGAIN, EWOULDBLOCK, ECONNABORTED, EPROTO].contains(code) { continue }
+                throw error
             }
-            switch errno {
-            case EAGAIN, EWOULDBLOCK, EINTR, ECONNABORTED, EPROTO: continue
-            default: throw IOError(operation: "accept", errno: errno)
-            }
+            let client = Socket(fd: fd)
+            try client.configure()
+            return client
         }
     }
 
