@@ -58,6 +58,9 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("Prove acceptance after every N notifications per connection (costs a reconnect each).", valueName: "n"))
     var checkpointEvery: Int?
 
+    @Option(help: ArgumentHelp("Prove acceptance at least every S seconds while notifications are unproven, so progress and the journal advance during a long send (default 2; 0: by count and at the end only).", valueName: "s"))
+    var checkpointSeconds: Double?
+
     @Flag(help: ArgumentHelp("With --resume, after `plan | send` was killed while planning: read the plan again from standard input, check it against what was spooled, and go on."))
     var replan = false
 
@@ -80,6 +83,7 @@ struct Send: ParsableCommand {
         if let n = batchDelayMilliseconds, !(0...10_000).contains(n) { throw ValidationError("--batch-delay-ms must be between 0 and 10000.") }
         if let n = rate, n < 0 { throw ValidationError("--rate must not be negative.") }
         if let n = checkpointEvery, n < 0 { throw ValidationError("--checkpoint-every must not be negative.") }
+        if let s = checkpointSeconds, !(0...3600).contains(s) { throw ValidationError("--checkpoint-seconds must be between 0 and 3600.") }
         if resume != nil && plan != "-" { throw ValidationError("--resume reads the plan the journal remembers; do not name one.") }
         if replan && resume == nil { throw ValidationError("--replan goes with --resume DIR.") }
     }
@@ -140,6 +144,7 @@ struct Send: ParsableCommand {
         if let v = batchDelayMilliseconds { settings.batchDelayMilliseconds = v }
         if let v = rate { settings.rate = v }
         if let v = checkpointEvery { settings.checkpointEvery = v }
+        if let v = checkpointSeconds { settings.checkpointMilliseconds = Int((v * 1000).rounded()) }
         if let v = feedbackStore { settings.feedbackStore = v }
     }
 }
@@ -167,7 +172,7 @@ final class SignalEscalation: @unchecked Sendable {
     }
 }
 
-/// "sent 120000 (52000/s), 3 failed, ETA 12 s" on a terminal, once a second.
+/// "sent 120000 of 1000000 (52000/s), 3 failed, ETA 16 s" on a terminal, once a second.
 final class ProgressLine: @unchecked Sendable {
     private let sender: Sender
     private let stopPipe = try! CancellationPipe()
@@ -178,12 +183,8 @@ final class ProgressLine: @unchecked Sendable {
         thread = startThread { [self] in
             let start = Date()
             while sleep(until: .after(seconds: 1), cancellation: stopPipe) {
-                let p = sender.progress()
-                let elapsed = Date().timeIntervalSince(start)
-                let rate = elapsed > 0 ? Double(p.settled) / elapsed : 0
-                let remaining = max(0, p.read - p.settled)
-                let eta = rate > 0 ? " ETA \(Int(Double(remaining) / rate)) s" : ""
-                FileHandleWriter.write("\r\u{1B}[Ksent \(p.settled) of \(p.read) read (\(Int(rate))/s), \(p.failed) failed\(eta)", fd: 2)
+                let line = sender.progress().line(seconds: Date().timeIntervalSince(start))
+                FileHandleWriter.write("\r\u{1B}[K" + line, fd: 2)
             }
             FileHandleWriter.write("\r\u{1B}[K", fd: 2)
         }

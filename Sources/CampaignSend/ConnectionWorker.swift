@@ -35,8 +35,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var written = 0
     private var decoder = ErrorResponseDecoder()
     private var batchStartedAt: UInt64? = nil
-    /// A tighter proof cadence after a connection was lost without an answer.
-    private var adaptiveEvery: Int? = nil
+    private var cadence: ProofCadence
     private var proofWrittenAt: UInt64? = nil
     private var nextProof: UInt32 = 0
     private var acceptedOnConnection = 0
@@ -51,6 +50,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         self.settings = settings
         self.format = format
         marks = SentMarks(shards: shards)
+        cadence = ProofCadence(settings: settings, reportsErrors: format.reportsErrors)
         dialer = GatewayDialer(settings: settings, shared: shared)
         if settings.rate > 0 { bucket = TokenBucket(perSecond: Double(settings.rate) / Double(max(1, settings.connections))) }
         sent.reserveCapacity(settings.batchBytes * 4)
@@ -87,8 +87,8 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             fillBatch()
             let workLeft = hasWork || (!inputFinished && !shared.isStopping)
             if !window.hasProof, window.notificationCount > 0, format.reportsErrors {
-                if !workLeft || window.notificationCount >= (proofEvery ?? Int.max) || window.entries.count >= settings.maxWindow
-                    || shared.isStopping {
+                if !workLeft || cadence.isDue(notifications: window.notificationCount, now: now)
+                    || window.entries.count >= settings.maxWindow || shared.isStopping {
                     appendProof()
                 }
             }
@@ -105,19 +105,11 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     // MARK: - Framing
 
-    /// Notifications between two proofs, when a cadence applies: the
-    /// `--checkpoint-every` setting, or a tighter one after a connection was
-    /// lost without an answer.
-    private var proofEvery: Int? {
-        guard format.reportsErrors else { return nil }
-        return [settings.checkpointEvery > 0 ? settings.checkpointEvery : nil, adaptiveEvery].compactMap { $0 }.min()
-    }
-
     private func fillBatch() {
         guard !window.hasProof, connection != nil else { return }
         // A batch stops where a proof is due: with batches of hundreds of
         // frames, a cadence of 64 would otherwise not be kept.
-        let every = proofEvery ?? Int.max
+        let every = cadence.notificationsPerProof ?? Int.max
         while sent.count - written < settings.batchBytes, window.entries.count < settings.maxWindow,
               window.notificationCount < every, !shared.isStopping {
             if bucket != nil, !bucket!.take(now: now) { break }
@@ -143,6 +135,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     @inline(__always)
     private func append(_ entry: InFlight) {
         if batchStartedAt == nil { batchStartedAt = now }
+        cadence.windowStarted(at: batchStartedAt!)
         window.append(entry)
         marks.handed(shard: entry.shard, ordinal: entry.ordinal)
     }
@@ -176,6 +169,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         var timeout: Int32 = 1000
         if unwritten > 0 && !wantWrite, let dueAt { timeout = Int32(max(0, min(1000, (Int64(dueAt) - Int64(t)) / 1_000_000 + 1))) }
         if bucket != nil && hasWork { timeout = min(timeout, 5) }
+        if !window.hasProof, let due = cadence.millisecondsUntilDue(now: t) { timeout = min(timeout, due) }
         var fds = [pollfd(fd: connection.socket.fd, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
                    pollfd(fd: shared.cancellation.pollDescriptor, events: Int16(POLLIN), revents: 0),
                    // Once stopping, halt stays readable: watching it would turn
@@ -319,8 +313,8 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 shared.log("connection \(index + 1): plan record \(first.seq) was at the head of \(DropStrikes.quarantineAfter) lost connections in a row; quarantined")
                 lost.removeFirst()
                 risked = max(0, risked - 1)
-            } else if risked > 0 {
-                adaptiveEvery = max(64, min(adaptiveEvery ?? Int.max, max(1, risked / 2)))
+            } else {
+                cadence.connectionLost(risked: risked)
             }
             requeue(lost.map { Resend($0, packets: sent) })
         }
@@ -330,6 +324,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     private func resetWindow() {
         window.removeAll()
+        cadence.windowEnded()
         sent.removeAll(keepingCapacity: true)
         written = 0
         proofWrittenAt = nil

@@ -22,6 +22,9 @@ public struct SendSettings: Equatable, Sendable {
     /// Prove acceptance after this many notifications per connection; 0: only at the end
     /// (and when the window reaches `maxWindow`).
     public var checkpointEvery = 0
+    /// Prove acceptance at least this often (milliseconds) while notifications
+    /// are unproven; 0: only by count and at the end.
+    public var checkpointMilliseconds = 2000
     /// The most notifications left unproven on one connection before a proof is forced.
     public var maxWindow = 100_000
     /// A connection that cannot write for this long is treated as lost (a
@@ -45,7 +48,7 @@ public struct SendSettings: Equatable, Sendable {
         return .object([
             ("plan", s(planPath)), ("host", .string(gatewayHost)), ("port", n(gatewayPort)),
             ("connections", n(connections)), ("batch_bytes", n(batchBytes)), ("batch_delay_ms", n(batchDelayMilliseconds)),
-            ("rate", n(rate)), ("checkpoint_every", n(checkpointEvery)), ("max_window", n(maxWindow)),
+            ("rate", n(rate)), ("checkpoint_every", n(checkpointEvery)), ("checkpoint_ms", n(checkpointMilliseconds)), ("max_window", n(maxWindow)),
             ("cert", .string(certificate)), ("key", s(key)), ("ca", s(caFile)), ("feedback_store", s(feedbackStore)),
         ])
     }
@@ -59,6 +62,7 @@ public struct SendSettings: Equatable, Sendable {
         batchDelayMilliseconds = Int(v["batch_delay_ms"]?.integerValue ?? 5)
         rate = Int(v["rate"]?.integerValue ?? 0)
         checkpointEvery = Int(v["checkpoint_every"]?.integerValue ?? 0)
+        checkpointMilliseconds = Int(v["checkpoint_ms"]?.integerValue ?? 2000)
         maxWindow = Int(v["max_window"]?.integerValue ?? 100_000)
         key = v["key"]?.stringValue
         caFile = v["ca"]?.stringValue

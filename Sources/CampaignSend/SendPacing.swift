@@ -73,3 +73,53 @@ struct SentMarks {
         return map
     }
 }
+
+/// When a connection proves what it has written: after `--checkpoint-every`
+/// notifications, after `--checkpoint-seconds` (so progress, the journal and
+/// `status` advance while a long send runs, and a kill costs at most that
+/// much in resends), sooner after a connection was lost without an answer.
+/// Only formats with error responses can prove anything.
+struct ProofCadence {
+    private let every: Int?
+    private let period: UInt64?
+    private var adaptiveEvery: Int? = nil
+    /// When the first notification of the current window was taken.
+    private var windowStartedAt: UInt64? = nil
+
+    init(settings: SendSettings, reportsErrors: Bool) {
+        every = reportsErrors && settings.checkpointEvery > 0 ? settings.checkpointEvery : nil
+        period = reportsErrors && settings.checkpointMilliseconds > 0 ? UInt64(settings.checkpointMilliseconds) * 1_000_000 : nil
+    }
+
+    /// Notifications a window may hold before its proof; nil for no count limit.
+    var notificationsPerProof: Int? { [every, adaptiveEvery].compactMap { $0 }.min() }
+
+    @inline(__always)
+    mutating func windowStarted(at now: UInt64) {
+        if windowStartedAt == nil { windowStartedAt = now }
+    }
+
+    mutating func windowEnded() { windowStartedAt = nil }
+
+    /// Whether a window of `notifications` is due its proof at `now`.
+    func isDue(notifications: Int, now: UInt64) -> Bool {
+        guard notifications > 0 else { return false }
+        if let limit = notificationsPerProof, notifications >= limit { return true }
+        if let period, let start = windowStartedAt, now &- start >= period { return true }
+        return false
+    }
+
+    /// Milliseconds until the time-based proof is due (for a poll's timeout), if one will be.
+    func millisecondsUntilDue(now: UInt64) -> Int32? {
+        guard let period, let start = windowStartedAt else { return nil }
+        let due = start + period
+        return due <= now ? 0 : Int32(min(1000, (due - now) / 1_000_000 + 1))
+    }
+
+    /// A connection was lost with `risked` notifications written unproven:
+    /// prove more often from now on (half as many, never below 64).
+    mutating func connectionLost(risked: Int) {
+        guard risked > 0 else { return }
+        adaptiveEvery = max(64, min(adaptiveEvery ?? Int.max, max(1, risked / 2)))
+    }
+}

@@ -21,6 +21,34 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// How far a running send has got, for a progress line.
+public struct SendProgress: Equatable, Sendable {
+    /// Plan records read so far, and how many of them were final before this run.
+    public var read: Int
+    public var alreadyDone: Int
+    /// The plan's record count, when known before it is read.
+    public var total: Int?
+    /// Final in this run (accepted, presumed or failed), and of them failed.
+    public var settled: Int
+    public var failed: Int
+
+    public init(read: Int, alreadyDone: Int, total: Int?, settled: Int, failed: Int) {
+        (self.read, self.alreadyDone, self.total, self.settled, self.failed) = (read, alreadyDone, total, settled, failed)
+    }
+
+    /// `sent 120000 of 1000000 (52000/s), 3 failed, ETA 16 s` after `seconds`
+    /// of sending: measured against the plan's total when it is known, else
+    /// against what has been read.
+    public func line(seconds: Double) -> String {
+        let rate = seconds > 0 ? Double(settled) / seconds : 0
+        let toDo = (total ?? read) - alreadyDone
+        let remaining = max(0, toDo - settled)
+        let eta = rate > 0 ? ", ETA \(Int((Double(remaining) / rate).rounded(.up))) s" : ""
+        let of = total != nil ? "of \(toDo)" : "of \(toDo) read so far"
+        return "sent \(settled) \(of) (\(Int(rate))/s), \(failed) failed\(eta)"
+    }
+}
+
 /// How a send ended.
 public enum SendOutcome: String, Sendable {
     /// Every notification has a final outcome.

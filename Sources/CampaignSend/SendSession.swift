@@ -24,6 +24,8 @@ public final class SendSession {
     public let journal: Journal
     /// Notes for the operator (already complete, plan respooled), in order.
     public private(set) var notes: [String] = []
+    /// The plan's record count, when known before sending (a plan file's trailer, or a journal that read it through).
+    public private(set) var planTotal: Int?
     private let plan: PlanReader
     private let state: JournalState?
     private let carried: Int
@@ -39,7 +41,8 @@ public final class SendSession {
             } else {
                 settings.planPath = URL(fileURLWithPath: planPath).standardizedFileURL.path
                 // A plan file whose planner failed is refused whole, before anything is sent.
-                try PlanReader.checkComplete(path: planPath)
+                let records = try PlanReader.checkComplete(path: planPath)
+                planTotal = records >= 0 ? records : nil
                 plan = try PlanReader(path: planPath)
             }
             journal = try Journal.create(directory: directory, settings: settings, planHeader: plan.header.json)
@@ -63,6 +66,7 @@ public final class SendSession {
             try opened.checkpoint()
             journal = opened
             state = replayed
+            planTotal = replayed.planRecords
             self.settings = settings
         }
     }
@@ -74,6 +78,7 @@ public final class SendSession {
         let sender = try Sender(settings: settings, journal: journal, context: context, resumeState: state,
                                 cancellation: cancellation, logger: logger)
         sender.duplicatesRiskedBeforeThisRun = carried
+        sender.planTotal = planTotal
         return sender
     }
 

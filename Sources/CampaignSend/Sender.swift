@@ -37,16 +37,26 @@ public final class Sender: @unchecked Sendable {
     public func requestStop() { shared.requestStop() }
 
     /// Live counts, for a progress line.
-    public func progress() -> (read: Int, settled: Int, failed: Int) {
+    public func progress() -> SendProgress {
         let r = shared.report
-        return (recordsRead, r.accepted + r.presumed + r.failed, r.failed)
+        readMutex.lock()
+        defer { readMutex.unlock() }
+        return SendProgress(read: _recordsRead, alreadyDone: _alreadyDone, total: planTotal,
+                            settled: r.accepted + r.presumed + r.failed, failed: r.failed)
     }
 
-    private var recordsRead: Int {
-        get { readMutex.lock(); defer { readMutex.unlock() }; return _recordsRead }
-        set { readMutex.lock(); _recordsRead = newValue; readMutex.unlock() }
+    /// The plan's record count when known before reading it (a plan file's
+    /// trailer, a journal that read the plan through): progress is measured against it.
+    public var planTotal: Int?
+
+    private func published(read: Int, alreadyDone: Int) {
+        readMutex.lock()
+        _recordsRead = read
+        _alreadyDone = alreadyDone
+        readMutex.unlock()
     }
     private var _recordsRead = 0
+    private var _alreadyDone = 0
     private let readMutex = Lock()
 
     /// On resume: checks that `scan` (a first pass over the plan) is the plan the
@@ -123,7 +133,7 @@ public final class Sender: @unchecked Sendable {
                 var pushed = true
                 more = try plan.nextView { record in
                     report.planRecords += 1
-                    if report.planRecords & 1023 == 0 { recordsRead = report.planRecords }
+                    if report.planRecords & 1023 == 0 { published(read: report.planRecords, alreadyDone: report.alreadyDone) }
                     let ordinal = ordinals[record.shard]
                     ordinals[record.shard] += 1
                     if let done = resumeState?.done[record.shard], done.contains(Int(ordinal)) {
@@ -142,7 +152,7 @@ public final class Sender: @unchecked Sendable {
             logger("the plan cannot be read further: \(error)")
             _ = staging.handOverAll()
         }
-        recordsRead = report.planRecords
+        published(read: report.planRecords, alreadyDone: report.alreadyDone)
         for q in queues { q.close() }
         let planFullyRead = !shared.isStopping && !cancellation.isCancelled && readError == nil
         if planFullyRead {

@@ -42,19 +42,21 @@ public final class PlanReader {
     /// anything, so a plan whose planner failed is refused whole rather than
     /// sent in part. A plain file's last line is read; a gzip plan is read
     /// through (count and checksum verified).
-    public static func checkComplete(path: String) throws {
+    /// Returns the record count the trailer gives.
+    @discardableResult
+    public static func checkComplete(path: String) throws -> Int {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw IOError(path: path, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return }   // a pipe: checked as it is read
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return -1 }   // a pipe: checked as it is read
         let size = Int(info.st_size)
         var magic = [UInt8](repeating: 0, count: 2)
         if size >= 2, pread(fd, &magic, 2, 0) == 2, magic == [0x1F, 0x8B] {
             let reader = try PlanReader(path: path)
             while try reader.nextView({ _ in }) {}
-            guard reader.isComplete else { throw PlanError(path: path, line: 0, reason: .noTrailer) }
-            return
+            guard let trailer = reader.trailer else { throw PlanError(path: path, line: 0, reason: .noTrailer) }
+            return trailer.records
         }
         let count = min(size, 1 << 16)
         var tail = [UInt8](repeating: 0, count: count)
@@ -65,9 +67,10 @@ public final class PlanReader {
         while end > 0, tail[end - 1] == 0x0A || tail[end - 1] == 0x0D || tail[end - 1] == 0x20 { end -= 1 }
         let start = tail[..<end].lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
         let value = try? tail[start..<end].withUnsafeBytes { try JSONValue.parse($0) }
-        guard let t = value?["trailer"], t["records"]?.integerValue != nil, t["crc32"]?.stringValue != nil else {
+        guard let t = value?["trailer"], let records = t["records"]?.integerValue, t["crc32"]?.stringValue != nil else {
             throw PlanError(path: path, line: 0, reason: .noTrailer)
         }
+        return Int(records)
     }
 
     public convenience init(path: String) throws {

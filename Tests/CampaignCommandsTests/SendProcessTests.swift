@@ -314,6 +314,26 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         #expect(status == 75, "still running 10 s after SIGTERM in a backoff, or the wrong exit: \(run.stderr)")
     }
 
+    /// Progress, the journal and `status` advance while a long send runs:
+    /// proofs come every --checkpoint-seconds (2 by default), not only at the
+    /// end of a connection's work or every 100,000.
+    @Test(.timeLimit(.minutes(3))) func proofsComeByTimeSoTheJournalAdvancesDuringASend() throws {
+        let dir = TemporaryDirectory("proof-by-time")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let tokens = try Self.plan(count: 20_000, into: dir.file("plan.ndjson"), seed: 26)
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(simulator.port)", "--rate", "2000", "--connections", "1"] + Self.credentials(), in: dir.path)
+        // Over 2 s of sending at 2,000/s: a proof must have been journaled by then.
+        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted >= 6000 })
+        let midway = try Journal.read(directory: dir.file("journal"))
+        #expect(midway.outcome == nil, "still running")
+        #expect(midway.accepted >= 2000, "\(midway.accepted) proven accepted while \(simulator.currentStatistics().accepted) were accepted")
+        #expect(run.wait(timeout: 120) == 0, "\(run.stderr)")
+        simulator.stop()
+        #expect(Set(try Self.recorded(dir)) == tokens)
+    }
+
     @Test(.timeLimit(.minutes(2))) func aSimpleFormatSendExitsOnceEverythingIsWritten() throws {
         let dir = TemporaryDirectory("simple-ends")
         let simulator = try Self.simulator(in: dir)

@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+import CampaignIO
+import CampaignTestSupport
+@testable import CampaignSend
+
+@Suite struct SendSessionTests {
+    @Test func theProgressLineCountsAgainstThePlansTotal() {
+        let known = SendProgress(read: 1000, alreadyDone: 100, total: 10_000, settled: 900, failed: 3)
+        #expect(known.line(seconds: 1) == "sent 900 of 9900 (900/s), 3 failed, ETA 10 s")
+        let unknown = SendProgress(read: 1000, alreadyDone: 0, total: nil, settled: 500, failed: 0)
+        #expect(unknown.line(seconds: 2) == "sent 500 of 1000 read so far (250/s), 0 failed, ETA 2 s")
+        #expect(SendProgress(read: 0, alreadyDone: 0, total: 5, settled: 0, failed: 0).line(seconds: 1) == "sent 0 of 5 (0/s), 0 failed")
+    }
+
+    /// A plan file's total is known from its trailer before a record is sent,
+    /// and the session then sends it whole.
+    @Test func aSessionKnowsAPlanFilesTotalAndSendsIt() throws {
+        let harness = try SendHarness(faults: .init())
+        let tokens = try makePlan(count: 300, in: harness.dir)
+        do {   // the session (and its journal's lock) ends with this scope
+            let session = try SendSession(.new(plan: harness.dir.file("plan.ndjson"), journal: harness.dir.file("journal"),
+                                               settings: harness.settings(connections: 2)))
+            #expect(session.planTotal == 300)
+            let sender = try session.makeSender(context: TestCertificates.clientContext(), cancellation: CancellationPipe(), logger: { _ in })
+            #expect(sender.planTotal == 300)
+            let report = try session.run(sender)
+            #expect(report.outcome == .complete && report.accepted == tokens.count)
+            #expect(sender.progress().settled == 300 && sender.progress().read == 300)
+        }
+        // A resume of that journal knows the total too (the journal read the plan through).
+        let resumed = try SendSession(.resume(journal: harness.dir.file("journal"), replan: false, adjust: { _ in }))
+        #expect(resumed.planTotal == 300)
+        #expect(resumed.notes.contains { $0.contains("already complete") })
+    }
+}
