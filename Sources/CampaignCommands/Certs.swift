@@ -25,6 +25,9 @@ struct Certs: ParsableCommand {
     @Option(help: "Days the server and client certificates stay valid.")
     var days = 825
 
+    @Flag(help: "Replace certificates already in the directory (a new CA invalidates every certificate the old one issued).")
+    var force = false
+
     func validate() throws {
         guard days > 0 else { throw ValidationError("--days must be at least 1.") }
         if let name = p12PassphraseEnv, ProcessInfo.processInfo.environment[name] == nil {
@@ -34,6 +37,12 @@ struct Certs: ParsableCommand {
 
     func run() throws {
         let passphrase = p12PassphraseEnv.flatMap { ProcessInfo.processInfo.environment[$0] } ?? ""
+        let existing = ["ca.pem", "ca.key", "server.pem", "server.key", "client.pem", "client.key", "client.p12"]
+            .filter { FileManager.default.fileExists(atPath: "\(directory)/\($0)") }
+        if !force, !existing.isEmpty {
+            printError("campaign certs: \(directory) already holds \(existing.joined(separator: ", ")); writing a new CA would invalidate every certificate the old one issued. Give --force to replace them, or another directory.")
+            throw CampaignExit.cannotCreate
+        }
         try reportingErrors(as: "certs") {
             let written = try DevelopmentCertificates.write(to: directory, bundleID: bundleId, p12Passphrase: passphrase, days: days)
             for path in written { print(path) }

@@ -35,9 +35,18 @@ struct CredentialOptions: ParsableArguments {
             guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
                 throw TLSError(.fileUnreadable(path: path, reason: "cannot be read as text"))
             }
-            return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+            return Self.firstLine(of: text)
         }
         return nil
+    }
+
+    /// The first line of a passphrase file, without its line ending: LF, or
+    /// CR LF as a file saved on Windows has it (by bytes: Swift reads CR LF
+    /// as one character).
+    static func firstLine(of text: String) -> String {
+        var line = text.utf8.split(separator: 0x0A, maxSplits: 1, omittingEmptySubsequences: false).first ?? []
+        while line.last == 0x0D { line = line.dropLast() }
+        return String(decoding: line, as: UTF8.self)
     }
 
     /// A client context presenting the certificate and trusting `ca` (or the system store).

@@ -22,6 +22,8 @@ public enum CampaignExit {
     public static let unusableInput = ExitCode(66)
     /// The gateway stayed unreachable; the send can be resumed.
     public static let unavailable = ExitCode(69)
+    /// An output cannot be created: it exists and would be replaced, or the directory refuses it.
+    public static let cannotCreate = ExitCode(73)
     /// Stopped by a signal; the send can be resumed.
     public static let interrupted = ExitCode(75)
     /// A certificate, key, passphrase or trust problem: retrying will not help.
@@ -51,6 +53,16 @@ func exitCode(for error: Error, command: String) -> ExitCode {
 @discardableResult
 func reportingErrors<T>(as command: String, _ body: () throws -> T) throws -> T {
     do { return try body() } catch { throw exitCode(for: error, command: command) }
+}
+
+/// Writes a command's output file, or standard output for `-` (every output
+/// option takes `-`): files atomically, with `mode`.
+func writeOutput(_ bytes: [UInt8], to path: String, mode: mode_t = SecureFile.publicMode) throws {
+    if path == "-" {
+        FileHandleWriter.write(String(decoding: bytes, as: UTF8.self), fd: 1)
+    } else {
+        try SecureFile.write(bytes, to: path, mode: mode)
+    }
 }
 
 /// Prints one line to standard error.

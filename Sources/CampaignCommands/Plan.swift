@@ -40,7 +40,7 @@ struct Plan: ParsableCommand {
     @Option(help: ArgumentHelp("Payload limit in bytes, overriding the job's maxPayload.", valueName: "bytes"))
     var maxPayload: Int?
 
-    @Option(help: ArgumentHelp("Also write the summary as JSON here.", valueName: "file"))
+    @Option(help: ArgumentHelp("Also write the summary as JSON here (- for standard output).", valueName: "file"))
     var summary: String?
 
     @Option(help: ArgumentHelp("Audience format when neither the name nor the content tells: csv or ndjson.", valueName: "format"))
@@ -71,7 +71,7 @@ struct Plan: ParsableCommand {
             printError(result.text)
             if result.rejectedTotal > 0 { printError("  rejects: \(rejectsPath)") }
             if let summary {
-                try SecureFile.write(result.json.serialized() + [0x0A], to: summary, mode: SecureFile.publicMode)
+                try writeOutput(result.json.serialized() + [0x0A], to: summary)
             }
         }
     }

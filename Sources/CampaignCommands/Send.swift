@@ -37,25 +37,25 @@ struct Send: ParsableCommand {
 
     @OptionGroup var credentials: CredentialOptions
 
-    @Option(help: "Parallel connections; each owns a share of the plan's shards.")
+    @Option(help: "Parallel connections; each owns a share of the plan's shards (default 4).")
     var connections: Int?
 
     @Option(help: ArgumentHelp("Write when this many bytes are batched (default 262144, 16 TLS records).", valueName: "bytes"))
     var batchBytes: Int?
 
-    @Option(name: .customLong("batch-delay-ms"), help: ArgumentHelp("Write a batch at the latest this long after its first notification.", valueName: "ms"))
+    @Option(name: .customLong("batch-delay-ms"), help: ArgumentHelp("Write a batch at the latest this long after its first notification (default 5).", valueName: "ms"))
     var batchDelayMilliseconds: Int?
 
-    @Option(help: ArgumentHelp("At most this many notifications per second over all connections (0: no limit).", valueName: "n"))
+    @Option(help: ArgumentHelp("At most this many notifications per second over all connections (default 0: no limit).", valueName: "n"))
     var rate: Int?
 
-    @Option(help: ArgumentHelp("Write the final counts here as JSON.", valueName: "file"))
+    @Option(help: ArgumentHelp("Write the final counts here as JSON (- for standard output).", valueName: "file"))
     var report: String?
 
     @Option(help: ArgumentHelp("Record tokens refused with status 8 in this suppression store.", valueName: "file"))
     var feedbackStore: String?
 
-    @Option(help: ArgumentHelp("Prove acceptance after every N notifications per connection (costs a reconnect each).", valueName: "n"))
+    @Option(help: ArgumentHelp("Prove acceptance after every N notifications per connection (costs a reconnect each; default 0: by time and at the end).", valueName: "n"))
     var checkpointEvery: Int?
 
     @Option(help: ArgumentHelp("Prove acceptance at least every S seconds while notifications are unproven, so progress and the journal advance during a long send (default 2; 0: by count and at the end only).", valueName: "s"))
@@ -93,7 +93,7 @@ struct Send: ParsableCommand {
             let report = try send()
             printError(report.text)
             if let path = self.report {
-                try SecureFile.write(report.json.serialized() + [0x0A], to: path, mode: SecureFile.publicMode)
+                try writeOutput(report.json.serialized() + [0x0A], to: path)
             }
             switch report.outcome {
             case .complete: return

@@ -1,4 +1,5 @@
 import ArgumentParser
+import APNSWire
 import CampaignJSON
 import CampaignSend
 
@@ -14,16 +15,42 @@ struct Status: ParsableCommand {
     @Flag(help: "Print JSON instead of text.")
     var json = false
 
+    @Flag(help: "Print every notification that failed for good, as NDJSON: {\"seq\",\"token\",\"status\",\"reason\",\"attempts\"}.")
+    var failures = false
+
     func run() throws {
         let state = try reportingErrors(as: "status") { try Journal.read(directory: directory) }
+        if failures {
+            for f in state.failures {
+                var token: [UInt8] = []
+                HexEncoding.append(f.token, to: &token)
+                let line = JSONValue.object([
+                    ("seq", .number(String(f.seq))), ("token", .string(String(decoding: token, as: UTF8.self))),
+                    ("status", .number(String(f.status))), ("reason", .string(f.reason)), ("attempts", .number(String(f.attempts))),
+                ])
+                print(String(decoding: line.serialized(), as: UTF8.self))
+            }
+            return
+        }
         var byStatus: [UInt8: Int] = [:]
         for f in state.failures { byStatus[f.status, default: 0] += 1 }
         let remaining = state.planRecords.map { max(0, $0 - state.doneCount) }
-        let outcome = state.outcome ?? "stopped without finishing (crash or kill); resume with: campaign send --resume \(directory)"
+        let running = state.outcome == nil ? Journal.runningSend(directory: directory) : nil
+        let outcome: String
+        if let outcome_ = state.outcome {
+            outcome = outcome_
+        } else if let pid = running {
+            outcome = pid > 0 ? "running (pid \(pid))" : "running"
+        } else if state.settings.planPath == nil && state.planRecords == nil {
+            outcome = "stopped while its plan was still coming from standard input; if the planner was stopped too, plan again into it: campaign plan JOB AUDIENCE | campaign send --resume \(directory) --replan (else: campaign send --resume \(directory))"
+        } else {
+            outcome = "stopped without finishing (crash or kill); resume with: campaign send --resume \(directory)"
+        }
         if json {
             func n(_ v: Int) -> JSONValue { .number(String(v)) }
             let value = JSONValue.object([
-                ("outcome", state.outcome.map { .string($0) } ?? .null), ("runs", n(state.runs)),
+                ("outcome", state.outcome.map { .string($0) } ?? (running != nil ? .string("running") : .null)),
+                ("pid", running.map { .number(String($0)) } ?? .null), ("runs", n(state.runs)),
                 ("plan", state.settings.planPath.map { .string($0) } ?? .string("spooled")),
                 ("plan_records", state.planRecords.map(n) ?? .null), ("plan_incomplete", .bool(state.planIncomplete)),
                 ("done", n(state.doneCount)), ("accepted", n(state.accepted)), ("presumed", n(state.presumed)),

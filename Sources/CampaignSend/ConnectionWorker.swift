@@ -308,7 +308,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 // The same notification heads every lost connection: quarantine it.
                 var outcome = ProofOutcome()
                 let token = sent[NotificationEncoder.deviceTokenRange(inPacket: sent[first.start..<first.end], format: format)]
-                outcome.fail(first, status: .unknown, token: Array(token), gaveUp: true)
+                outcome.fail(first, status: .unknown, token: Array(token), gaveUp: true, attempts: DropStrikes.quarantineAfter)
                 shared.record(outcome)
                 shared.log("connection \(index + 1): plan record \(first.seq) was at the head of \(DropStrikes.quarantineAfter) lost connections in a row; quarantined")
                 lost.removeFirst()

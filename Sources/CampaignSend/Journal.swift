@@ -79,6 +79,23 @@ public struct SendFailure: Equatable, Sendable {
     public var token: [UInt8]
     /// Whether the sender gave up after retries rather than on the first answer.
     public var gaveUp: Bool
+    /// Times it was sent: 1, or more after retries (4 for status 1 given up,
+    /// 5 for one quarantined for heading lost connections).
+    public var attempts: Int
+
+    public init(seq: UInt64, shard: Int, ordinal: Int, status: UInt8, token: [UInt8], gaveUp: Bool, attempts: Int = 1) {
+        (self.seq, self.shard, self.ordinal, self.status, self.token, self.gaveUp, self.attempts) =
+            (seq, shard, ordinal, status, token, gaveUp, attempts)
+    }
+
+    /// What the failure means, in words.
+    public var reason: String {
+        if gaveUp && status == ErrorResponse.Status.unknown.rawValue && attempts >= DropStrikes.quarantineAfter {
+            return "quarantined: it headed \(attempts) connections in a row that were lost without an answer"
+        }
+        let meaning = ErrorResponse.Status(rawValue: status).meaning
+        return gaveUp ? "\(meaning), given up after \(attempts) attempts" : meaning
+    }
 }
 
 /// Everything a journal says, replayed.
@@ -161,8 +178,13 @@ public final class Journal: @unchecked Sendable {
         guard lockFD >= 0 else { throw JournalError(path: lockPath, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
         guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
             close(lockFD)
-            throw JournalError(path: directory, reason: "another send is using this journal")
+            let pid = Self.runningSend(directory: directory).map { " (pid \($0))" } ?? ""
+            throw JournalError(path: directory, reason: "another send\(pid) is using this journal")
         }
+        // Who holds it, for `status` and for that message.
+        var pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(lockFD, 0)
+        _ = pwrite(lockFD, &pid, pid.count, 0)
         do {
             try underLock()
             file = try BufferedFileWriter(path: "\(directory)/\(Self.logName)", append: append, flushThreshold: 1 << 14)
@@ -177,6 +199,21 @@ public final class Journal: @unchecked Sendable {
         try? file.flush()
         flock(lockFD, LOCK_UN)
         close(lockFD)
+    }
+
+    /// The pid of the send holding the journal in `directory`, or nil when
+    /// none does (0 when one does but its pid cannot be read).
+    public static func runningSend(directory: String) -> Int32? {
+        let fd = open("\(directory)/\(lockName)", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+            flock(fd, LOCK_UN)
+            return nil
+        }
+        var bytes = [UInt8](repeating: 0, count: 16)
+        let n = pread(fd, &bytes, bytes.count, 0)
+        return n > 0 ? Int32(String(decoding: bytes[..<n], as: UTF8.self).trimmedOfNewline) ?? 0 : 0
     }
 
     /// Starts a new journal in `directory` (created 0700 when missing; it must not hold one already).
@@ -376,5 +413,13 @@ public final class Journal: @unchecked Sendable {
         guard !ordinals.isEmpty else { return }
         let ranges = OrdinalRanges.ranges(of: ordinals)
         try append(presumed ? .presumed(shard: shard, ranges: ranges) : .done(shard: shard, ranges: ranges))
+    }
+}
+
+extension String {
+    fileprivate var trimmedOfNewline: String {
+        var s = Substring(self)
+        while s.last == "\n" || s.last == "\r" || s.last == " " { s = s.dropLast() }
+        return String(s)
     }
 }

@@ -39,7 +39,8 @@ public enum JournalRecord: Equatable, Sendable {
             HexEncoding.append(f.token, to: &token)
             return .object([("t", .string("fail")), ("seq", .number(String(f.seq))), ("shard", n(f.shard)),
                             ("ordinal", n(f.ordinal)), ("status", n(Int(f.status))),
-                            ("token", .string(String(decoding: token, as: UTF8.self))), ("gave_up", .bool(f.gaveUp))])
+                            ("token", .string(String(decoding: token, as: UTF8.self))), ("gave_up", .bool(f.gaveUp)),
+                            ("attempts", n(f.attempts))])
         case .plan(let records, let crc32, let incomplete):
             return .object([("t", .string("plan")), ("records", n(records)), ("crc32", crc32.map { .string($0) } ?? .null),
                             ("incomplete", .bool(incomplete))])
@@ -78,7 +79,9 @@ public enum JournalRecord: Equatable, Sendable {
             self = .fail(SendFailure(seq: UInt64(clamping: int("seq")), shard: int("shard"), ordinal: int("ordinal"),
                                      status: UInt8(clamping: int("status")),
                                      token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [],
-                                     gaveUp: v["gave_up"] == .bool(true)))
+                                     gaveUp: v["gave_up"] == .bool(true),
+                                     // Journals before `attempts` was recorded: 1, or 3 for one given up then.
+                                     attempts: v["attempts"]?.integerValue.map { Int($0) } ?? (v["gave_up"] == .bool(true) ? 3 : 1)))
         case "plan":
             self = .plan(records: int("records"), crc32: v["crc32"]?.stringValue, incomplete: v["incomplete"] == .bool(true))
         case "counters":

@@ -45,9 +45,11 @@ struct ProofOutcome {
     var presumed = 0
     var failures: [SendFailure] = []
 
-    mutating func fail(_ e: InFlight, status: ErrorResponse.Status, token: [UInt8], gaveUp: Bool) {
+    /// `e` failed for good; `attempts` is how many times it was sent (by
+    /// default, its refusals so far and this one).
+    mutating func fail(_ e: InFlight, status: ErrorResponse.Status, token: [UInt8], gaveUp: Bool, attempts: Int? = nil) {
         failures.append(SendFailure(seq: e.seq, shard: Int(e.shard), ordinal: Int(e.ordinal), status: status.rawValue,
-                                    token: token, gaveUp: gaveUp))
+                                    token: token, gaveUp: gaveUp, attempts: attempts ?? Int(e.attempts) + 1))
     }
 }
 

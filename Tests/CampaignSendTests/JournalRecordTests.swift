@@ -20,7 +20,7 @@ import CampaignTestSupport
         .done(shard: 2, ranges: [0..<5, 9..<10]),
         .presumed(shard: 1, ranges: [3..<4]),
         .fail(SendFailure(seq: 41, shard: 2, ordinal: 5, status: 8, token: [0xAB, 0x01], gaveUp: false)),
-        .fail(SendFailure(seq: 42, shard: 0, ordinal: 6, status: 1, token: [0x00], gaveUp: true)),
+        .fail(SendFailure(seq: 42, shard: 0, ordinal: 6, status: 1, token: [0x00], gaveUp: true, attempts: 4)),
         .plan(records: 100, crc32: "0a1b2c3d", incomplete: false),
         .plan(records: 50, crc32: nil, incomplete: true),
         .counters(resends: 4, duplicatesRisked: 2, reconnects: 9),
@@ -38,7 +38,7 @@ import CampaignTestSupport
         #expect(String(decoding: JournalRecord.done(shard: 2, ranges: [0..<5]).json.serialized(), as: UTF8.self)
                 == #"{"t":"done","shard":2,"ranges":[[0,5]]}"#)
         #expect(String(decoding: JournalRecord.fail(SendFailure(seq: 1, shard: 0, ordinal: 0, status: 8, token: [0xAB], gaveUp: false)).json.serialized(), as: UTF8.self)
-                == #"{"t":"fail","seq":1,"shard":0,"ordinal":0,"status":8,"token":"ab","gave_up":false}"#)
+                == #"{"t":"fail","seq":1,"shard":0,"ordinal":0,"status":8,"token":"ab","gave_up":false,"attempts":1}"#)
         #expect(String(decoding: JournalRecord.end(outcome: "gave-up").json.serialized(), as: UTF8.self) == #"{"t":"end","outcome":"gave-up"}"#)
     }
 

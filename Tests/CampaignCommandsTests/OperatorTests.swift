@@ -1,0 +1,82 @@
+import ArgumentParser
+import Foundation
+import Testing
+import APNSWire
+import CampaignJSON
+import CampaignTestSupport
+import GatewaySimulator
+@testable import CampaignCommands
+@testable import CampaignSend
+
+/// The operator's small frictions (issue 16, item 6 and the status items).
+@Suite(.serialized) struct OperatorTests {
+    @Test func certsRefusesToReplaceACAWithoutForce() throws {
+        let dir = TemporaryDirectory()
+        let first = try PlanProcessTests.run(["certs", dir.file("c")], in: dir)
+        #expect(first.status == 0)
+        let ca = try Data(contentsOf: URL(fileURLWithPath: dir.file("c/ca.pem")))
+        let again = try PlanProcessTests.run(["certs", dir.file("c")], in: dir)
+        #expect(again.status == 73)
+        #expect(again.err.contains("--force"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: dir.file("c/ca.pem"))) == ca, "the CA is untouched")
+        let forced = try PlanProcessTests.run(["certs", dir.file("c"), "--force"], in: dir)
+        #expect(forced.status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: dir.file("c/ca.pem"))) != ca)
+    }
+
+    @Test func aDashMeansStandardOutputForTheSummary() throws {
+        let dir = TemporaryDirectory()
+        let result = try PlanProcessTests.run(["plan", PlanProcessTests.repo + "/jobs/spring.json", PlanProcessTests.repo + "/samples/audience.csv",
+                                               "--out", dir.file("plan"), "--summary", "-"], in: dir)
+        #expect(result.status == 0, "\(result.err)")
+        let summary = try JSONValue.parse(Array(result.out))
+        #expect(summary["planned"]?.integerValue ?? 0 > 0)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("-")), "no file named -")
+    }
+
+    @Test func aPassphraseFileSavedOnWindowsIsRead() {
+        #expect(CredentialOptions.firstLine(of: "s3cret\r\n") == "s3cret")
+        #expect(CredentialOptions.firstLine(of: "s3cret\r\nsecond line\r\n") == "s3cret")
+        #expect(CredentialOptions.firstLine(of: "s3cret") == "s3cret")
+        #expect(CredentialOptions.firstLine(of: "with space \n") == "with space ")
+    }
+
+    @Test func helpShowsTheDefaults() {
+        let help = Campaign.helpMessage(for: Send.self, columns: 200).split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        for expected in ["default 4", "default 262144", "default 5", "default 0: by time", "default 2"] {
+            #expect(help.contains(expected), "\(expected)")
+        }
+    }
+
+    /// `status --failures` lists every final failure; `status` of a send that
+    /// is running says so, with its pid, instead of "crash or kill".
+    @Test(.timeLimit(.minutes(3))) func statusListsFailuresAndKnowsARunningSend() throws {
+        let dir = TemporaryDirectory("status")
+        let tokens = Array(try SendProcessTests.plan(count: 12_000, into: dir.file("plan.ndjson"), seed: 31))
+        var faults = FaultPlan()
+        faults.badTokens = Set(tokens.prefix(3).map { DeviceToken(hex: $0)!.bytes })
+        let simulator = try SendProcessTests.simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(simulator.port)", "--rate", "3000"] + SendProcessTests.credentials(), in: dir.path)
+        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted >= 1000 })
+        let during = try PlanProcessTests.run(["status", dir.file("journal"), "--json"], in: dir)
+        let value = try JSONValue.parse(Array(during.out))
+        #expect(value["outcome"]?.stringValue == "running", "\(value)")
+        #expect(value["pid"]?.integerValue == Int64(run.process.processIdentifier))
+        #expect(run.wait(timeout: 120) == 0, "\(run.stderr)")
+        let listed = try PlanProcessTests.run(["status", dir.file("journal"), "--failures"], in: dir)
+        let lines = try String(decoding: listed.out, as: UTF8.self).split(separator: "\n").map { try JSONValue.parse(String($0)) }
+        #expect(Set(lines.compactMap { $0["token"]?.stringValue }) == Set(tokens.prefix(3)))
+        #expect(lines.allSatisfy { $0["status"]?.integerValue == 8 && $0["reason"]?.stringValue == "invalid token" && $0["attempts"]?.integerValue == 1 })
+    }
+
+    @Test func statusNamesReplanWhenTheSpoolWasCutWhilePlanning() throws {
+        let dir = TemporaryDirectory("status-replan")
+        var settings = SendSettings(gatewayHost: "127.0.0.1", gatewayPort: 1, certificate: "c.pem")
+        settings.planPath = nil
+        do { _ = try Journal.create(directory: dir.file("j"), settings: settings, planHeader: .null) }
+        let result = try PlanProcessTests.run(["status", dir.file("j")], in: dir)
+        #expect(String(decoding: result.out, as: UTF8.self).contains("--replan"))
+    }
+}
