@@ -107,8 +107,9 @@ struct Send: ParsableCommand {
 
     private func send() throws -> SendReport {
         let start: SendSession.Start
+        var settings: SendSettings
         if let dir = resume {
-            start = .resume(journal: dir, replan: replan) { settings in
+            let adjust: (inout SendSettings) -> Void = { settings in
                 // Flags may override what the journal remembers: credentials, and tuning.
                 if let c = credentials.cert { settings.certificate = c }
                 if let k = credentials.key { settings.key = k }
@@ -116,19 +117,25 @@ struct Send: ParsableCommand {
                 if let g = gateway.flatMap(GatewayAddress.parse) { (settings.gatewayHost, settings.gatewayPort) = g }
                 apply(to: &settings)
             }
+            settings = try Journal.read(directory: dir).settings
+            adjust(&settings)
+            start = .resume(journal: dir, replan: replan, adjust: adjust)
         } else {
             let (host, port) = gateway.flatMap(GatewayAddress.parse) ?? GatewayAddress.environment(environment!, feedback: false)!
-            var settings = SendSettings(gatewayHost: host, gatewayPort: port, certificate: credentials.cert!)
+            settings = SendSettings(gatewayHost: host, gatewayPort: port, certificate: credentials.cert!)
             settings.key = credentials.key
             settings.caFile = credentials.ca
             apply(to: &settings)
             start = .new(plan: plan, journal: journal!, settings: settings)
         }
-        let session = try SendSession(start)
-        for note in session.notes { printError("campaign send: \(note)") }
-        let settings = session.settings
+        // Credentials and the gateway's name are checked before a journal is
+        // created: a wrong path, passphrase or host must not leave behind a
+        // journal that refuses the corrected command.
         let context = try CredentialOptions.context(cert: settings.certificate, key: settings.key, ca: settings.caFile,
                                                     passphrase: credentials.passphrase())
+        if resume == nil { try Socket.resolve(host: settings.gatewayHost, port: settings.gatewayPort) }
+        let session = try SendSession(start)
+        for note in session.notes { printError("campaign send: \(note)") }
         let sender = try session.makeSender(context: context, cancellation: CancellationPipe(),
                                             logger: { printError("campaign send: \($0)") })
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM], handler: SignalEscalation(first: { sender.requestStop() }).handle)

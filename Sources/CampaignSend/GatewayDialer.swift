@@ -12,6 +12,8 @@ final class GatewayDialer {
     private var backoff = ReconnectBackoff()
     /// The next connection, opened while a proof is awaited on this one.
     private var spare: PendingConnection?
+    /// Failed attempts in a row after which a gateway never reached in this run is given up on (about 1.5 s of backoff).
+    static let firstContactAttempts = 5
 
     init(settings: SendSettings, shared: SendShared) {
         self.settings = settings
@@ -36,10 +38,15 @@ final class GatewayDialer {
                 return nil
             }
             let delay = backoff.failed()
-            if backoff.failures > shared.maxConnectAttempts {
+            // A gateway never reached in this run (no such name, refused,
+            // unreachable) is given up on after a few quick tries, not after
+            // half a minute of backoff: it is most likely the wrong address.
+            let neverReached = !shared.hasConnected && { if case .connectionFailed = error.kind { true } else { false } }()
+            if backoff.failures > shared.maxConnectAttempts || (neverReached && backoff.failures >= Self.firstContactAttempts) {
                 shared.fail(.unreachable(error))
                 return nil
             }
+            shared.logFailedAttempt("cannot connect to \(settings.gatewayHost):\(settings.gatewayPort): \(error) Trying again in \(format1(delay)) s.")
             _ = sleep(until: .after(seconds: delay), cancellation: shared.halt)
             return nil
         }

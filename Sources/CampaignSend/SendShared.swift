@@ -85,6 +85,24 @@ final class SendShared: @unchecked Sendable {
 
     func connected() { mutex.lock(); counts.reconnects += 1; mutex.unlock() }
 
+    /// Whether any connection of this run has ever been established.
+    var hasConnected: Bool { mutex.lock(); defer { mutex.unlock() }; return counts.reconnects > 0 }
+
+    private var lastAttemptLog: UInt64 = 0
+    private var attemptsNotLogged = 0
+
+    /// Logs a failed connection attempt, at most one line a second over all
+    /// connections (with how many were not logged since).
+    func logFailedAttempt(_ message: String) {
+        let now = Deadline.now().nanoseconds
+        mutex.lock()
+        let due = lastAttemptLog == 0 || now - lastAttemptLog >= 1_000_000_000
+        let skipped = attemptsNotLogged
+        if due { lastAttemptLog = now; attemptsNotLogged = 0 } else { attemptsNotLogged += 1 }
+        mutex.unlock()
+        if due { logger(message + (skipped > 0 ? " (\(skipped) more failed attempts since the last line)" : "")) }
+    }
+
     func count(resends: Int = 0, duplicatesRisked: Int = 0, drops: Int = 0, shutdowns: Int = 0) {
         mutex.lock()
         counts.resends += resends

@@ -47,6 +47,20 @@ public final class Socket: @unchecked Sendable {
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
     }
 
+    /// Throws unless `host` resolves (a name the resolver does not know, or
+    /// no resolver at all): checked before a send creates its journal.
+    public static func resolve(host: String, port: Int) throws(TLSError) {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>? = nil
+        let rc = getaddrinfo(host, String(port), &hints, &list)
+        guard rc == 0, list != nil else {
+            throw TLSError(.connectionFailed(host: host, port: port, reason: String(cString: gai_strerror(rc))))
+        }
+        freeaddrinfo(list)
+    }
+
     /// Connects to `host:port`, trying each resolved address in turn.
     public static func connect(
         host: String, port: Int, deadline: Deadline, cancellation: CancellationPipe? = nil

@@ -293,25 +293,51 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         #expect(Set(recorded) == tokens)
     }
 
-    @Test(.timeLimit(.minutes(2))) func aSignalDuringTheBackoffFromAnUnreachableGatewayExits75Within10Seconds() throws {
+    @Test(.timeLimit(.minutes(2))) func aSignalDuringTheBackoffAfterTheGatewayDiedExits75Within10Seconds() throws {
         let dir = TemporaryDirectory("sigterm-backoff")
-        let closed = try Self.simulator(in: dir)
-        let port = closed.port
-        closed.stop()   // nothing listens there now: every attempt is refused, then backs off
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
         _ = try Self.plan(count: 20_000, into: dir.file("plan.ndjson"), seed: 25)
         let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
-                                       "127.0.0.1:\(port)", "--connections", "1"] + Self.credentials(), in: dir.path)
-        // The journal exists before the first attempt; the attempts then fail
-        // at once and the worker sleeps (0.1 s doubling to 30 s) between them.
-        let started = Deadline.after(seconds: 30)
-        while !FileManager.default.fileExists(atPath: dir.file("journal/journal.log")), Deadline.now() < started {
-            _ = sleep(until: .after(milliseconds: 20), cancellation: nil)   // polling a condition, with a bound
-        }
-        _ = sleep(until: .after(seconds: 2), cancellation: nil)   // chaos, not synchronisation: a few backoffs in
+                                       "127.0.0.1:\(simulator.port)", "--connections", "1", "--rate", "2000"] + Self.credentials(), in: dir.path)
+        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted >= 500 })
+        // The gateway dies after it was reached: the worker retries with a
+        // backoff (0.1 s doubling to 30 s), watching for a stop all along.
+        simulator.stop()
+        _ = sleep(until: .after(seconds: 1.5), cancellation: nil)   // chaos, not synchronisation: a few backoffs in
         kill(run.process.processIdentifier, SIGTERM)
         let status = run.wait(timeout: 10)
         if status == nil { run.kill9() }
         #expect(status == 75, "still running 10 s after SIGTERM in a backoff, or the wrong exit: \(run.stderr)")
+    }
+
+    /// A gateway never reached (nothing listens; no such name) ends the send
+    /// quickly with exit 69, saying each attempt's reason, and a wrong
+    /// credential path or host leaves no journal behind.
+    @Test(.timeLimit(.minutes(2))) func anUnreachableGatewayEndsTheSendWithin10SecondsAndSaysWhy() throws {
+        let dir = TemporaryDirectory("unreachable")
+        let closed = try Self.simulator(in: dir)
+        let port = closed.port
+        closed.stop()
+        _ = try Self.plan(count: 100, into: dir.file("plan.ndjson"), seed: 27)
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(port)"] + Self.credentials(), in: dir.path)
+        let status = run.wait(timeout: 10)
+        if status == nil { run.kill9() }
+        #expect(status == 69, "\(run.stderr)")
+        let stderr = run.stderr
+        #expect(stderr.contains("cannot connect to 127.0.0.1:\(port)") && stderr.contains("Connection refused"), "\(stderr)")
+        #expect(try Journal.read(directory: dir.file("journal")).outcome == "gave-up")
+
+        let noName = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("j2"), "--gateway",
+                                          "no-such-gateway.invalid:2195"] + Self.credentials(), in: dir.path)
+        #expect(noName.wait(timeout: 10) == 69)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("j2")), "no journal for a host that does not resolve")
+
+        let wrongCert = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("j3"), "--gateway", "127.0.0.1:\(port)",
+                                             "--cert", dir.file("missing.pem")], in: dir.path)
+        #expect(wrongCert.wait(timeout: 10) == 77)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("j3")), "no journal to refuse the corrected command")
     }
 
     /// Progress, the journal and `status` advance while a long send runs:
