@@ -123,6 +123,11 @@ public struct AudienceError: Error, Equatable, Sendable, CustomStringConvertible
     public var path: String
     public var reason: String
 
+    public init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
+
     public var description: String { "\(path): \(reason)." }
 }
 

@@ -46,11 +46,15 @@ struct Plan: ParsableCommand {
     @Option(help: ArgumentHelp("Audience format when neither the name nor the content tells: csv or ndjson.", valueName: "format"))
     var audienceFormat: String?
 
+    @Option(help: ArgumentHelp("Exit 65 (the plan and summary still written) when more than this fraction of the rows was rejected.", valueName: "R"))
+    var maxRejectRate = 0.5
+
     func validate() throws {
         guard (1...65_536).contains(shards) else { throw ValidationError("--shards must be between 1 and 65536.") }
         if let m = maxPayload, !(1...2048).contains(m) { throw ValidationError("--max-payload must be between 1 and 2048.") }
         if job == "-" && audience == "-" { throw ValidationError("The job file cannot be read from standard input.") }
         if let f = audienceFormat, AudienceFormat(rawValue: f) == nil { throw ValidationError("--audience-format must be csv or ndjson.") }
+        guard (0...1).contains(maxRejectRate) else { throw ValidationError("--max-reject-rate must be between 0 and 1.") }
     }
 
     func run() throws {
@@ -72,6 +76,10 @@ struct Plan: ParsableCommand {
             if result.rejectedTotal > 0 { printError("  rejects: \(rejectsPath)") }
             if let summary {
                 try writeOutput(result.json.serialized() + [0x0A], to: summary)
+            }
+            if result.rowsRead > 0, Double(result.rejectedTotal) > maxRejectRate * Double(result.rowsRead) {
+                printError("campaign plan: \(result.rejectedTotal) of \(result.rowsRead) rows were rejected, more than --max-reject-rate \(maxRejectRate) allows; see \(rejectsPath)")
+                throw CampaignExit.incompletePlan
             }
         }
     }

@@ -84,6 +84,14 @@ public final class Planner {
     /// (de-duplication, feedback, numbering, writing). Everything comes out
     /// as if one thread did it all.
     public func run(reader: AudienceReader, plan: PlanWriter, rejects: RejectsWriter?) throws -> PlanSummary {
+        // A CSV header is the whole schema: a variable it cannot supply would
+        // reject every row that uses it, so say so before reading a row.
+        if let csv = reader as? CSVAudienceReader {
+            let missing = renderer.variables.filter { csv.schema.column(named: $0) == nil }
+            if !missing.isEmpty {
+                throw AudienceError(path: csv.path, reason: "line 1: the header has no column for the job's variable\(missing.count == 1 ? "" : "s") \(missing.map { "{\($0)}" }.joined(separator: ", ")), so every row using \(missing.count == 1 ? "it" : "them") would be rejected (its columns are: \(csv.schema.names.joined(separator: ", ")))")
+            }
+        }
         let started = monotonicSeconds()
         var summary = PlanSummary()
         try plan.writeHeader(header)

@@ -34,6 +34,28 @@ import GatewaySimulator
         #expect(!FileManager.default.fileExists(atPath: dir.file("-")), "no file named -")
     }
 
+    @Test func aHeaderWithoutAVariableFailsBeforeAnyRowAndTooManyRejectsExit65() throws {
+        let dir = TemporaryDirectory()
+        try #"{"campaign":"v","messages":{"en":{"alert":"Hi {first_name}"}}}"#.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        let token = String(repeating: "ab", count: 32)
+        try "token,lang,name\n\(token),en,Ann\n".write(toFile: dir.file("a.csv"), atomically: true, encoding: .utf8)
+        let missing = try PlanProcessTests.run(["plan", dir.file("job.json"), dir.file("a.csv"), "--out", dir.file("plan")], in: dir)
+        #expect(missing.status == 66)
+        #expect(missing.err.contains("no column for the job's variable {first_name}"), "\(missing.err)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("plan")))
+
+        // Two rows of three rejected (not hex): over the default 0.5.
+        try "token,lang,first_name\n\(token),en,Ann\nnot-hex,en,Bob\nzz,en,Cy\n".write(toFile: dir.file("b.csv"), atomically: true, encoding: .utf8)
+        let rejected = try PlanProcessTests.run(["plan", dir.file("job.json"), dir.file("b.csv"), "--out", dir.file("plan"),
+                                                 "--summary", dir.file("summary.json")], in: dir)
+        #expect(rejected.status == 65)
+        #expect(rejected.err.contains("2 of 3 rows were rejected"), "\(rejected.err)")
+        #expect(FileManager.default.fileExists(atPath: dir.file("summary.json")), "the summary is still written")
+        let allowed = try PlanProcessTests.run(["plan", dir.file("job.json"), dir.file("b.csv"), "--out", dir.file("plan"),
+                                                "--max-reject-rate", "0.9"], in: dir)
+        #expect(allowed.status == 0)
+    }
+
     @Test func aPassphraseFileSavedOnWindowsIsRead() {
         #expect(CredentialOptions.firstLine(of: "s3cret\r\n") == "s3cret")
         #expect(CredentialOptions.firstLine(of: "s3cret\r\nsecond line\r\n") == "s3cret")
