@@ -16,7 +16,7 @@ public final class CSVAudienceReader: AudienceReader {
     public private(set) var tokenColumn: Int
 
     private let lines: LineReader
-    private let tokenizer = CSVTokenizer()
+    private let tokenizer: CSVTokenizer
 
     /// The row being assembled, in the tokenizer's buffer.
     private let fields: CSVRowBuffer
@@ -35,9 +35,11 @@ public final class CSVAudienceReader: AudienceReader {
     private var replayIndex = 0
     private var finished = false
 
-    public init(source: ByteSource, path: String, maxRowBytes: Int = 1 << 20) throws {
+    /// - Parameter delimiter: the field separator (`,`; `;` and tab are common in exports).
+    public init(source: ByteSource, path: String, maxRowBytes: Int = 1 << 20, delimiter: UInt8 = UInt8(ascii: ",")) throws {
         self.path = path
         self.maxRowBytes = maxRowBytes
+        tokenizer = CSVTokenizer(delimiter: delimiter)
         lines = LineReader(source: source, maxLineBytes: maxRowBytes)
         fields = tokenizer.row
         schema = AudienceSchema()
@@ -65,7 +67,14 @@ public final class CSVAudienceReader: AudienceReader {
             schema.add(name)
         }
         guard let token = schema.column(anyOf: AudienceSchema.tokenAliases) else {
-            throw AudienceError(path: path, reason: "has no token column (its columns are: \(names!.joined(separator: ", ")))")
+            // One column whose name holds another separator: the file is most
+            // likely separated by it.
+            var hint = ""
+            let separators: [(character: Character, name: String, flag: String)] = [(";", "semicolons", ";"), ("\t", "tabs", "\\t"), ("|", "bars", "|")]
+            if names!.count == 1, let other = separators.first(where: { names![0].contains($0.character) }) {
+                hint = "; its header holds \(other.name): give --delimiter '\(other.flag)'"
+            }
+            throw AudienceError(path: path, reason: "has no token column (its columns are: \(names!.joined(separator: ", ")))\(hint)")
         }
         tokenColumn = token
     }

@@ -238,7 +238,8 @@ public enum AudienceFile {
         return Int(info.st_size) / max(1, n / lines)
     }
 
-    public static func open(_ path: String, format: AudienceFormat? = nil) throws -> AudienceReader {
+    /// - Parameter delimiter: a CSV audience's field separator.
+    public static func open(_ path: String, format: AudienceFormat? = nil, delimiter: UInt8 = UInt8(ascii: ",")) throws -> AudienceReader {
         let source = try InputFile.open(path)
         var head = [UInt8](repeating: 0, count: 512)
         var count = 0
@@ -252,7 +253,7 @@ public enum AudienceFile {
         let name = path == "-" ? "standard input" : path
         let rest = PrefixedByteSource(prefix: sniffed, rest: source)
         switch resolved {
-        case .csv: return try CSVAudienceReader(source: rest, path: name)
+        case .csv: return try CSVAudienceReader(source: rest, path: name, delimiter: delimiter)
         case .ndjson: return NDJSONAudienceReader(source: rest, path: name)
         }
     }

@@ -46,6 +46,9 @@ struct Plan: ParsableCommand {
     @Option(help: ArgumentHelp("Audience format when neither the name nor the content tells: csv or ndjson.", valueName: "format"))
     var audienceFormat: String?
 
+    @Option(help: ArgumentHelp("A CSV audience's field separator: , ; | or \\t for a tab.", valueName: "char"))
+    var delimiter = ","
+
     @Option(help: ArgumentHelp("Exit 65 (the plan and summary still written) when more than this fraction of the rows was rejected.", valueName: "R"))
     var maxRejectRate = 0.5
 
@@ -55,6 +58,16 @@ struct Plan: ParsableCommand {
         if job == "-" && audience == "-" { throw ValidationError("The job file cannot be read from standard input.") }
         if let f = audienceFormat, AudienceFormat(rawValue: f) == nil { throw ValidationError("--audience-format must be csv or ndjson.") }
         guard (0...1).contains(maxRejectRate) else { throw ValidationError("--max-reject-rate must be between 0 and 1.") }
+        guard delimiterByte != nil else { throw ValidationError("--delimiter must be one of , ; | or \\t (a tab).") }
+    }
+
+    /// The separator's byte: `\t` (as typed, or a real tab), or one of `,;|`.
+    private var delimiterByte: UInt8? {
+        switch delimiter {
+        case "\\t", "\t", "tab": UInt8(ascii: "\t")
+        case ",", ";", "|": delimiter.utf8.first
+        default: nil
+        }
     }
 
     func run() throws {
@@ -66,7 +79,7 @@ struct Plan: ParsableCommand {
             options.maxPayload = maxPayload
             options.expectedRows = AudienceFile.estimatedRows(audience) ?? 0
             let planner = try Planner(job: jobFile, options: options, feedback: store)
-            let reader = try AudienceFile.open(audience, format: audienceFormat.flatMap(AudienceFormat.init(rawValue:)))
+            let reader = try AudienceFile.open(audience, format: audienceFormat.flatMap(AudienceFormat.init(rawValue:)), delimiter: delimiterByte!)
             let rejectsPath = rejects ?? (out == "-" ? "\(jobFile.campaign).rejects.ndjson" : "\(out).rejects.ndjson")
             let rejectsWriter = try RejectsWriter(path: rejectsPath)
             let writer = try PlanWriter(path: out)

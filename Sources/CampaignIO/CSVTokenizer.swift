@@ -67,10 +67,14 @@ public struct CSVSyntaxError: Error, Equatable, Sendable {
 /// through an unretained pointer that is valid for the call only.
 public final class CSVTokenizer {
     private let parser: UnsafeMutablePointer<csv_parser>
+    /// The field separator: `,` unless the audience says otherwise (`;`, tab).
+    public let delimiter: UInt8
 
-    public init() {
+    public init(delimiter: UInt8 = UInt8(ascii: ",")) {
+        self.delimiter = delimiter
         parser = .allocate(capacity: 1)
         csv_init(parser, UInt8(CSV_STRICT | CSV_STRICT_FINI))
+        csv_set_delim(parser, delimiter)
     }
 
     deinit {
@@ -150,5 +154,6 @@ public final class CSVTokenizer {
         row.clear()
         csv_free(parser)
         csv_init(parser, UInt8(CSV_STRICT | CSV_STRICT_FINI))
+        csv_set_delim(parser, delimiter)
     }
 }

@@ -56,6 +56,23 @@ import GatewaySimulator
         #expect(allowed.status == 0)
     }
 
+    @Test func aSemicolonSeparatedAudienceGetsAHintThenPlansWithDelimiter() throws {
+        let dir = TemporaryDirectory()
+        try #"{"campaign":"d","messages":{"en":{"alert":"Hi {first_name}"}}}"#.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        let token = String(repeating: "cd", count: 32)
+        try "token;lang;first_name\n\(token);en;\"Ann; Jr\"\n".write(toFile: dir.file("a.csv"), atomically: true, encoding: .utf8)
+        let plain = try PlanProcessTests.run(["plan", dir.file("job.json"), dir.file("a.csv"), "--out", dir.file("plan")], in: dir)
+        #expect(plain.status == 66)
+        #expect(plain.err.contains("give --delimiter ';'"), "\(plain.err)")
+        let semicolons = try PlanProcessTests.run(["plan", dir.file("job.json"), dir.file("a.csv"), "--out", dir.file("plan"), "--delimiter", ";"], in: dir)
+        #expect(semicolons.status == 0, "\(semicolons.err)")
+        let text = try String(contentsOfFile: dir.file("plan"), encoding: .utf8)
+        #expect(text.contains("Hi Ann; Jr"))
+        try "token\tlang\tfirst_name\n\(token)\ten\tBo\n".write(toFile: dir.file("t.csv"), atomically: true, encoding: .utf8)
+        let tabs = try PlanProcessTests.run(["plan", dir.file("job.json"), dir.file("t.csv"), "--out", dir.file("plan"), "--delimiter", "\\t"], in: dir)
+        #expect(tabs.status == 0, "\(tabs.err)")
+    }
+
     @Test func aPassphraseFileSavedOnWindowsIsRead() {
         #expect(CredentialOptions.firstLine(of: "s3cret\r\n") == "s3cret")
         #expect(CredentialOptions.firstLine(of: "s3cret\r\nsecond line\r\n") == "s3cret")
