@@ -7,7 +7,9 @@ APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev pkg-config
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE_BIN  := .build/release/campaign
 
-.PHONY: deps build release test bench demo nightly sanitize fuzz clean
+PREFIX       ?= /usr/local
+
+.PHONY: deps build release install test bench demo nightly sanitize fuzz clean
 
 # Installs only the Debian packages that are missing; a machine that has them
 # all runs no apt command at all.
@@ -27,6 +29,12 @@ build: deps
 
 release: deps
 	$(SWIFT) build -c release
+
+# The release binary into $(PREFIX)/bin (make install PREFIX=$$HOME/.local for no root).
+install: release
+	install -d "$(PREFIX)/bin"
+	install -m 0755 $(RELEASE_BIN) "$(PREFIX)/bin/campaign"
+	@echo "installed $(PREFIX)/bin/campaign"
 
 test: deps
 	$(SWIFT) build --build-tests
