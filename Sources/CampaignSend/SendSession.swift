@@ -33,8 +33,8 @@ public final class SendSession {
     public init(_ start: Start) throws {
         switch start {
         case .new(let planPath, let directory, var settings):
-            try SecureFile.makeDirectory(directory, mode: 0o700)
             if planPath == "-" {
+                try SecureFile.makeDirectory(directory, mode: 0o700)   // the spool goes in it
                 settings.planPath = nil
                 let spool = "\(directory)/\(Journal.spoolName)"
                 plan = try PlanReader(source: SpoolingSource(source: FileSource(path: "-"), spoolPath: spool), path: "standard input")
@@ -44,6 +44,8 @@ public final class SendSession {
                 let records = try PlanReader.checkComplete(path: planPath)
                 planTotal = records >= 0 ? records : nil
                 plan = try PlanReader(path: planPath)
+                // Only for a plan that can be sent: a refused one leaves no directory behind.
+                try SecureFile.makeDirectory(directory, mode: 0o700)
             }
             journal = try Journal.create(directory: directory, settings: settings, planHeader: plan.header.json)
             self.settings = settings

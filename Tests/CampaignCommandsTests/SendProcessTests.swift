@@ -187,6 +187,7 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
                                        "--gateway", "127.0.0.1:\(simulator.port)"] + Self.credentials(), in: dir.path)
         #expect(run.wait(timeout: 60) == 65)
         #expect(run.stderr.contains("has no trailer"), "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("journal")), "no journal for a plan refused whole")
         #expect(simulator.currentStatistics().accepted == 0)
         #expect(simulator.currentStatistics().connections.isEmpty)
     }
