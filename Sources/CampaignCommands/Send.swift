@@ -52,6 +52,9 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("Write the final counts here as JSON (- for standard output).", valueName: "file"))
     var report: String?
 
+    @Option(help: ArgumentHelp("Keep Prometheus metrics of the send in this file (text format, rewritten atomically every second; node_exporter's textfile collector reads it).", valueName: "file"))
+    var metrics: String?
+
     @Option(help: ArgumentHelp("Record tokens refused with status 8 in this suppression store.", valueName: "file"))
     var feedbackStore: String?
 
@@ -142,6 +145,8 @@ struct Send: ParsableCommand {
         defer { signals.cancel() }
         let progress = isatty(2) == 1 ? ProgressLine(sender: sender) : nil
         defer { progress?.stop() }
+        let metricsFile = metrics.map { MetricsFile(sender: sender, path: $0, journal: session.journal.directory) }
+        defer { metricsFile?.stop() }
         return try session.run(sender)
     }
 
@@ -194,6 +199,33 @@ final class ProgressLine: @unchecked Sendable {
                 FileHandleWriter.write("\r\u{1B}[K" + line, fd: 2)
             }
             FileHandleWriter.write("\r\u{1B}[K", fd: 2)
+        }
+    }
+
+    func stop() {
+        stopPipe.cancel()
+        pthread_join(thread, nil)
+    }
+}
+
+/// `--metrics FILE`: the send's metrics rewritten atomically once a second,
+/// and a last time when the send ends.
+final class MetricsFile: @unchecked Sendable {
+    private let stopPipe = try! CancellationPipe()
+    private var thread = pthread_t()
+
+    init(sender: Sender, path: String, journal: String) {
+        thread = startThread { [stopPipe] in
+            let start = Date()
+            func write() {
+                let text = SendMetrics.text(journal: journal, counts: sender.counts(), progress: sender.progress(),
+                                            seconds: Date().timeIntervalSince(start))
+                do { try SecureFile.write(Array(text.utf8), to: path, mode: SecureFile.publicMode) } catch {
+                    printError("campaign send: cannot write metrics: \(error)")
+                }
+            }
+            while sleep(until: .after(seconds: 1), cancellation: stopPipe) { write() }
+            write()
         }
     }
 

@@ -45,6 +45,10 @@ public final class Sender: @unchecked Sendable {
                             settled: r.accepted + r.presumed + r.failed, failed: r.failed)
     }
 
+    /// The counts so far (accepted, failed by status, resends, possible
+    /// duplicates, connections), for metrics.
+    public func counts() -> SendReport { shared.report }
+
     /// The plan's record count when known before reading it (a plan file's
     /// trailer, a journal that read the plan through): progress is measured against it.
     public var planTotal: Int?

@@ -110,6 +110,20 @@ import GatewaySimulator
         #expect(lines.allSatisfy { $0["status"]?.integerValue == 8 && $0["reason"]?.stringValue == "invalid token" && $0["attempts"]?.integerValue == 1 })
     }
 
+    @Test func sendKeepsAMetricsFile() throws {
+        let dir = TemporaryDirectory("metrics")
+        let simulator = try SendProcessTests.simulator(in: dir)
+        defer { simulator.stop() }
+        _ = try SendProcessTests.plan(count: 500, into: dir.file("plan.ndjson"), seed: 32)
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(simulator.port)", "--metrics", dir.file("metrics.prom")] + SendProcessTests.credentials(), in: dir.path)
+        #expect(run.wait(timeout: 60) == 0, "\(run.stderr)")
+        let text = try String(contentsOfFile: dir.file("metrics.prom"), encoding: .utf8)
+        #expect(text.contains("campaign_send_accepted_total{journal=\"\(dir.file("journal"))\"} 500"), "\(text)")
+        #expect(text.contains("campaign_send_in_flight{journal=\"\(dir.file("journal"))\"} 0"))
+        #expect(text.contains("campaign_send_plan_records{journal=\"\(dir.file("journal"))\"} 500"))
+    }
+
     @Test func statusNamesReplanWhenTheSpoolWasCutWhilePlanning() throws {
         let dir = TemporaryDirectory("status-replan")
         var settings = SendSettings(gatewayHost: "127.0.0.1", gatewayPort: 1, certificate: "c.pem")

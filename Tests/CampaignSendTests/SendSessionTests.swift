@@ -33,4 +33,27 @@ import CampaignTestSupport
         #expect(resumed.planTotal == 300)
         #expect(resumed.notes.contains { $0.contains("already complete") })
     }
+
+    @Test func metricsAreInThePrometheusTextFormat() {
+        var counts = SendReport()
+        counts.accepted = 900
+        counts.failedByStatus = [8: 3, 1: 1]
+        counts.resends = 7
+        counts.reconnects = 2
+        let text = SendMetrics.text(journal: "out/\"j\"", counts: counts,
+                                    progress: SendProgress(read: 1000, alreadyDone: 0, total: 2000, settled: 904, failed: 4), seconds: 2)
+        let lines = text.split(separator: "\n").map(String.init)
+        #expect(lines.contains(#"campaign_send_accepted_total{journal="out/\"j\""} 900"#))
+        #expect(lines.contains(#"campaign_send_failed_total{journal="out/\"j\"",status="1"} 1"#))
+        #expect(lines.contains(#"campaign_send_failed_total{journal="out/\"j\"",status="8"} 3"#))
+        #expect(lines.contains(#"campaign_send_in_flight{journal="out/\"j\""} 96"#))
+        #expect(lines.contains(#"campaign_send_rate{journal="out/\"j\""} 452"#))
+        #expect(lines.contains("# TYPE campaign_send_resends_total counter"))
+        // Every sample line is NAME{LABELS} VALUE, and every name has its TYPE.
+        for line in lines where !line.hasPrefix("#") {
+            let name = String(line.prefix { $0 != "{" })
+            #expect(lines.contains { $0.hasPrefix("# TYPE \(name) ") }, "\(line)")
+            #expect(Int(line.split(separator: " ").last ?? "") != nil, "\(line)")
+        }
+    }
 }

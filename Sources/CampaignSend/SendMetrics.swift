@@ -1,0 +1,45 @@
+/// A send's counts in the Prometheus text exposition format, for
+/// node_exporter's textfile collector (or any scraper of such a file):
+/// counters for what has become final, gauges for what is in flight.
+public enum SendMetrics {
+    /// The file's text for `counts` and `progress` after `seconds` of
+    /// sending; every series is labelled with the journal directory.
+    public static func text(journal: String, counts: SendReport, progress: SendProgress, seconds: Double) -> String {
+        let label = "journal=\"\(escaped(journal))\""
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
+            out += "# HELP campaign_send_\(name) \(help)\n# TYPE campaign_send_\(name) \(type)\n"
+            for sample in samples { out += "campaign_send_\(name){\(label)\(sample.labels)} \(sample.value)\n" }
+        }
+        metric("accepted_total", "counter", "Notifications proven accepted by the gateway.", [("", String(counts.accepted))])
+        metric("presumed_total", "counter", "Notifications written in the simple format, presumed delivered.", [("", String(counts.presumed))])
+        metric("failed_total", "counter", "Notifications refused for good, by status.",
+               counts.failedByStatus.sorted { $0.key < $1.key }.map { (",status=\"\($0.key)\"", String($0.value)) })
+        metric("resends_total", "counter", "Notifications sent again (discarded after a refusal, or unproven on a lost connection).", [("", String(counts.resends))])
+        metric("duplicates_risked_total", "counter", "Notifications that may have been delivered twice.", [("", String(counts.duplicatesRisked))])
+        metric("connections_total", "counter", "Connections established to the gateway.", [("", String(counts.reconnects))])
+        metric("drops_total", "counter", "Connections lost without a response.", [("", String(counts.drops))])
+        let inFlight = max(0, progress.read - progress.alreadyDone - progress.settled)
+        metric("in_flight", "gauge", "Notifications read from the plan and not yet final.", [("", String(inFlight))])
+        let rate = seconds > 0 ? Double(progress.settled) / seconds : 0
+        metric("rate", "gauge", "Notifications made final per second, averaged over the send.", [("", String(Int(rate)))])
+        if let total = progress.total {
+            metric("plan_records", "gauge", "Records in the plan.", [("", String(total))])
+        }
+        return out
+    }
+
+    /// A label value as the format wants it: backslash, quote and newline escaped.
+    static func escaped(_ value: String) -> String {
+        var out = ""
+        for c in value {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(c)
+            }
+        }
+        return out
+    }
+}
