@@ -24,7 +24,9 @@ public enum CampaignExit {
     public static let unavailable = ExitCode(69)
     /// An output cannot be created: it exists and would be replaced, or the directory refuses it.
     public static let cannotCreate = ExitCode(73)
-    /// Stopped by a signal; the send can be resumed.
+    /// A system I/O error: a full disk, a failing device.
+    public static let ioError = ExitCode(74)
+    /// Stopped by a signal, or the journal is busy with another send: try again (resume) later.
     public static let interrupted = ExitCode(75)
     /// A certificate, key, passphrase or trust problem: retrying will not help.
     public static let credentials = ExitCode(77)
@@ -42,6 +44,10 @@ func exitCode(for error: Error, command: String) -> ExitCode {
         return e.isCredentialOrTrustFailure ? CampaignExit.credentials : CampaignExit.unavailable
     case let e as PlanError:
         return e.reason == .noTrailer ? CampaignExit.incompletePlan : CampaignExit.unusableInput
+    case let e as JournalError where e.isBusy:
+        return CampaignExit.interrupted
+    case let e as IOError where e.errno.map { [ENOSPC, EIO, EDQUOT, EROFS].contains($0) } ?? false:
+        return CampaignExit.ioError
     case is JournalError, is IOError, is JobError, is AudienceError, is SimulatorInputError:
         return CampaignExit.unusableInput
     default:

@@ -92,7 +92,7 @@ public final class BufferedFileWriter {
     /// thread-safe; the descriptor is).
     public func syncWritten() throws(IOError) {
         if owned, fsync(fd) != 0, errno != EINVAL {
-            throw IOError(path: name, reason: "fsync failed: \(String(cString: strerror(errno)))")
+            throw IOError(path: name, operation: "fsync", errno: errno)
         }
     }
 
@@ -100,7 +100,7 @@ public final class BufferedFileWriter {
     public func sync() throws(IOError) {
         try flush()
         if owned, fsync(fd) != 0, errno != EINVAL {
-            throw IOError(path: name, reason: "fsync failed: \(String(cString: strerror(errno)))")
+            throw IOError(path: name, operation: "fsync", errno: errno)
         }
     }
 }

@@ -132,6 +132,13 @@ public struct JournalState: Sendable {
 public struct JournalError: Error, Equatable, Sendable, CustomStringConvertible {
     public var path: String
     public var reason: String
+    /// Another send holds the journal: a temporary failure, not a bad input.
+    public var isBusy = false
+
+    public init(path: String, reason: String, isBusy: Bool = false) {
+        (self.path, self.reason, self.isBusy) = (path, reason, isBusy)
+    }
+
     public var description: String { "\(path): \(reason)." }
 }
 
@@ -179,7 +186,7 @@ public final class Journal: @unchecked Sendable {
         guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
             close(lockFD)
             let pid = Self.runningSend(directory: directory).map { " (pid \($0))" } ?? ""
-            throw JournalError(path: directory, reason: "another send\(pid) is using this journal")
+            throw JournalError(path: directory, reason: "another send\(pid) is using this journal", isBusy: true)
         }
         // Who holds it, for `status` and for that message.
         var pid = Array("\(getpid())\n".utf8)
