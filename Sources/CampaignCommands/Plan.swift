@@ -58,6 +58,7 @@ struct Plan: ParsableCommand {
         if job == "-" && audience == "-" { throw ValidationError("The job file cannot be read from standard input.") }
         if let f = audienceFormat, AudienceFormat(rawValue: f) == nil { throw ValidationError("--audience-format must be csv or ndjson.") }
         guard (0...1).contains(maxRejectRate) else { throw ValidationError("--max-reject-rate must be between 0 and 1.") }
+        if rejects == "-" && out == "-" { throw ValidationError("--rejects - and the plan cannot both go to standard output: give --out PLAN or --rejects FILE.") }
         guard delimiterByte != nil else { throw ValidationError("--delimiter must be one of , ; | or \\t (a tab).") }
     }
 

@@ -79,7 +79,16 @@ public final class GatewaySimulator: @unchecked Sendable {
         gatewayListener?.close()
         feedbackListener?.close()
         if first, let path = configuration.statisticsPath {
-            try? SecureFile.write(Array(snapshot.json()), to: path, mode: SecureFile.publicMode)
+            if path == "-" {
+                let bytes = Array(snapshot.json()) + [0x0A]
+                var offset = 0
+                while offset < bytes.count,
+                      let n = try? syscall("write", { bytes.withUnsafeBytes { Glibc.write(1, $0.baseAddress! + offset, $0.count - offset) } }) {
+                    offset += n
+                }
+            } else {
+                try? SecureFile.write(Array(snapshot.json()), to: path, mode: SecureFile.publicMode)
+            }
         }
     }
 

@@ -12,7 +12,12 @@ final class NotificationRecordFile: @unchecked Sendable {
     private let handle: FileHandle
     private let lock = Lock()
 
+    /// `path` may be `-` for standard output.
     init(path: String) throws {
+        guard path != "-" else {
+            handle = FileHandle(fileDescriptor: 1, closeOnDealloc: false)
+            return
+        }
         // The record holds device tokens: owner-only.
         let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard fd >= 0 else {

@@ -73,6 +73,22 @@ import GatewaySimulator
         #expect(tabs.status == 0, "\(tabs.err)")
     }
 
+    @Test func aDashMeansStandardOutputForRejectsAndTheSimulatorsStatistics() throws {
+        let dir = TemporaryDirectory()
+        let rejected = try PlanProcessTests.run(["plan", PlanProcessTests.repo + "/jobs/spring.json", PlanProcessTests.repo + "/samples/audience.csv",
+                                                 "--out", dir.file("plan"), "--rejects", "-"], in: dir)
+        #expect(rejected.status == 0, "\(rejected.err)")
+        let lines = String(decoding: rejected.out, as: UTF8.self).split(separator: "\n")
+        #expect(lines.count == 8 && lines.allSatisfy { (try? JSONValue.parse(String($0)))?["reason"] != nil })
+        #expect(!FileManager.default.fileExists(atPath: dir.file("-")))
+        let both = try PlanProcessTests.run(["plan", PlanProcessTests.repo + "/jobs/spring.json", "-", "--rejects", "-"], in: dir)
+        #expect(both.status == 64)
+        let stats = try PlanProcessTests.run(["simulator", "--certs", TestCertificates.directory, "--port", "0", "--feedback-port", "0",
+                                              "--stats", "-", "--max-seconds", "0.5"], in: dir)
+        #expect(stats.status == 0, "\(stats.err)")
+        #expect((try JSONValue.parse(Array(stats.out)))["accepted"]?.integerValue == 0)
+    }
+
     @Test func aPassphraseFileSavedOnWindowsIsRead() {
         #expect(CredentialOptions.firstLine(of: "s3cret\r\n") == "s3cret")
         #expect(CredentialOptions.firstLine(of: "s3cret\r\nsecond line\r\n") == "s3cret")
