@@ -106,6 +106,10 @@ public struct SendReport: Sendable {
         }
         if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
         s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(Int(perSecond))/s"
+        if resends > 0 {
+            s += "\n  (resent: discarded by the gateway after a refusal or shutdown on their connection, or unproven when one was lost; "
+                + "the gateway confirms nothing, so each connection ends with a proof of acceptance, a notification it must refuse)"
+        }
         if let message { s += "\n  \(message)" }
         return s
     }

@@ -1,3 +1,4 @@
+import APNSWire
 import Foundation
 
 /// What one gateway connection saw.
@@ -22,6 +23,10 @@ public struct SimulatorStatistics: Sendable, Equatable {
     public var handshakeFailures = 0
     /// Feedback tuples served.
     public var feedbackServed = 0
+
+    public init(connections: [ConnectionStatistics] = [], handshakeFailures: Int = 0, feedbackServed: Int = 0) {
+        (self.connections, self.handshakeFailures, self.feedbackServed) = (connections, handshakeFailures, feedbackServed)
+    }
 
     public var accepted: Int { connections.reduce(0) { $0 + $1.accepted } }
     public var discarded: Int { connections.reduce(0) { $0 + $1.discarded } }
@@ -52,7 +57,12 @@ public struct SimulatorStatistics: Sendable, Equatable {
     /// A few lines for a terminal.
     public var summary: String {
         let rejectedText = rejected.isEmpty ? "none"
-            : rejected.sorted { $0.key < $1.key }.map { "status \($0.key): \($0.value)" }.joined(separator: ", ")
+            : rejected.sorted { $0.key < $1.key }.map { status, count in
+                // A sender proves what was accepted by sending a notification the
+                // gateway must refuse (campaign's have a token of invalid size).
+                let note = status == ErrorResponse.Status.invalidTokenSize.rawValue ? ", most of them senders' proofs of acceptance, refused on purpose" : ""
+                return "status \(status) (\(ErrorResponse.Status(rawValue: status).meaning)\(note)): \(count)"
+            }.joined(separator: ", ")
         return """
         simulator: \(accepted) accepted, rejected \(rejectedText), \(discarded) discarded, \
         \(connections.count) connections (\(handshakeFailures) failed handshakes), \(feedbackServed) feedback tuples served

@@ -131,7 +131,7 @@ print(data.hex())
         simulator.waitUntilExit()
         #expect(simulator.terminationReason == .exit)
         #expect(simulator.terminationStatus == 0)
-        #expect(rest.contains("simulator: 3 accepted, rejected status 8: 1, 1 discarded"))
+        #expect(rest.contains("simulator: 3 accepted, rejected status 8 (invalid token): 1, 1 discarded"))
         #expect(!rest.contains(badToken))
 
         let lines = try String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8).split(separator: "\n")

@@ -3,6 +3,7 @@ import Testing
 import CampaignIO
 import CampaignTestSupport
 @testable import CampaignSend
+import GatewaySimulator
 
 @Suite struct SendSessionTests {
     @Test func theProgressLineCountsAgainstThePlansTotal() {
@@ -55,5 +56,17 @@ import CampaignTestSupport
             #expect(lines.contains { $0.hasPrefix("# TYPE \(name) ") }, "\(line)")
             #expect(Int(line.split(separator: " ").last ?? "") != nil, "\(line)")
         }
+    }
+
+    @Test func theReportAndTheSimulatorSayWhatResendsAndStatusFiveAre() {
+        var report = SendReport()
+        report.resends = 12
+        #expect(report.text.contains("resent: discarded by the gateway after a refusal or shutdown"))
+        #expect(!SendReport().text.contains("discarded by the gateway"))
+        var connection = ConnectionStatistics(connection: 1)
+        connection.rejected = [5: 3, 8: 1]
+        let statistics = SimulatorStatistics(connections: [connection])
+        #expect(statistics.summary.contains("status 5 (invalid token size, most of them senders' proofs of acceptance, refused on purpose): 3"))
+        #expect(statistics.summary.contains("status 8 (invalid token): 1"))
     }
 }
