@@ -18,13 +18,15 @@ final class CampaignProcess {
     private let exited = DispatchSemaphore(value: 0)
     let errors = Pipe()
 
-    init(_ arguments: [String], in dir: String, executable: URL = SimulatorProcessTests.binary, input: String? = nil) throws {
+    init(_ arguments: [String], in dir: String, executable: URL = SimulatorProcessTests.binary, input: String? = nil,
+         inputPipe: Pipe? = nil, outputPipe: Pipe? = nil) throws {
         process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: dir)
         process.standardError = errors
         if let input { process.standardInput = FileHandle(forReadingAtPath: input) }
-        process.standardOutput = FileHandle.nullDevice
+        if let inputPipe { process.standardInput = inputPipe }
+        process.standardOutput = outputPipe ?? FileHandle.nullDevice
         process.terminationHandler = { [exited] _ in exited.signal() }
         try process.run()
     }
