@@ -18,6 +18,9 @@ struct Status: ParsableCommand {
     @Flag(help: "Print every notification that failed for good, as NDJSON: {\"seq\",\"token\",\"status\",\"reason\",\"attempts\"}.")
     var failures = false
 
+    @Option(help: ArgumentHelp("Write a self-contained HTML page of the send (rate over time, outcomes, connections and resends) here.", valueName: "file"))
+    var html: String?
+
     func run() throws {
         let state = try reportingErrors(as: "status") { try Journal.read(directory: directory) }
         if failures {
@@ -45,6 +48,12 @@ struct Status: ParsableCommand {
             outcome = "stopped while its plan was still coming from standard input; if the planner was stopped too, plan again into it: campaign plan JOB AUDIENCE | campaign send --resume \(directory) --replan (else: campaign send --resume \(directory))"
         } else {
             outcome = "stopped without finishing (crash or kill); resume with: campaign send --resume \(directory)"
+        }
+        if let html {
+            try reportingErrors(as: "status") {
+                try writeOutput(Array(StatusPage.html(journal: directory, state: state, outcome: outcome).utf8), to: html)
+            }
+            return
         }
         if json {
             func n(_ v: Int) -> JSONValue { .number(String(v)) }

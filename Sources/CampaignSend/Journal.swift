@@ -126,6 +126,8 @@ public struct JournalState: Sendable {
     public var tornOffset: Int? = nil
 
     public var doneCount: Int { done.values.reduce(0) { $0 + $1.count } }
+    /// Per run (in order), its timeline: counts once a second.
+    public var timeline: [[JournalRecord.Tick]] = []
 }
 
 /// A journal that cannot be used.
@@ -327,6 +329,7 @@ public final class Journal: @unchecked Sendable {
         switch record {
         case .start(_, let header):
             s.runs += 1
+            s.timeline.append([])
             s.outcome = nil
             // A resume with --replan starts with a new plan whose header differs in its times.
             if header != .null { s.planHeader = header }
@@ -351,6 +354,9 @@ public final class Journal: @unchecked Sendable {
             s.reconnects += reconnects
         case .end(let outcome):
             s.outcome = outcome
+        case .tick(let tick):
+            if s.timeline.isEmpty { s.timeline.append([]) }
+            s.timeline[s.timeline.count - 1].append(tick)
         }
     }
 

@@ -20,6 +20,22 @@ public enum JournalRecord: Equatable, Sendable {
     case counters(resends: Int, duplicatesRisked: Int, reconnects: Int)
     /// How a run ended (a ``SendOutcome`` raw value).
     case end(outcome: String)
+    /// Once a second while a run sends: its counts so far (this run's, from its start).
+    case tick(Tick)
+
+    /// A point of a run's timeline.
+    public struct Tick: Equatable, Sendable {
+        /// Seconds since the run started.
+        public var second: Int
+        public var accepted: Int
+        public var failed: Int
+        public var resent: Int
+        public var connections: Int
+
+        public init(second: Int, accepted: Int, failed: Int, resent: Int, connections: Int) {
+            (self.second, self.accepted, self.failed, self.resent, self.connections) = (second, accepted, failed, resent, connections)
+        }
+    }
 
     /// The record's JSON, `t` first.
     var json: JSONValue {
@@ -49,6 +65,9 @@ public enum JournalRecord: Equatable, Sendable {
                             ("reconnects", n(reconnects))])
         case .end(let outcome):
             return .object([("t", .string("end")), ("outcome", .string(outcome))])
+        case .tick(let k):
+            return .object([("t", .string("tick")), ("s", n(k.second)), ("accepted", n(k.accepted)), ("failed", n(k.failed)),
+                            ("resent", n(k.resent)), ("connections", n(k.connections))])
         }
     }
 
@@ -89,6 +108,9 @@ public enum JournalRecord: Equatable, Sendable {
         case "end":
             guard let outcome = v["outcome"]?.stringValue else { return nil }
             self = .end(outcome: outcome)
+        case "tick":
+            self = .tick(Tick(second: int("s"), accepted: int("accepted"), failed: int("failed"), resent: int("resent"),
+                              connections: int("connections")))
         default:
             return nil
         }

@@ -113,6 +113,26 @@ public final class Sender: @unchecked Sendable {
         }
         shared.syncer.start()
         defer { shared.syncer.stop() }
+        // The run's timeline: its counts journaled once a second, for `status --html`.
+        let tickerStop = try CancellationPipe()
+        let ticker = startThread { [shared] in
+            var second = 0
+            while sleep(until: .after(seconds: Double(second + 1) - Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9),
+                        cancellation: tickerStop) {
+                second += 1
+                let c = shared.report
+                try? shared.journal.append(.tick(.init(second: second, accepted: c.accepted + c.presumed, failed: c.failed,
+                                                        resent: c.resends, connections: c.reconnects)))
+            }
+        }
+        var tickerRunning = true
+        func stopTicker() {
+            guard tickerRunning else { return }
+            tickerRunning = false
+            tickerStop.cancel()
+            pthread_join(ticker, nil)
+        }
+        defer { stopTicker() }
         var threads: [pthread_t] = []
         for worker in workers {
             threads.append(startThread { worker.run() })
@@ -163,6 +183,7 @@ public final class Sender: @unchecked Sendable {
             try journal.append(.plan(records: report.planRecords, crc32: plan.trailer?.crc32, incomplete: !plan.isComplete))
         }
         for t in threads { pthread_join(t, nil) }
+        stopTicker()   // before the run's last records: no tick after its end
         shared.syncer.stop()
 
         let counts = shared.report

@@ -140,6 +140,34 @@ import GatewaySimulator
         #expect(text.contains("campaign_send_plan_records{journal=\"\(dir.file("journal"))\"} 500"))
     }
 
+    /// The send journals its counts once a second, and `status --html`
+    /// draws them in one page that needs nothing else.
+    @Test(.timeLimit(.minutes(2))) func statusDrawsTheSendInOneSelfContainedPage() throws {
+        let dir = TemporaryDirectory("html")
+        var faults = FaultPlan()
+        let tokens = Array(try SendProcessTests.plan(count: 6000, into: dir.file("plan.ndjson"), seed: 33))
+        faults.badTokens = Set(tokens.prefix(2).map { DeviceToken(hex: $0)!.bytes })
+        let simulator = try SendProcessTests.simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(simulator.port)", "--rate", "2000"] + SendProcessTests.credentials(), in: dir.path)
+        #expect(run.wait(timeout: 60) == 0, "\(run.stderr)")
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.timeline.count == 1 && state.timeline[0].count >= 2, "one tick a second: \(state.timeline)")
+        #expect(state.timeline[0].map(\.accepted) == state.timeline[0].map(\.accepted).sorted(), "counts only grow")
+        let result = try PlanProcessTests.run(["status", dir.file("journal"), "--html", dir.file("report.html")], in: dir)
+        #expect(result.status == 0, "\(result.err)")
+        let page = try String(contentsOfFile: dir.file("report.html"), encoding: .utf8)
+        #expect(page.hasPrefix("<!DOCTYPE html>") && page.hasSuffix("</html>\n"))
+        #expect(page.components(separatedBy: "<svg").count - 1 == 3, "rate, outcomes, connections and resends")
+        #expect(page.contains("<polyline"))
+        #expect(page.contains(">5998</td>"), "the accepted count in the summary")
+        #expect(page.contains("status 8: invalid token"))
+        for forbidden in ["<script", "src=", "href=", "<link", "@import", "url("] {
+            #expect(!page.contains(forbidden), "self-contained: \(forbidden)")
+        }
+    }
+
     @Test func statusNamesReplanWhenTheSpoolWasCutWhilePlanning() throws {
         let dir = TemporaryDirectory("status-replan")
         var settings = SendSettings(gatewayHost: "127.0.0.1", gatewayPort: 1, certificate: "c.pem")

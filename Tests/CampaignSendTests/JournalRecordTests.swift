@@ -25,6 +25,7 @@ import CampaignTestSupport
         .plan(records: 50, crc32: nil, incomplete: true),
         .counters(resends: 4, duplicatesRisked: 2, reconnects: 9),
         .end(outcome: "complete"),
+        .tick(.init(second: 3, accepted: 120, failed: 1, resent: 4, connections: 2)),
     ]
 
     @Test func everyKindRoundTripsThroughItsJSON() throws {
@@ -65,6 +66,7 @@ import CampaignTestSupport
         #expect(state.resends == 4 && state.duplicatesRisked == 2 && state.reconnects == 9)
         #expect(state.outcome == "complete")
         #expect(state.runs == 1)
+        #expect(state.timeline == [[.init(second: 3, accepted: 120, failed: 1, resent: 4, connections: 2)]])
         let sentLine = try String(contentsOfFile: dir.file("j/journal.log"), encoding: .utf8).split(separator: "\n")[1].dropFirst(9)
         #expect(JournalRecord(json: try JSONValue.parse(String(sentLine))) == .sent(below: [0: 12, 7: 3]))
     }

@@ -1,0 +1,129 @@
+import APNSWire
+import CampaignSend
+
+/// `campaign status DIR --html FILE`: one self-contained page (inline CSS and
+/// SVG; no script, no network) with the send's rate over time, its outcomes
+/// by status, its connections and resends, and the summary.
+enum StatusPage {
+    static func html(journal directory: String, state: JournalState, outcome: String) -> String {
+        var failedByStatus: [UInt8: Int] = [:]
+        for f in state.failures { failedByStatus[f.status, default: 0] += 1 }
+        let remaining = state.planRecords.map { String(max(0, $0 - state.doneCount)) } ?? "unknown"
+        let summary: [(String, String)] = [
+            ("Outcome", outcome), ("Runs", String(state.runs)),
+            ("Plan", "\(state.settings.planPath ?? "spooled in the journal") · \(state.planRecords.map { "\($0) records" } ?? "not read to its end")"),
+            ("Accepted", String(state.accepted)), ("Presumed delivered", String(state.presumed)),
+            ("Failed", String(state.failures.count)), ("Remaining", remaining),
+            ("Resent", String(state.resends)), ("Possible duplicates", String(state.duplicatesRisked)),
+            ("Connections", String(state.reconnects)),
+        ]
+        var page = """
+        <!DOCTYPE html>
+        <html lang="en"><head><meta charset="utf-8"><title>campaign send: \(escape(directory))</title>
+        <style>
+        body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:900px;color:#222}
+        h1{font-size:20px}h2{font-size:16px;margin-top:2em}
+        table{border-collapse:collapse}td{padding:2px 12px 2px 0}td:first-child{color:#666}
+        svg{background:#fafafa;border:1px solid #ddd}.axis{stroke:#999;stroke-width:1}.label{font-size:11px;fill:#555}
+        </style></head><body>
+        <h1>campaign send · \(escape(directory))</h1>
+        <table>
+        """
+        for (name, value) in summary { page += "<tr><td>\(escape(name))</td><td>\(escape(value))</td></tr>\n" }
+        page += "</table>\n"
+        page += "<h2>Send rate (notifications made final per second)</h2>\n" + rateChart(state.timeline)
+        page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, failed: failedByStatus)
+        page += "<h2>Connections and resends over time (cumulative, per run)</h2>\n" + countsChart(state.timeline)
+        page += "<p class=\"label\">Resent: notifications the gateway discarded after a refusal or shutdown on their connection, or left unproven when one was lost. The gateway confirms nothing, so a connection ends with a proof of acceptance: a notification it must refuse.</p>\n"
+        page += "</body></html>\n"
+        return page
+    }
+
+    static let width = 860.0, height = 220.0, margin = 40.0
+
+    /// The runs' per-second rates, one run after another along the time axis.
+    static func rateChart(_ timeline: [[JournalRecord.Tick]]) -> String {
+        var points: [(x: Double, y: Double)] = []
+        var offset = 0
+        for run in timeline {
+            var previous = 0
+            for tick in run {
+                points.append((Double(offset + tick.second), Double(max(0, tick.accepted + tick.failed - previous))))
+                previous = tick.accepted + tick.failed
+            }
+            offset += (run.last?.second ?? 0) + 1
+        }
+        return lineChart([("#2a7ab0", points)], emptyText: "no timeline (runs shorter than a second, or a journal from before timelines)")
+    }
+
+    static func countsChart(_ timeline: [[JournalRecord.Tick]]) -> String {
+        var connections: [(x: Double, y: Double)] = [], resent: [(x: Double, y: Double)] = []
+        var offset = 0
+        for run in timeline {
+            for tick in run {
+                connections.append((Double(offset + tick.second), Double(tick.connections)))
+                resent.append((Double(offset + tick.second), Double(tick.resent)))
+            }
+            offset += (run.last?.second ?? 0) + 1
+        }
+        return lineChart([("#b05a2a", connections), ("#6a2ab0", resent)], emptyText: "no timeline",
+                         legend: [("#b05a2a", "connections"), ("#6a2ab0", "resent")])
+    }
+
+    static func lineChart(_ series: [(color: String, points: [(x: Double, y: Double)])], emptyText: String,
+                          legend: [(String, String)] = []) -> String {
+        let all = series.flatMap(\.points)
+        guard let maxX = all.map(\.x).max(), maxX > 0 else { return "<p class=\"label\">\(escape(emptyText))</p>\n" }
+        let maxY = max(1, all.map(\.y).max() ?? 1)
+        func sx(_ x: Double) -> Double { margin + x / maxX * (width - 2 * margin) }
+        func sy(_ y: Double) -> Double { height - margin + 10 - y / maxY * (height - 1.5 * margin) }
+        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\">\n"
+        svg += "<line class=\"axis\" x1=\"\(margin)\" y1=\"\(sy(0))\" x2=\"\(width - margin)\" y2=\"\(sy(0))\"/>"
+        svg += "<line class=\"axis\" x1=\"\(margin)\" y1=\"\(sy(0))\" x2=\"\(margin)\" y2=\"\(sy(maxY))\"/>\n"
+        svg += "<text class=\"label\" x=\"4\" y=\"\(sy(maxY) + 4)\">\(Int(maxY))</text><text class=\"label\" x=\"4\" y=\"\(sy(0))\">0</text>"
+        svg += "<text class=\"label\" x=\"\(width - margin - 30)\" y=\"\(height - 8)\">\(Int(maxX)) s</text>\n"
+        for (color, points) in series where !points.isEmpty {
+            let path = points.map { "\(format(sx($0.x))),\(format(sy($0.y)))" }.joined(separator: " ")
+            svg += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(path)\"/>\n"
+        }
+        for (i, (color, name)) in legend.enumerated() {
+            svg += "<rect x=\"\(Double(i) * 120 + margin + 10)\" y=\"8\" width=\"10\" height=\"10\" fill=\"\(color)\"/><text class=\"label\" x=\"\(Double(i) * 120 + margin + 26)\" y=\"17\">\(escape(name))</text>\n"
+        }
+        return svg + "</svg>\n"
+    }
+
+    static func outcomeBars(accepted: Int, presumed: Int, failed: [UInt8: Int]) -> String {
+        var bars: [(String, Int, String)] = [("accepted", accepted, "#2a9a4a")]
+        if presumed > 0 { bars.append(("presumed delivered", presumed, "#8aa")) }
+        for (status, count) in failed.sorted(by: { $0.key < $1.key }) {
+            bars.append(("status \(status): \(ErrorResponse.Status(rawValue: status).meaning)", count, "#c03030"))
+        }
+        let maxCount = max(1, bars.map(\.1).max() ?? 1)
+        let rowHeight = 24.0
+        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"\(Int(Double(bars.count) * rowHeight + 10))\" role=\"img\">\n"
+        for (i, (name, count, color)) in bars.enumerated() {
+            let y = Double(i) * rowHeight + 6
+            let w = max(1, Double(count) / Double(maxCount) * (width - 320))
+            svg += "<text class=\"label\" x=\"8\" y=\"\(y + 13)\">\(escape(name))</text>"
+            svg += "<rect x=\"220\" y=\"\(y)\" width=\"\(format(w))\" height=\"16\" fill=\"\(color)\"/>"
+            svg += "<text class=\"label\" x=\"\(format(226 + w))\" y=\"\(y + 13)\">\(count)</text>\n"
+        }
+        return svg + "</svg>\n"
+    }
+
+    static func format(_ x: Double) -> String { String(Double(Int(x * 10)) / 10) }
+
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for c in text {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            default: out.append(c)
+            }
+        }
+        return out
+    }
+}
