@@ -31,7 +31,7 @@ enum StatusPage {
         """
         for (name, value) in summary { page += "<tr><td>\(escape(name))</td><td>\(escape(value))</td></tr>\n" }
         page += "</table>\n"
-        page += "<h2>Send rate (notifications made final per second)</h2>\n" + rateChart(state.timeline)
+        page += "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline)
         page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, failed: failedByStatus)
         page += "<h2>Connections and resends over time (cumulative, per run)</h2>\n" + countsChart(state.timeline)
         page += "<p class=\"label\">Resent: notifications the gateway discarded after a refusal or shutdown on their connection, or left unproven when one was lost. The gateway confirms nothing, so a connection ends with a proof of acceptance: a notification it must refuse.</p>\n"
@@ -47,6 +47,7 @@ enum StatusPage {
         var offset = 0
         for run in timeline {
             var previous = 0
+            if !run.isEmpty { points.append((Double(offset), 0)) }   // each run starts from nothing
             for tick in run {
                 points.append((Double(offset + tick.second), Double(max(0, tick.accepted + tick.failed - previous))))
                 previous = tick.accepted + tick.failed
@@ -60,6 +61,10 @@ enum StatusPage {
         var connections: [(x: Double, y: Double)] = [], resent: [(x: Double, y: Double)] = []
         var offset = 0
         for run in timeline {
+            if !run.isEmpty {
+                connections.append((Double(offset), 0))
+                resent.append((Double(offset), 0))
+            }
             for tick in run {
                 connections.append((Double(offset + tick.second), Double(tick.connections)))
                 resent.append((Double(offset + tick.second), Double(tick.resent)))
