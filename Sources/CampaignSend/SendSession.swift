@@ -59,7 +59,12 @@ public final class SendSession {
             }
             var settings = replayed.settings
             adjust(&settings)
-            carried = try Sender.prepareResume(state: replayed, scan: Self.openPlan(state: replayed, journal: opened), journal: opened)
+            do {
+                carried = try Sender.prepareResume(state: replayed, scan: Self.openPlan(state: replayed, journal: opened), journal: opened)
+            } catch let error as PlanError where replayed.settings.planPath == nil && !replan {
+                // The spool ends where a kill cut `plan | send`: say what goes on.
+                throw JournalError(path: directory, reason: "\(error) The plan came from standard input and its spool was cut (the planner was stopped too): plan again into the resume, `campaign plan JOB AUDIENCE | campaign send --resume \(directory) --replan`")
+            }
             plan = try Self.openPlan(state: replayed, journal: opened)
             if replayed.outcome == SendOutcome.complete.rawValue {
                 notes.append("the send in \(directory) is already complete; nothing to do.")

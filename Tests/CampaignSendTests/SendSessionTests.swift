@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import CampaignIO
+import CampaignJSON
 import CampaignTestSupport
 @testable import CampaignSend
 import GatewaySimulator
@@ -68,5 +69,23 @@ import GatewaySimulator
         let statistics = SimulatorStatistics(connections: [connection])
         #expect(statistics.summary.contains("status 5 (invalid token size, most of them senders' proofs of acceptance, refused on purpose): 3"))
         #expect(statistics.summary.contains("status 8 (invalid token): 1"))
+    }
+
+    /// A spool cut mid-record (plan | send killed twice) names --replan.
+    @Test func aCutSpoolNamesReplan() throws {
+        let harness = try SendHarness(faults: .init())
+        _ = try makePlan(count: 20, in: harness.dir)
+        let lines = try String(contentsOfFile: harness.dir.file("plan.ndjson"), encoding: .utf8).split(separator: "\n")
+        var settings = harness.settings(connections: 1)
+        settings.planPath = nil
+        do { _ = try Journal.create(directory: harness.dir.file("j"), settings: settings, planHeader: try JSONValue.parse(String(lines[0]))) }
+        let cut = lines.prefix(6).joined(separator: "\n") + "\n" + String(lines[6].prefix(25))
+        try cut.write(toFile: harness.dir.file("j/\(Journal.spoolName)"), atomically: true, encoding: .utf8)
+        do {
+            _ = try SendSession(.resume(journal: harness.dir.file("j"), replan: false, adjust: { _ in }))
+            Issue.record("a cut spool was resumed")
+        } catch {
+            #expect("\(error)".contains("--replan"), "\(error)")
+        }
     }
 }
