@@ -21,6 +21,10 @@ void campaign_x509v3_set_ctx_nodb(X509V3_CTX *ctx) {
     X509V3_set_ctx_nodb(ctx);
 }
 
+EVP_PKEY *campaign_ec_p256_generate(void) {
+    return EVP_EC_gen("P-256");
+}
+
 EVP_PKEY *campaign_rsa_generate(unsigned int bits) {
     return EVP_RSA_gen(bits);
 }

@@ -19,6 +19,8 @@ int campaign_ssl_set_tlsext_host_name(SSL *ssl, const char *name);
 void campaign_x509v3_set_ctx_nodb(X509V3_CTX *ctx);
 /// EVP_RSA_gen is a variadic macro; Swift cannot call EVP_PKEY_Q_keygen directly.
 EVP_PKEY *campaign_rsa_generate(unsigned int bits);
+/// EVP_EC_gen is a variadic macro too: a new P-256 key (APNs provider tokens are ES256).
+EVP_PKEY *campaign_ec_p256_generate(void);
 /// SSL_CTX_set_ecdh_auto etc. are macros; the session-id context is a plain function,
 /// but the option masks below are long macros with casts, so we expose them as values.
 unsigned long long campaign_ssl_op_no_renegotiation(void);
