@@ -1,0 +1,76 @@
+import CampaignJSON
+
+/// An HTTP/2 APNs answer to one notification (status, the body's `reason`
+/// and `timestamp`, the `retry-after` header) and what `send` does with it:
+/// issue 15's outcome table, pure, for the HTTP/2 transport to apply.
+public struct H2Answer: Equatable, Sendable {
+    public var status: Int
+    public var reason: String?
+    /// 410 only: when the token stopped being valid, in milliseconds since the epoch.
+    public var timestampMilliseconds: Int64?
+    public var retryAfterSeconds: Int?
+
+    public init(status: Int, reason: String? = nil, timestampMilliseconds: Int64? = nil, retryAfterSeconds: Int? = nil) {
+        (self.status, self.reason, self.timestampMilliseconds, self.retryAfterSeconds) = (status, reason, timestampMilliseconds, retryAfterSeconds)
+    }
+
+    /// Reads an answer from its `:status`, its body (`{"reason":…,"timestamp":…}`
+    /// or empty) and its `retry-after` header.
+    public init(status: Int, body: [UInt8], retryAfter: String? = nil) {
+        let value = body.isEmpty ? nil : try? JSONValue.parse(body)
+        self.init(status: status, reason: value?["reason"]?.stringValue,
+                  timestampMilliseconds: value?["timestamp"]?.integerValue,
+                  retryAfterSeconds: retryAfter.flatMap { Int($0.trimmingWhitespace()) }.map { max(0, $0) })
+    }
+
+    /// What becomes of the notification.
+    public enum Verdict: Equatable, Sendable {
+        /// 200: proven accepted (no sentinels on HTTP/2).
+        case accepted
+        /// 410: final; the token goes into the suppression store at `unregisteredAt` (seconds).
+        case unregistered(unregisteredAt: UInt32?)
+        /// 400 BadDeviceToken, DeviceTokenNotForTopic: final and recorded, not
+        /// suppressed (the token may belong to the other environment).
+        case refusedForItsToken
+        /// Another 400, or 404, 405, 413: final, reported loudly (a bug in the
+        /// plan or in us); many in a row stop the send.
+        case refusedAsMalformed
+        /// 403 (but an expired token) and TopicDisallowed: stop the send; a credential is wrong.
+        case credentialRefused
+        /// 403 ExpiredProviderToken: a new token (if the current one is old enough), then again.
+        case providerTokenExpired
+        /// 429 TooManyProviderTokenUpdates: a new connection with the same token, after a backoff.
+        case tooManyTokenUpdates
+        /// 429 TooManyRequests, 500, 503: again after a backoff (`retry-after` when given), 3 attempts in all.
+        case retryLater(afterSeconds: Int?)
+        /// A status the API does not define: retried like a server error.
+        case unknown
+    }
+
+    public var verdict: Verdict {
+        switch (status, reason) {
+        case (200, _): return .accepted
+        case (410, _): return .unregistered(unregisteredAt: timestampMilliseconds.map { UInt32(clamping: $0 / 1000) })
+        case (_, "TopicDisallowed"): return .credentialRefused
+        case (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"): return .refusedForItsToken
+        case (400, _), (404, _), (405, _), (413, _): return .refusedAsMalformed
+        case (403, "ExpiredProviderToken"): return .providerTokenExpired
+        case (403, _): return .credentialRefused
+        case (429, "TooManyProviderTokenUpdates"): return .tooManyTokenUpdates
+        case (429, _), (500, _), (503, _): return .retryLater(afterSeconds: retryAfterSeconds)
+        default: return .unknown
+        }
+    }
+
+    /// "status 410 Unregistered" and the like, for reports.
+    public var description: String { "status \(status)" + (reason.map { " \($0)" } ?? "") }
+}
+
+extension String {
+    fileprivate func trimmingWhitespace() -> Substring {
+        var s = Substring(self)
+        while let f = s.first, f.isWhitespace { s = s.dropFirst() }
+        while let l = s.last, l.isWhitespace { s = s.dropLast() }
+        return s
+    }
+}

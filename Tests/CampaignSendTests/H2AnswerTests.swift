@@ -1,0 +1,38 @@
+import Testing
+@testable import CampaignSend
+
+/// Every row of issue 15's outcome table, from the answer as it comes.
+@Suite struct H2AnswerTests {
+    func verdict(_ status: Int, _ body: String = "", retryAfter: String? = nil) -> H2Answer.Verdict {
+        H2Answer(status: status, body: Array(body.utf8), retryAfter: retryAfter).verdict
+    }
+
+    @Test func everyRowOfTheTable() {
+        #expect(verdict(200) == .accepted)
+        #expect(verdict(410, #"{"reason":"Unregistered","timestamp":1700000000123}"#) == .unregistered(unregisteredAt: 1_700_000_000))
+        #expect(verdict(410, #"{"reason":"ExpiredToken","timestamp":1600000000000}"#) == .unregistered(unregisteredAt: 1_600_000_000))
+        #expect(verdict(400, #"{"reason":"BadDeviceToken"}"#) == .refusedForItsToken)
+        #expect(verdict(400, #"{"reason":"DeviceTokenNotForTopic"}"#) == .refusedForItsToken)
+        for (status, reason) in [(400, "BadCollapseId"), (400, "PayloadEmpty"), (400, "BadPriority"), (404, "BadPath"),
+                                 (405, "MethodNotAllowed"), (413, "PayloadTooLarge")] {
+            #expect(verdict(status, #"{"reason":"\#(reason)"}"#) == .refusedAsMalformed, "\(status) \(reason)")
+        }
+        for reason in ["BadCertificate", "BadCertificateEnvironment", "InvalidProviderToken", "MissingProviderToken", "Forbidden", "TopicDisallowed"] {
+            #expect(verdict(403, #"{"reason":"\#(reason)"}"#) == .credentialRefused, "\(reason)")
+        }
+        #expect(verdict(400, #"{"reason":"TopicDisallowed"}"#) == .credentialRefused, "listed under 400 in one table, 403 in another")
+        #expect(verdict(403, #"{"reason":"ExpiredProviderToken"}"#) == .providerTokenExpired)
+        #expect(verdict(429, #"{"reason":"TooManyProviderTokenUpdates"}"#) == .tooManyTokenUpdates)
+        #expect(verdict(429, #"{"reason":"TooManyRequests"}"#, retryAfter: " 7 ") == .retryLater(afterSeconds: 7))
+        #expect(verdict(500, #"{"reason":"InternalServerError"}"#) == .retryLater(afterSeconds: nil))
+        #expect(verdict(503, #"{"reason":"Shutdown"}"#) == .retryLater(afterSeconds: nil))
+        #expect(verdict(418) == .unknown)
+    }
+
+    @Test func aBodyThatIsNotJSONStillHasAStatus() {
+        let answer = H2Answer(status: 400, body: Array("<html>".utf8))
+        #expect(answer.reason == nil && answer.verdict == .refusedAsMalformed)
+        #expect(H2Answer(status: 410, body: []).verdict == .unregistered(unregisteredAt: nil))
+        #expect(H2Answer(status: 410, reason: "Unregistered").description == "status 410 Unregistered")
+    }
+}
