@@ -1,3 +1,5 @@
+import CampaignIO
+
 /// A language tag, normalized: BCP 47 (`es-MX`, `zh-Hant-TW`) or POSIX
 /// (`es_MX.UTF-8`, `sr_RS@latin`), compared without regard to case or to `_`
 /// versus `-`.
@@ -63,15 +65,6 @@ public struct LanguageTag: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { normalized }
-}
-
-extension Substring {
-    func trimmingWhitespace() -> Substring {
-        var s = self
-        while let f = s.first, f.isWhitespace { s = s.dropFirst() }
-        while let l = s.last, l.isWhitespace { s = s.dropLast() }
-        return s
-    }
 }
 
 /// Chooses the job's message for a device language: the exact tag and its

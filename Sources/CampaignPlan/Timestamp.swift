@@ -1,3 +1,5 @@
+import CampaignIO
+
 /// Parses `registered_at`: UNIX seconds (a fraction is dropped) or
 /// milliseconds (a number above 10^11, as JavaScript's `Date.now()` and many
 /// exports give it), or ISO 8601 such as `2024-05-01T12:00:00Z`,
@@ -9,7 +11,7 @@ public enum Timestamp {
     static let millisecondsAbove: Int64 = 100_000_000_000
 
     public static func parse(_ text: String) -> Int64? {
-        let t = text.trimmedOfWhitespace()
+        let t = String(text.trimmingWhitespace())
         if let n = Int64(t) { return n > millisecondsAbove ? n / 1000 : n }
         if let d = Double(t), d.isFinite, t.allSatisfy({ $0.isNumber || $0 == "." || $0 == "-" }) {
             let seconds = d > Double(millisecondsAbove) ? d / 1000 : d
@@ -74,14 +76,5 @@ public enum Timestamp {
         let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
         return era * 146_097 + doe - 719_468
-    }
-}
-
-extension String {
-    func trimmedOfWhitespace() -> String {
-        var s = Substring(self)
-        while let f = s.first, f.isWhitespace { s = s.dropFirst() }
-        while let l = s.last, l.isWhitespace { s = s.dropLast() }
-        return String(s)
     }
 }

@@ -1,3 +1,4 @@
+import CampaignIO
 import CampaignJSON
 
 /// An HTTP/2 APNs answer to one notification (status, the body's `reason`
@@ -64,13 +65,4 @@ public struct H2Answer: Equatable, Sendable {
 
     /// "status 410 Unregistered" and the like, for reports.
     public var description: String { "status \(status)" + (reason.map { " \($0)" } ?? "") }
-}
-
-extension String {
-    fileprivate func trimmingWhitespace() -> Substring {
-        var s = Substring(self)
-        while let f = s.first, f.isWhitespace { s = s.dropFirst() }
-        while let l = s.last, l.isWhitespace { s = s.dropLast() }
-        return s
-    }
 }

@@ -222,7 +222,7 @@ public final class Journal: @unchecked Sendable {
         }
         var bytes = [UInt8](repeating: 0, count: 16)
         let n = pread(fd, &bytes, bytes.count, 0)
-        return n > 0 ? Int32(String(decoding: bytes[..<n], as: UTF8.self).trimmedOfNewline) ?? 0 : 0
+        return n > 0 ? Int32(String(decoding: bytes[..<n], as: UTF8.self).trimmingWhitespace()) ?? 0 : 0
     }
 
     /// Starts a new journal in `directory` (created 0700 when missing; it must not hold one already).
@@ -426,13 +426,5 @@ public final class Journal: @unchecked Sendable {
         guard !ordinals.isEmpty else { return }
         let ranges = OrdinalRanges.ranges(of: ordinals)
         try append(presumed ? .presumed(shard: shard, ranges: ranges) : .done(shard: shard, ranges: ranges))
-    }
-}
-
-extension String {
-    fileprivate var trimmedOfNewline: String {
-        var s = Substring(self)
-        while s.last == "\n" || s.last == "\r" || s.last == " " { s = s.dropLast() }
-        return String(s)
     }
 }
