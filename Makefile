@@ -3,7 +3,9 @@
 #   make demo    certificates, simulator, plan | send, report (out/demo/)
 
 SWIFT        ?= swift
-APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev pkg-config
+APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev pkg-config parallel
+# Offline validation of deploy/k8s against Kubernetes' schemas (it carries them).
+PIP_PACKAGES := kubernetes-validate==1.37.0
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE_BIN  := .build/release/campaign
 
@@ -23,6 +25,7 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@python3 -c 'import kubernetes_validate' 2>/dev/null || python3 -m pip install -q $(if $(SUDO),--user) $(PIP_PACKAGES)
 
 build: deps
 	$(SWIFT) build
@@ -39,6 +42,7 @@ install: release
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	bash deploy/k8s/validate.sh
 
 # Throughput and memory of plan and send beside their limits (release builds,
 # medians of 3 runs); results in out/bench/results.json. Not part of `make test`.

@@ -25,8 +25,11 @@ struct Plan: ParsableCommand {
     @Argument(help: "The audience: CSV or NDJSON, gzip or not; - reads standard input.")
     var audience: String = "-"
 
-    @Option(help: ArgumentHelp("Where to write the plan; - is standard output.", valueName: "plan"))
+    @Option(help: ArgumentHelp("Where to write the plan; - is standard output. With --parts: the directory for the parts.", valueName: "plan"))
     var out: String = "-"
+
+    @Option(help: ArgumentHelp("Split the plan into N part files in the --out directory (part-000.plan …, manifest.json, rejects.ndjson, summary.json), part k holding the shards s with s mod N = k; each part is sent on its own (another machine, another time).", valueName: "N"))
+    var parts: Int?
 
     @Option(help: ArgumentHelp("Where to write rejected rows (NDJSON). Default: PLAN.rejects.ndjson beside --out, or <campaign>.rejects.ndjson here when the plan goes to standard output.", valueName: "file"))
     var rejects: String?
@@ -59,7 +62,27 @@ struct Plan: ParsableCommand {
         if let f = audienceFormat, AudienceFormat(rawValue: f) == nil { throw ValidationError("--audience-format must be csv or ndjson.") }
         guard (0...1).contains(maxRejectRate) else { throw ValidationError("--max-reject-rate must be between 0 and 1.") }
         if rejects == "-" && out == "-" { throw ValidationError("--rejects - and the plan cannot both go to standard output: give --out PLAN or --rejects FILE.") }
+        if let parts {
+            guard (1...shards).contains(parts) else { throw ValidationError("--parts must be between 1 and --shards (\(shards)): a part is a set of whole shards.") }
+            guard out != "-" else { throw ValidationError("--parts writes files into a directory: give --out DIR.") }
+        }
         guard delimiterByte != nil else { throw ValidationError("--delimiter must be one of , ; | or \\t (a tab).") }
+    }
+
+    /// What names this planning run in every part's header: the job's
+    /// bytes, the audience (its path, size and time of change; standard
+    /// input is new each time), the options that shape records and the time.
+    private func campaignHash(created: UInt32) throws -> String {
+        var fields: [[UInt8]] = [try readWholeFile(job, limit: 16 << 20)]
+        var info = stat()
+        if audience != "-", stat(audience, &info) == 0 {
+            let path = URL(fileURLWithPath: audience).standardizedFileURL.path
+            fields.append(Array("\(path) \(info.st_size) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)".utf8))
+        } else {
+            fields.append(Array("stdin \(getpid())".utf8))
+        }
+        fields.append(Array("created \(created) shards \(shards) parts \(parts ?? 1) max \(maxPayload ?? 0) store \(feedbackStore ?? "")".utf8))
+        return PlanManifest.campaignHash(of: fields)
     }
 
     /// The separator's byte: `\t` (as typed, or a real tab), or one of `,;|`.
@@ -79,15 +102,37 @@ struct Plan: ParsableCommand {
             options.shards = shards
             options.maxPayload = maxPayload
             options.expectedRows = AudienceFile.estimatedRows(audience) ?? 0
+            if let parts {
+                options.parts = parts
+                options.campaignHash = try campaignHash(created: options.now)
+                try PartsDirectory.prepare(out)
+            }
             let planner = try Planner(job: jobFile, options: options, feedback: store)
             let reader = try AudienceFile.open(audience, format: audienceFormat.flatMap(AudienceFormat.init(rawValue:)), delimiter: delimiterByte!)
-            let rejectsPath = rejects ?? (out == "-" ? "\(jobFile.campaign).rejects.ndjson" : "\(out).rejects.ndjson")
+            let rejectsPath = rejects ?? (parts != nil ? "\(out)/rejects.ndjson" : out == "-" ? "\(jobFile.campaign).rejects.ndjson" : "\(out).rejects.ndjson")
             let rejectsWriter = try RejectsWriter(path: rejectsPath)
-            let writer = try PlanWriter(path: out)
+            let partCount = parts ?? 1
+            let writers = try (0..<partCount).map { k in
+                try PlanWriter(path: parts == nil ? out : "\(out)/\(PlanPart.fileName(index: k, count: partCount))")
+            }
             // The planner reads (tokenizes) on a thread of its own.
-            let result = try planner.run(reader: reader, plan: writer, rejects: rejectsWriter)
+            let result = try planner.run(reader: reader, plans: writers, rejects: rejectsWriter)
             printError(result.text)
             if result.rejectedTotal > 0 { printError("  rejects: \(rejectsPath)") }
+            if parts != nil {
+                let manifest = PlanManifest(
+                    campaign: jobFile.campaign, campaignHash: options.campaignHash, format: planner.header.format.description,
+                    shards: shards, created: options.now, rowsRead: result.rowsRead, rejected: result.rejectedTotal,
+                    parts: writers.enumerated().map { k, w in
+                        PlanManifest.Entry(part: k, file: PlanPart.fileName(index: k, count: partCount),
+                                           records: w.records, crc32: w.trailer?.crc32 ?? "")
+                    })
+                try writeOutput(result.json.serialized() + [0x0A], to: "\(out)/summary.json")
+                // Last: a directory with a manifest holds every part, complete.
+                try SecureFile.write(manifest.json.serialized() + [0x0A], to: "\(out)/\(PlanManifest.fileName)", mode: SecureFile.publicMode)
+                try SecureFile.syncDirectory(of: "\(out)/\(PlanManifest.fileName)")
+                printError("  parts: \(partCount) in \(out) (\(writers.map { String($0.records) }.joined(separator: ", ")) records), manifest \(out)/\(PlanManifest.fileName)")
+            }
             if let summary {
                 try writeOutput(result.json.serialized() + [0x0A], to: summary)
             }
@@ -95,6 +140,20 @@ struct Plan: ParsableCommand {
                 printError("campaign plan: \(result.rejectedTotal) of \(result.rowsRead) rows were rejected, more than --max-reject-rate \(maxRejectRate) allows; see \(rejectsPath)")
                 throw CampaignExit.incompletePlan
             }
+        }
+    }
+}
+
+/// The directory of `plan --parts`.
+enum PartsDirectory {
+    /// Creates `path` (0700: its parts hold tokens) or takes an empty one;
+    /// refuses one that already holds a plan's parts, which journals may be
+    /// sending from.
+    static func prepare(_ path: String) throws {
+        try SecureFile.makeDirectory(path, mode: 0o700)
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        if entries.contains(PlanManifest.fileName) || entries.contains(where: { $0.hasPrefix("part-") && $0.hasSuffix(".plan") }) {
+            throw IOError(path: path, reason: "already holds the parts of a plan (\(PlanManifest.fileName), part-*.plan); plan into a new directory, or remove these first")
         }
     }
 }

@@ -20,7 +20,7 @@ struct Send: ParsableCommand {
         """
     )
 
-    @Argument(help: "The plan; - (the default) reads standard input.")
+    @Argument(help: "The plan; - (the default) reads standard input. With --resume: where the journal's plan file is now, when it moved (it must be the same plan).")
     var plan: String = "-"
 
     @Option(help: ArgumentHelp("Journal directory for a new send.", valueName: "dir"))
@@ -87,8 +87,8 @@ struct Send: ParsableCommand {
         if let n = rate, n < 0 { throw ValidationError("--rate must not be negative.") }
         if let n = checkpointEvery, n < 0 { throw ValidationError("--checkpoint-every must not be negative.") }
         if let s = checkpointSeconds, !(0...3600).contains(s) { throw ValidationError("--checkpoint-seconds must be between 0 and 3600.") }
-        if resume != nil && plan != "-" { throw ValidationError("--resume reads the plan the journal remembers; do not name one.") }
         if replan && resume == nil { throw ValidationError("--replan goes with --resume DIR.") }
+        if replan && plan != "-" { throw ValidationError("--replan reads the plan from standard input; do not name a plan file.") }
     }
 
     func run() throws {
@@ -122,7 +122,9 @@ struct Send: ParsableCommand {
             }
             settings = try Journal.read(directory: dir).settings
             adjust(&settings)
-            start = .resume(journal: dir, replan: replan, adjust: adjust)
+            // A plan named with --resume is where the plan is now (the journal
+            // and the plan moved to another machine); the journal checks it is the same.
+            start = .resume(journal: dir, replan: replan, plan: plan == "-" ? nil : plan, adjust: adjust)
         } else {
             let (host, port) = gateway.flatMap(GatewayAddress.parse) ?? GatewayAddress.environment(environment!, feedback: false)!
             settings = SendSettings(gatewayHost: host, gatewayPort: port, certificate: credentials.cert!)

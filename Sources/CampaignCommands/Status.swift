@@ -1,85 +1,349 @@
 import ArgumentParser
+import Foundation
 import APNSWire
 import CampaignJSON
 import CampaignSend
+import PlanStream
 
-/// `campaign status DIR`: how far a send got, from its journal alone.
+/// `campaign status DIR…`: how far a send got, from its journal alone; over
+/// several journals (the parts of one plan), one view of the whole.
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Tell from a journal how far a send got, what remains, and what failed."
+        abstract: "Tell from journals how far a send (or every part of a parted plan) got, what remains, and what failed.",
+        discussion: """
+        One journal: its send in detail. Several, or --manifest: one table over \
+        the parts of a plan made with `plan --parts`, each part complete, running, \
+        stopped or not started, with the totals and the command that resumes \
+        each stopped part.
+        """
     )
 
-    @Argument(help: "The journal directory.")
-    var directory: String
+    @Argument(help: "Journal directories: one send, or one per part.")
+    var directories: [String] = []
+
+    @Option(help: ArgumentHelp("The manifest.json of `plan --parts`: every part is listed, started or not.", valueName: "file"))
+    var manifest: String?
+
+    @Option(help: ArgumentHelp("Journal directories as a pattern, e.g. 'journals/*' (quoted: campaign expands it).", valueName: "glob"))
+    var journals: String?
 
     @Flag(help: "Print JSON instead of text.")
     var json = false
 
-    @Flag(help: "Print every notification that failed for good, as NDJSON: {\"seq\",\"token\",\"status\",\"reason\",\"attempts\"}.")
+    @Flag(help: "Print every notification that failed for good, as NDJSON: {\"seq\",\"token\",\"status\",\"reason\",\"attempts\"} (with \"part\" and \"journal\" over parts).")
     var failures = false
 
     @Option(help: ArgumentHelp("Write a self-contained HTML page of the send (rate over time, outcomes, connections and resends) here.", valueName: "file"))
     var html: String?
 
-    func run() throws {
-        let state = try reportingErrors(as: "status") { try Journal.read(directory: directory) }
-        if failures {
-            for f in state.failures {
-                var token: [UInt8] = []
-                HexEncoding.append(f.token, to: &token)
-                let line = JSONValue.object([
-                    ("seq", .number(String(f.seq))), ("token", .string(String(decoding: token, as: UTF8.self))),
-                    ("status", .number(String(f.status))), ("reason", .string(f.reason)), ("attempts", .number(String(f.attempts))),
-                ])
-                print(String(decoding: line.serialized(), as: UTF8.self))
-            }
-            return
+    func validate() throws {
+        if directories.isEmpty && manifest == nil && journals == nil {
+            throw ValidationError("Name a journal directory (or several), or --manifest FILE / --journals GLOB.")
         }
-        var byStatus: [UInt8: Int] = [:]
-        for f in state.failures { byStatus[f.status, default: 0] += 1 }
-        let remaining = state.planRecords.map { max(0, $0 - state.doneCount) }
-        let running = state.outcome == nil ? Journal.runningSend(directory: directory) : nil
-        let outcome: String
-        if let outcome_ = state.outcome {
-            outcome = outcome_
-        } else if let pid = running {
-            outcome = pid > 0 ? "running (pid \(pid))" : "running"
-        } else if state.settings.planPath == nil && state.planRecords == nil {
-            outcome = "stopped while its plan was still coming from standard input; if the planner was stopped too, plan again into it: campaign plan JOB AUDIENCE | campaign send --resume \(directory) --replan (else: campaign send --resume \(directory))"
-        } else {
-            outcome = "stopped without finishing (crash or kill); resume with: campaign send --resume \(directory)"
+    }
+
+    func run() throws {
+        try reportingErrors(as: "status") {
+            let named = directories + (try journals.map(Self.expand) ?? [])
+            if manifest == nil && named.count == 1 {
+                try single(JournalView(directory: named[0]))
+            } else {
+                try parts(PartsView(manifestPath: manifest, journals: named))
+            }
+        }
+    }
+
+    /// The directories a pattern names that hold a journal, sorted.
+    static func expand(_ pattern: String) throws -> [String] {
+        var g = glob_t()
+        defer { globfree(&g) }
+        let rc = glob(pattern, 0, nil, &g)
+        guard rc == 0 || rc == GLOB_NOMATCH else { throw ValidationError("--journals \(pattern) cannot be expanded.") }
+        var out: [String] = []
+        for i in 0..<Int(g.gl_pathc) {
+            guard let p = g.gl_pathv[i] else { continue }
+            let path = String(cString: p)
+            if access("\(path)/\(Journal.logName)", F_OK) == 0 { out.append(path) }
+        }
+        return out.sorted()
+    }
+
+    static func failureLine(_ f: SendFailure, part: Int? = nil, journal: String? = nil) -> String {
+        var token: [UInt8] = []
+        HexEncoding.append(f.token, to: &token)
+        var members: [(key: String, value: JSONValue)] = []
+        if let part { members.append(("part", .number(String(part)))) }
+        if let journal { members.append(("journal", .string(journal))) }
+        members += [
+            ("seq", .number(String(f.seq))), ("token", .string(String(decoding: token, as: UTF8.self))),
+            ("status", .number(String(f.status))), ("reason", .string(f.reason)), ("attempts", .number(String(f.attempts))),
+        ]
+        return String(decoding: JSONValue.object(members).serialized(), as: UTF8.self)
+    }
+
+    private func single(_ view: JournalView) throws {
+        let state = view.state, directory = view.directory
+        if failures {
+            for f in state.failures { print(Self.failureLine(f)) }
+            return
         }
         if let html {
-            try reportingErrors(as: "status") {
-                try writeOutput(Array(StatusPage.html(journal: directory, state: state, outcome: outcome).utf8), to: html)
-            }
+            try writeOutput(Array(StatusPage.html(journal: directory, state: state, outcome: view.outcomeText).utf8), to: html)
             return
         }
+        let byStatus = view.failedByStatus
         if json {
-            func n(_ v: Int) -> JSONValue { .number(String(v)) }
-            let value = JSONValue.object([
-                ("outcome", state.outcome.map { .string($0) } ?? (running != nil ? .string("running") : .null)),
-                ("pid", running.map { .number(String($0)) } ?? .null), ("runs", n(state.runs)),
-                ("plan", state.settings.planPath.map { .string($0) } ?? .string("spooled")),
-                ("plan_records", state.planRecords.map(n) ?? .null), ("plan_incomplete", .bool(state.planIncomplete)),
-                ("done", n(state.doneCount)), ("accepted", n(state.accepted)), ("presumed", n(state.presumed)),
-                ("failed", n(state.failures.count)),
-                ("failed_by_status", .object(byStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
-                ("remaining", remaining.map(n) ?? .null), ("resends", n(state.resends)),
-                ("duplicates_risked", n(state.duplicatesRisked)), ("torn_tail", .bool(state.tornTail)),
-            ])
-            print(String(decoding: value.serialized(), as: UTF8.self))
+            print(String(decoding: view.json.serialized(), as: UTF8.self))
             return
         }
         print("journal: \(directory)")
-        print("  outcome: \(outcome) (\(state.runs) run\(state.runs == 1 ? "" : "s"))")
+        print("  outcome: \(view.outcomeText) (\(state.runs) run\(state.runs == 1 ? "" : "s"))")
         print("  plan: \(state.settings.planPath ?? "spooled in the journal"), \(state.planRecords.map { "\($0) records" } ?? "not read to its end yet")\(state.planIncomplete ? " (incomplete: no trailer)" : "")")
         print("  done: \(state.doneCount) (\(state.accepted) accepted, \(state.presumed) presumed, \(state.failures.count) failed)")
         if !byStatus.isEmpty {
             print("  failed by status: " + byStatus.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
         }
-        print("  remaining: \(remaining.map(String.init) ?? "unknown until the plan has been read to its end")")
+        print("  remaining: \(view.remaining.map(String.init) ?? "unknown until the plan has been read to its end")")
         print("  resent: \(state.resends) (discarded by the gateway after a refusal or shutdown, or unproven on a lost connection), possible duplicates: \(state.duplicatesRisked) (sent again after a connection was lost while they were unproven)")
         if state.tornTail { print("  the last journal record was torn by a crash and is ignored") }
+    }
+
+    private func parts(_ view: PartsView) throws {
+        if failures {
+            for row in view.rows {
+                guard let j = row.journal else { continue }
+                for f in j.state.failures { print(Self.failureLine(f, part: row.part, journal: j.directory)) }
+            }
+            return
+        }
+        for warning in view.warnings { printError("campaign status: \(warning)") }
+        if let html {
+            try writeOutput(Array(StatusPage.html(parts: view).utf8), to: html)
+            return
+        }
+        if json {
+            print(String(decoding: view.json.serialized(), as: UTF8.self))
+            return
+        }
+        print(view.text, terminator: "")
+    }
+}
+
+/// One journal as `status` tells it.
+struct JournalView {
+    enum Phase: String { case complete, running, stopped, notStarted = "not started" }
+
+    let directory: String
+    let state: JournalState
+    /// The pid of the send running on it (0: running, pid unknown).
+    let running: Int32?
+    /// Where the plan is, when the journal's remembered path is gone but a
+    /// manifest's directory has the part (the plan moved to another machine).
+    var movedPlan: String? = nil
+
+    init(directory: String) throws {
+        self.directory = directory
+        state = try Journal.read(directory: directory)
+        running = state.outcome == nil ? Journal.runningSend(directory: directory) : nil
+    }
+
+    var part: PlanPart? { (try? PlanHeader(json: state.planHeader))?.part }
+
+    var phase: Phase {
+        if state.outcome == SendOutcome.complete.rawValue { return .complete }
+        return running != nil ? .running : .stopped
+    }
+
+    var remaining: Int? { state.planRecords.map { max(0, $0 - state.doneCount) } }
+
+    var failedByStatus: [UInt8: Int] {
+        var out: [UInt8: Int] = [:]
+        for f in state.failures { out[f.status, default: 0] += 1 }
+        return out
+    }
+
+    /// The command that goes on with this send (nil when it is complete or running).
+    var resumeCommand: String? {
+        guard phase == .stopped else { return nil }
+        if let movedPlan { return "campaign send \(movedPlan) --resume \(directory)" }
+        return "campaign send --resume \(directory)"
+    }
+
+    var outcomeText: String {
+        if let outcome = state.outcome { return outcome }
+        if let pid = running { return pid > 0 ? "running (pid \(pid))" : "running" }
+        if state.settings.planPath == nil && state.planRecords == nil {
+            return "stopped while its plan was still coming from standard input; if the planner was stopped too, plan again into it: campaign plan JOB AUDIENCE | campaign send --resume \(directory) --replan (else: campaign send --resume \(directory))"
+        }
+        return "stopped without finishing (crash or kill); resume with: \(resumeCommand ?? "campaign send --resume \(directory)")"
+    }
+
+    var json: JSONValue {
+        func n(_ v: Int) -> JSONValue { .number(String(v)) }
+        return .object([
+            ("outcome", state.outcome.map { .string($0) } ?? (running != nil ? .string("running") : .null)),
+            ("pid", running.map { .number(String($0)) } ?? .null), ("runs", n(state.runs)),
+            ("plan", state.settings.planPath.map { .string($0) } ?? .string("spooled")),
+            ("plan_records", state.planRecords.map(n) ?? .null), ("plan_incomplete", .bool(state.planIncomplete)),
+            ("done", n(state.doneCount)), ("accepted", n(state.accepted)), ("presumed", n(state.presumed)),
+            ("failed", n(state.failures.count)),
+            ("failed_by_status", .object(failedByStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
+            ("remaining", remaining.map(n) ?? .null), ("resends", n(state.resends)),
+            ("duplicates_risked", n(state.duplicatesRisked)), ("torn_tail", .bool(state.tornTail)),
+        ])
+    }
+}
+
+/// The parts of a plan and their journals, for `status` over several.
+struct PartsView {
+    struct Row {
+        /// The part's index (nil: a journal of a plan that is not parted).
+        var part: Int?
+        var plan: String?
+        var planRecords: Int?
+        var journal: JournalView?
+
+        var phase: JournalView.Phase { journal?.phase ?? .notStarted }
+    }
+
+    var manifest: PlanManifest?
+    var manifestDirectory: String?
+    var rows: [Row] = []
+    var warnings: [String] = []
+
+    init(manifestPath: String?, journals: [String]) throws {
+        if let manifestPath {
+            let m = try PlanManifest.load(path: manifestPath)
+            manifest = m
+            let dir = (manifestPath as NSString).deletingLastPathComponent
+            manifestDirectory = dir.isEmpty ? "." : dir
+            rows = m.parts.map { Row(part: $0.part, plan: "\(manifestDirectory!)/\($0.file)", planRecords: $0.records) }
+        }
+        var seen = Set<Int>()
+        for directory in journals {
+            var view = try JournalView(directory: directory)
+            let part = view.part
+            if let m = manifest {
+                guard let part, part.campaignHash == m.campaignHash, part.index < rows.count else {
+                    warnings.append("\(directory) is not a journal of this manifest's parts (planning run \(m.campaignHash)); left out")
+                    continue
+                }
+                if seen.contains(part.index) {
+                    warnings.append("part \(part.index) has more than one journal; \(directory) is left out of the totals")
+                    continue
+                }
+                seen.insert(part.index)
+                if let path = view.state.settings.planPath, access(path, R_OK) != 0, let plan = rows[part.index].plan {
+                    view.movedPlan = plan
+                }
+                rows[part.index].journal = view
+            } else {
+                rows.append(Row(part: part?.index, plan: view.state.settings.planPath, planRecords: view.state.planRecords, journal: view))
+            }
+        }
+        if manifest == nil {
+            rows.sort { ($0.part ?? -1, $0.journal?.directory ?? "") < ($1.part ?? -1, $1.journal?.directory ?? "") }
+            let hashes = Set(rows.compactMap { $0.journal?.part?.campaignHash })
+            if hashes.count > 1 { warnings.append("these journals send parts of \(hashes.count) different planning runs (\(hashes.sorted().joined(separator: ", ")))") }
+        }
+    }
+
+    func count(_ phase: JournalView.Phase) -> Int { rows.filter { $0.phase == phase }.count }
+
+    struct Totals {
+        var records = 0, recordsKnown = true, done = 0, accepted = 0, presumed = 0, failed = 0
+        var resends = 0, duplicates = 0
+        var remaining: Int? { recordsKnown ? max(0, records - done) : nil }
+    }
+
+    var totals: Totals {
+        var t = Totals()
+        for row in rows {
+            if let r = row.planRecords ?? row.journal?.state.planRecords { t.records += r } else { t.recordsKnown = false }
+            guard let s = row.journal?.state else { continue }
+            t.done += s.doneCount
+            t.accepted += s.accepted
+            t.presumed += s.presumed
+            t.failed += s.failures.count
+            t.resends += s.resends
+            t.duplicates += s.duplicatesRisked
+        }
+        return t
+    }
+
+    /// What to run for a part that is not complete: resume it, or start it.
+    func command(for row: Row) -> String? {
+        switch row.phase {
+        case .stopped: return row.journal?.resumeCommand
+        case .notStarted:
+            guard let plan = row.plan, let part = row.part else { return nil }
+            return "campaign send \(plan) --journal JOURNALS/\(String(format: "%03d", part)) (with the gateway and credentials of the other parts)"
+        case .complete, .running: return nil
+        }
+    }
+
+    var text: String {
+        var out = ""
+        let t = totals
+        if let m = manifest {
+            out += "campaign \(m.campaign) (planning run \(m.campaignHash)): \(m.parts.count) parts, \(m.records) records planned of \(m.rowsRead) rows\n"
+        }
+        let header = ["part", "state", "records", "done", "accepted", "failed", "remaining", "journal"]
+        var table = [header]
+        for row in rows {
+            let s = row.journal?.state
+            let records = row.planRecords ?? s?.planRecords
+            table.append([
+                row.part.map { String(format: "%03d", $0) } ?? "-",
+                row.journal.map { $0.phase == .running ? ($0.running.map { $0 > 0 ? "running (pid \($0))" : "running" } ?? "running") : $0.phase.rawValue } ?? "not started",
+                records.map(String.init) ?? "?",
+                String(s?.doneCount ?? 0), String(s?.accepted ?? 0), String(s?.failures.count ?? 0),
+                records.map { String(max(0, $0 - (s?.doneCount ?? 0))) } ?? "?",
+                row.journal?.directory ?? "-",
+            ])
+        }
+        let widths = header.indices.map { c in table.map { $0[c].count }.max() ?? 0 }
+        for line in table {
+            out += "  " + line.enumerated().map { c, v in c == line.count - 1 ? v : v.padding(toLength: widths[c], withPad: " ", startingAt: 0) }.joined(separator: "  ") + "\n"
+        }
+        out += "parts: \(count(.complete)) complete, \(count(.running)) running, \(count(.stopped)) stopped, \(count(.notStarted)) not started\n"
+        out += "done: \(t.done) of \(t.recordsKnown ? String(t.records) : "?") (\(t.accepted) accepted, \(t.presumed) presumed, \(t.failed) failed); remaining: \(t.remaining.map(String.init) ?? "unknown")\n"
+        out += "resent: \(t.resends), possible duplicates: \(t.duplicates)\n"
+        let commands = rows.compactMap { row in command(for: row).map { (row, $0) } }
+        if !commands.isEmpty {
+            out += "to finish:\n"
+            for (row, command) in commands {
+                out += "  \(row.part.map { "part \(String(format: "%03d", $0))" } ?? row.journal?.directory ?? "?") (\(row.phase.rawValue)): \(command)\n"
+            }
+        }
+        return out
+    }
+
+    var json: JSONValue {
+        func n(_ v: Int) -> JSONValue { .number(String(v)) }
+        let t = totals
+        var members: [(key: String, value: JSONValue)] = []
+        if let m = manifest {
+            members += [("campaign", .string(m.campaign)), ("campaign_hash", .string(m.campaignHash))]
+        }
+        members += [
+            ("parts", n(rows.count)), ("complete", n(count(.complete))), ("running", n(count(.running))),
+            ("stopped", n(count(.stopped))), ("not_started", n(count(.notStarted))),
+            ("records", t.recordsKnown ? n(t.records) : .null), ("done", n(t.done)), ("accepted", n(t.accepted)),
+            ("presumed", n(t.presumed)), ("failed", n(t.failed)), ("remaining", t.remaining.map(n) ?? .null),
+            ("resends", n(t.resends)), ("duplicates_risked", n(t.duplicates)),
+            ("part_status", .array(rows.map { row in
+                var m: [(key: String, value: JSONValue)] = [
+                    ("part", row.part.map(n) ?? .null), ("state", .string(row.phase.rawValue)),
+                    ("plan", row.plan.map { .string($0) } ?? .null),
+                    ("plan_records", (row.planRecords ?? row.journal?.state.planRecords).map(n) ?? .null),
+                    ("journal", row.journal.map { .string($0.directory) } ?? .null),
+                    ("command", command(for: row).map { .string($0) } ?? .null),
+                ]
+                if let j = row.journal, case .object(let detail) = j.json { m += detail }
+                return .object(m)
+            })),
+        ]
+        return .object(members)
     }
 }

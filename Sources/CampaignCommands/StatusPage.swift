@@ -39,6 +39,43 @@ enum StatusPage {
         return page
     }
 
+    /// The parts of a plan: a table of them, their outcomes together, and each part's rate.
+    static func html(parts view: PartsView) -> String {
+        let t = view.totals
+        let title = view.manifest.map { "campaign \($0.campaign) · \($0.parts.count) parts" } ?? "campaign send · \(view.rows.count) journals"
+        var failedByStatus: [UInt8: Int] = [:]
+        for row in view.rows { for f in row.journal?.state.failures ?? [] { failedByStatus[f.status, default: 0] += 1 } }
+        var page = """
+        <!DOCTYPE html>
+        <html lang="en"><head><meta charset="utf-8"><title>\(escape(title))</title>
+        <style>
+        body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:900px;color:#222}
+        h1{font-size:20px}h2{font-size:16px;margin-top:2em}
+        table{border-collapse:collapse}td,th{padding:2px 12px 2px 0;text-align:left}th{color:#666;font-weight:normal}
+        svg{background:#fafafa;border:1px solid #ddd}.axis{stroke:#999;stroke-width:1}.label{font-size:11px;fill:#555}
+        .complete{color:#2a9a4a}.stopped{color:#c03030}.running{color:#2a7ab0}
+        </style></head><body>
+        <h1>\(escape(title))</h1>
+        <p>\(view.count(.complete)) complete, \(view.count(.running)) running, \(view.count(.stopped)) stopped, \(view.count(.notStarted)) not started ·
+        done \(t.done) of \(t.recordsKnown ? String(t.records) : "?") (\(t.accepted) accepted, \(t.presumed) presumed, \(t.failed) failed) ·
+        resent \(t.resends), possible duplicates \(t.duplicates)</p>
+        <table><tr><th>part</th><th>state</th><th>records</th><th>done</th><th>failed</th><th>journal</th><th>to finish</th></tr>
+
+        """
+        for row in view.rows {
+            let s = row.journal?.state
+            page += "<tr><td>\(row.part.map(String.init) ?? "-")</td><td class=\"\(row.phase == .notStarted ? "" : row.phase.rawValue)\">\(escape(row.phase.rawValue))</td>"
+            page += "<td>\((row.planRecords ?? s?.planRecords).map(String.init) ?? "?")</td><td>\(s?.doneCount ?? 0)</td><td>\(s?.failures.count ?? 0)</td>"
+            page += "<td>\(escape(row.journal?.directory ?? "-"))</td><td><code>\(escape(view.command(for: row) ?? ""))</code></td></tr>\n"
+        }
+        page += "</table>\n<h2>Outcomes, all parts</h2>\n" + outcomeBars(accepted: t.accepted, presumed: t.presumed, failed: failedByStatus)
+        for row in view.rows {
+            guard let j = row.journal else { continue }
+            page += "<h2>Part \(row.part.map(String.init) ?? "-") · \(escape(j.directory)): notifications made final per second</h2>\n" + rateChart(j.state.timeline)
+        }
+        return page + "</body></html>\n"
+    }
+
     static let width = 860.0, height = 220.0, margin = 40.0
 
     /// The runs' per-second rates, one run after another along the time axis.

@@ -19,6 +19,11 @@ public struct PlanOptions: Sendable {
     public var now: UInt32
     /// About how many rows the audience has, to size the de-duplication set once.
     public var expectedRows = 0
+    /// Plans to split the records into (`plan --parts`), by shard: part `k`
+    /// holds the shards `s` with `s mod parts = k`. 1: one plan.
+    public var parts = 1
+    /// Names this planning run in every part's header (see ``PlanPart``).
+    public var campaignHash = ""
 
     public init(now: UInt32) { self.now = now }
 }
@@ -28,6 +33,7 @@ public struct PlanOptions: Sendable {
 public final class Planner {
     public let job: CampaignJob
     public let options: PlanOptions
+    /// The plan's header; with parts, each part's is ``header(ofPart:)``.
     public let header: PlanHeader
     private let renderer: PayloadRenderer
     private let selector: MessageSelector
@@ -49,6 +55,9 @@ public final class Planner {
         let maxPayload = options.maxPayload ?? job.maxPayload
         guard (1...job.format.maxPayloadBytes).contains(maxPayload) else {
             throw JobError(path: "--max-payload", reason: "\(maxPayload) bytes is outside 1...\(job.format.maxPayloadBytes) for the \(job.format) format")
+        }
+        guard (1...options.shards).contains(options.parts) else {
+            throw JobError(path: "--parts", reason: "\(options.parts) parts cannot be made of \(options.shards) shards (a part is a set of whole shards)")
         }
         header = PlanHeader(
             campaign: job.campaign, format: job.format,
@@ -75,7 +84,18 @@ public final class Planner {
         }
     }
 
+    /// The header of part `index` of ``PlanOptions/parts``.
+    public func header(ofPart index: Int) -> PlanHeader {
+        options.parts == 1 ? header : header.forPart(index, of: options.parts, campaignHash: options.campaignHash)
+    }
+
     /// Reads every row, writes the plan (header, records, trailer) and the rejects.
+    public func run(reader: AudienceReader, plan: PlanWriter, rejects: RejectsWriter?) throws -> PlanSummary {
+        try run(reader: reader, plans: [plan], rejects: rejects)
+    }
+
+    /// Reads every row and writes one plan per part (`plans[k]` is part `k`:
+    /// header, the records of its shards, trailer) and the rejects.
     ///
     /// Three stages on three threads, in batches: a reading thread takes rows
     /// from `reader` (tokenizing); a preparing thread does what each row needs
@@ -83,7 +103,8 @@ public final class Planner {
     /// them in order and does what depends on the rows before
     /// (de-duplication, feedback, numbering, writing). Everything comes out
     /// as if one thread did it all.
-    public func run(reader: AudienceReader, plan: PlanWriter, rejects: RejectsWriter?) throws -> PlanSummary {
+    public func run(reader: AudienceReader, plans: [PlanWriter], rejects: RejectsWriter?) throws -> PlanSummary {
+        precondition(plans.count == options.parts, "one writer per part")
         // A CSV header is the whole schema: a variable it cannot supply would
         // reject every row that uses it, so say so before reading a row.
         if let csv = reader as? CSVAudienceReader {
@@ -94,10 +115,12 @@ public final class Planner {
         }
         let started = monotonicSeconds()
         var summary = PlanSummary()
-        try plan.writeHeader(header)
+        for (k, plan) in plans.enumerated() { try plan.writeHeader(header(ofPart: k)) }
+        let parted = plans.count > 1
+        let plan = plans[0]
         let rowReader = RowReader(reader: reader)
         let preparer = RowPreparer(renderer: renderer, selector: selector, messageTags: messageTags,
-                                   format: job.format, maxPayload: header.maxPayload, shards: header.shards)
+                                   format: job.format, maxPayload: header.maxPayload, shards: header.shards, parts: options.parts)
         let reading = BatchPipeline(batches: (0..<8).map { _ in PreparedBatch(size: 1024) }) { rowReader.fill($0) }
         let pipeline = BatchPipeline(after: reading) { preparer.prepare($0) }
         defer { pipeline.stop() }
@@ -161,7 +184,8 @@ public final class Planner {
                         continue
                     }
                     seen.insert(t, hash: p.tokenHash)
-                    try plan.append(lineAfterSeq: UnsafeBufferPointer(rebasing: arena[Int(p.lineStart)..<Int(p.lineEnd)]))
+                    let line = UnsafeBufferPointer(rebasing: arena[Int(p.lineStart)..<Int(p.lineEnd)])
+                    try (parted ? plans[Int(p.part)] : plan).append(lineAfterSeq: line)
                     summary.planned += 1
                     plannedCounts[Int(p.message)] += 1
                     if p.kind == .truncated { truncatedCounts[Int(p.message)] += 1 }
@@ -172,7 +196,8 @@ public final class Planner {
             if let failure = batch.failure { throw failure }
             pipeline.recycle(batch)
         }
-        try plan.writeTrailer(rowsRead: summary.rowsRead, rejected: summary.rejectedTotal)
+        // Each part's trailer counts its own records; rows and rejects are the whole audience's.
+        for plan in plans { try plan.writeTrailer(rowsRead: summary.rowsRead, rejected: summary.rejectedTotal) }
         try rejects?.flush()
         for (i, m) in job.messages.enumerated() {
             if plannedCounts[i] > 0 { summary.perLanguage[m.tag] = plannedCounts[i] }

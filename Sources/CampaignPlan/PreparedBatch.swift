@@ -28,6 +28,8 @@ struct PreparedRow {
     var rejection: Int32 = -1
     var registeredColumn: Int32 = -1
     var tokenHash: UInt64 = 0
+    /// Which plan part the record goes to (`plan --parts`): its shard mod the part count.
+    var part: Int32 = 0
 }
 
 /// A reject code and its sentence.

@@ -68,6 +68,7 @@ final class RowPreparer: @unchecked Sendable {
     private let format: NotificationFormat
     private let maxPayload: Int
     private let shards: Int
+    private let parts: Int
     private var languageCache = LanguageCache()
     private var schemaCount = -1
     private var columns: [Int] = []
@@ -78,7 +79,7 @@ final class RowPreparer: @unchecked Sendable {
     private let token = UnsafeMutablePointer<UInt8>.allocate(capacity: 128)
 
     init(renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
-         format: NotificationFormat, maxPayload: Int, shards: Int) {
+         format: NotificationFormat, maxPayload: Int, shards: Int, parts: Int = 1) {
         self.renderer = renderer
         self.selector = selector
         let tags = messageTags.flatMap { $0 }
@@ -90,6 +91,7 @@ final class RowPreparer: @unchecked Sendable {
         self.format = format
         self.maxPayload = maxPayload
         self.shards = shards
+        self.parts = parts
     }
 
     deinit {
@@ -189,7 +191,9 @@ final class RowPreparer: @unchecked Sendable {
         p.message = Int32(message)
         p.lineStart = Int32(batch.arena.count)
         let tagRange = messageTagRanges[message]
-        PlanRecord.appendFieldsBeforePayload(shard: Planner.shard(of: t, shards: shards), token: t,
+        let shard = Planner.shard(of: t, shards: shards)
+        if parts > 1 { p.part = Int32(shard % parts) }
+        PlanRecord.appendFieldsBeforePayload(shard: shard, token: t,
                                              lang: UnsafeBufferPointer(rebasing: messageTags[tagRange]), to: batch.arena)
         let outcome = renderer.render(message: message, row: row, columns: columns, maxBytes: maxPayload, appendingTo: batch.arena)
         let failure: Rejection?

@@ -15,9 +15,11 @@ public final class SendSession {
         /// A new send of the plan at `plan` (`-`: standard input) with a journal in `journal`.
         case new(plan: String, journal: String, settings: SendSettings)
         /// The send whose journal is in `journal`; `replan` reads the plan again
-        /// from standard input; `adjust` overrides what the journal remembers
-        /// (credentials, gateway, tuning).
-        case resume(journal: String, replan: Bool, adjust: (inout SendSettings) -> Void)
+        /// from standard input; `plan` names the plan file where it is now
+        /// (moved, or on another machine), checked against the journal;
+        /// `adjust` overrides what the journal remembers (credentials,
+        /// gateway, tuning).
+        case resume(journal: String, replan: Bool, plan: String? = nil, adjust: (inout SendSettings) -> Void)
     }
 
     public let settings: SendSettings
@@ -51,8 +53,14 @@ public final class SendSession {
             self.settings = settings
             state = nil
             carried = 0
-        case .resume(let directory, let replan, let adjust):
+        case .resume(let directory, let replan, let movedPlan, let adjust):
             var (opened, replayed) = try Journal.resume(directory: directory)
+            if let movedPlan {
+                guard replayed.settings.planPath != nil else {
+                    throw JournalError(path: directory, reason: "this send read its plan from standard input (spooled in the journal); resume it without naming a plan")
+                }
+                replayed.settings.planPath = URL(fileURLWithPath: movedPlan).standardizedFileURL.path
+            }
             if replan {
                 let checked = try Respool.respool(from: FileSource(path: "-"), journal: opened, state: &replayed)
                 notes.append("the plan on standard input matches the \(checked) spooled records; it replaces the spool")

@@ -68,6 +68,12 @@ public final class Sender: @unchecked Sendable {
     /// connection before the stop but never proven (they will be sent again:
     /// possible duplicates), and journals that count at once.
     public static func prepareResume(state: JournalState, scan: PlanReader, journal: Journal) throws -> Int {
+        if let mine = scan.header.part, let theirs = (try? PlanHeader(json: state.planHeader))?.part, mine != theirs {
+            let what = mine.campaignHash != theirs.campaignHash
+                ? "the plan is part \(mine.index) of planning run \(mine.campaignHash), but this journal sends part \(theirs.index) of run \(theirs.campaignHash) (another campaign, or the same one planned again)"
+                : "the plan is part \(mine.index) of \(mine.count), but this journal sends part \(theirs.index) of \(theirs.count)"
+            throw JournalError(path: journal.directory, reason: "\(what); refusing to resume")
+        }
         guard scan.header.json == state.planHeader else {
             throw JournalError(path: journal.directory, reason: "the plan is not the one this journal was started with (its header differs); refusing to resume")
         }

@@ -20,9 +20,11 @@ public struct PlanHeader: Equatable, Sendable {
     public var shards: Int
     /// UNIX seconds when the plan was made.
     public var created: UInt32
+    /// Which part of a planning run this plan is (`plan --parts N`); nil for a whole plan.
+    public var part: PlanPart?
 
     public init(campaign: String, format: NotificationFormat, expiry: UInt32, priority: NotificationPriority?,
-                maxPayload: Int, shards: Int, created: UInt32) {
+                maxPayload: Int, shards: Int, created: UInt32, part: PlanPart? = nil) {
         self.campaign = campaign
         self.format = format
         self.expiry = expiry
@@ -30,6 +32,14 @@ public struct PlanHeader: Equatable, Sendable {
         self.maxPayload = maxPayload
         self.shards = shards
         self.created = created
+        self.part = part
+    }
+
+    /// This header as part `index` of `part`'s run.
+    public func forPart(_ index: Int, of count: Int, campaignHash: String) -> PlanHeader {
+        var h = self
+        h.part = PlanPart(index: index, count: count, campaignHash: campaignHash)
+        return h
     }
 
     public var json: JSONValue {
@@ -42,10 +52,14 @@ public struct PlanHeader: Equatable, Sendable {
             ("maxPayload", .number(String(maxPayload))),
             ("shards", .number(String(shards))),
             ("created", .number(String(created))),
-        ]))])
+        ] + (part.map { p in [
+            ("part", .number(String(p.index))), ("parts", .number(String(p.count))),
+            ("campaignHash", .string(p.campaignHash)),
+        ] } ?? [])))])
     }
 
-    init(json: JSONValue) throws(PlanError.Reason) {
+    /// Reads `{"header":{…}}`.
+    public init(json: JSONValue) throws(PlanError.Reason) {
         guard let h = json["header"], h.objectMembers != nil else { throw .noHeader }
         guard let version = h["version"]?.integerValue else { throw .badHeader("no version") }
         guard version == Int64(Self.currentVersion) else { throw .unsupportedVersion(Int(version)) }
@@ -59,8 +73,46 @@ public struct PlanHeader: Equatable, Sendable {
         }
         var priority: NotificationPriority? = nil
         if let p = h["priority"]?.integerValue { priority = NotificationPriority(rawValue: UInt8(clamping: p)) }
+        var part: PlanPart? = nil
+        if h["parts"] != nil || h["part"] != nil {
+            guard let count = h["parts"]?.integerValue, (1...Int64(shards)).contains(count),
+                  let index = h["part"]?.integerValue, (0..<count).contains(index),
+                  let hash = h["campaignHash"]?.stringValue, !hash.isEmpty else {
+                throw .badHeader("part, parts and campaignHash must come together, with 0 <= part < parts <= shards")
+            }
+            part = PlanPart(index: Int(index), count: Int(count), campaignHash: hash)
+        }
         self.init(campaign: campaign, format: format, expiry: UInt32(expiry), priority: priority,
-                  maxPayload: Int(maxPayload), shards: Int(shards), created: UInt32(created))
+                  maxPayload: Int(maxPayload), shards: Int(shards), created: UInt32(created), part: part)
+    }
+}
+
+/// One part of a plan split by `plan --parts N`: the shards `s` with
+/// `s mod count == index`, so a device always lands in the same part.
+public struct PlanPart: Equatable, Sendable {
+    public var index: Int
+    public var count: Int
+    /// Names the planning run the parts came from (job, audience, options,
+    /// time); every part of one run has the same, and a journal started with
+    /// one part refuses a part of another run.
+    public var campaignHash: String
+
+    public init(index: Int, count: Int, campaignHash: String) {
+        self.index = index
+        self.count = count
+        self.campaignHash = campaignHash
+    }
+
+    /// Whether a record of `shard` belongs to this part.
+    @inline(__always)
+    public func holds(shard: Int) -> Bool { shard % count == index }
+
+    /// The part file's name in a parts directory: `part-007.plan` (three
+    /// digits at least, more when there are more than 1000 parts).
+    public static func fileName(index: Int, count: Int) -> String {
+        let width = max(3, String(count - 1).count)
+        let digits = String(index)
+        return "part-" + String(repeating: "0", count: max(0, width - digits.count)) + digits + ".plan"
     }
 }
 
@@ -187,6 +239,8 @@ public final class PlanWriter {
     private var completed = false
     private var crc = CRC32()
     public private(set) var records = 0
+    /// The trailer written, once the plan is complete.
+    public private(set) var trailer: PlanTrailer?
     private var seq: UInt64 = 0
     /// `{"seq":` and the seq's digits, counted up in place: formatting a
     /// number per record was 4% of plan's CPU.
@@ -237,7 +291,8 @@ public final class PlanWriter {
 
     public func writeTrailer(rowsRead: Int, rejected: Int) throws(IOError) {
         try flush()
-        PlanTrailer(records: records, crc32: crc.hex, rowsRead: rowsRead, rejected: rejected).json.serialize(into: &file.buffer)
+        let trailer = PlanTrailer(records: records, crc32: crc.hex, rowsRead: rowsRead, rejected: rejected)
+        trailer.json.serialize(into: &file.buffer)
         file.buffer.append(0x0A)
         try file.sync()
         if let temporaryPath {
@@ -247,6 +302,7 @@ public final class PlanWriter {
             // The rename itself must reach the disk before `plan` says the plan is there.
             try SecureFile.syncDirectory(of: path)
         }
+        self.trailer = trailer
         completed = true
     }
 

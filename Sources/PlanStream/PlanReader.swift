@@ -154,6 +154,9 @@ public final class PlanReader {
         guard shard >= 0, shard < header.shards else {
             throw PlanError(path: path, line: number, reason: .badRecord("shard \(shard) is outside 0..<\(header.shards)"))
         }
+        if let part = header.part, !part.holds(shard: shard) {
+            throw PlanError(path: path, line: number, reason: .badRecord("shard \(shard) does not belong to part \(part.index) of \(part.count) (its shards are those with shard mod \(part.count) = \(part.index))"))
+        }
         guard tokenCount > 0, tokenCount <= header.format.maxTokenBytes else {
             throw PlanError(path: path, line: number, reason: .badRecord("a \(tokenCount)-byte token does not fit the \(header.format) format"))
         }
