@@ -340,7 +340,10 @@ struct PartsView {
                     ("journal", row.journal.map { .string($0.directory) } ?? .null),
                     ("command", command(for: row).map { .string($0) } ?? .null),
                 ]
-                if let j = row.journal, case .object(let detail) = j.json { m += detail }
+                // The journal's own fields after these (its "plan" is where it remembers the plan).
+                if let j = row.journal, case .object(let detail) = j.json {
+                    m += detail.filter { d in !m.contains { $0.key == d.key } }
+                }
                 return .object(m)
             })),
         ]

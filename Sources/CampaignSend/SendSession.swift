@@ -104,7 +104,12 @@ public final class SendSession {
 
     /// The plan a journal was started with: from its path, or the journal's spool.
     static func openPlan(state: JournalState, journal: Journal) throws -> PlanReader {
-        if let path = state.settings.planPath { return try PlanReader(path: path) }
+        if let path = state.settings.planPath {
+            guard access(path, F_OK) == 0 else {
+                throw JournalError(path: journal.directory, reason: "its plan \(path) is not there; if it moved (another machine, another directory), name it where it is now: campaign send PLAN --resume \(journal.directory)")
+            }
+            return try PlanReader(path: path)
+        }
         return try PlanReader(source: journal.openSpool(), path: journal.spoolPath)
     }
 }

@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+import AudienceIngest
+import CampaignIO
+import CampaignJSON
+import CampaignPayload
+import CampaignTestSupport
+@testable import CampaignPlan
+@testable import PlanStream
+
+/// `plan --parts`: the records of one planning run split by shard into plans
+/// that are each complete, and together exactly the one plan.
+@Suite struct PlanPartsTests {
+    /// The `i`th of distinct 32-byte tokens.
+    static func token(_ i: Int) -> String {
+        var rng = SplitMix64(seed: UInt64(i) &+ 1)
+        return (0..<4).map { _ in String(format: "%016llx", rng.next()) }.joined()
+    }
+
+    /// Plans `rows` random-ish rows (with a few bad and duplicate ones) into
+    /// `parts` plans; returns each part's records and the whole plan's.
+    static func plan(rows: Int, parts: Int, shards: Int = 16, hash: String = "0123456789abcdef")
+        throws -> (dir: TemporaryDirectory, parts: [[PlanRecord]], whole: [PlanRecord], summary: PlanSummary) {
+        let dir = TemporaryDirectory("parts")
+        var csv = "token,lang,first_name,discount,badge\n"
+        for i in 0..<rows { csv += "\(Self.token(i)),\(i % 3 == 0 ? "es" : "en"),Ann \(i),\(i % 50),\(i % 9)\n" }
+        csv += "nothex,en,Bad,1,1\n\(Self.token(5)),en,Dup,1,1\n"
+        try csv.write(toFile: dir.file("a.csv"), atomically: true, encoding: .utf8)
+        let job = try CampaignJob(json: JSONValue.parse(springJob), path: "job.json")
+        var options = PlanOptions(now: 1_700_000_000)
+        options.shards = shards
+        let whole = try Planner(job: job, options: options)
+        _ = try whole.run(reader: AudienceFile.open(dir.file("a.csv")), plan: PlanWriter(path: dir.file("whole.plan")), rejects: nil)
+        options.parts = parts
+        options.campaignHash = hash
+        let parted = try Planner(job: job, options: options)
+        let writers = try (0..<parts).map { try PlanWriter(path: dir.file(PlanPart.fileName(index: $0, count: parts))) }
+        let summary = try parted.run(reader: AudienceFile.open(dir.file("a.csv")), plans: writers, rejects: nil)
+        func read(_ path: String) throws -> [PlanRecord] {
+            let reader = try PlanReader(path: path)
+            var out: [PlanRecord] = []
+            while let r = try reader.next() { out.append(r) }
+            #expect(reader.trailer?.records == out.count)
+            return out
+        }
+        return (dir, try (0..<parts).map { try read(dir.file(PlanPart.fileName(index: $0, count: parts))) },
+                try read(dir.file("whole.plan")), summary)
+    }
+
+    @Test func thePartsHoldExactlyTheWholePlansRecordsEachByItsShard() throws {
+        let run = try Self.plan(rows: 3_000, parts: 5)
+        let whole = run.whole.map { "\($0.token) \($0.payload)" }
+        let split = run.parts.flatMap { $0 }.map { "\($0.token) \($0.payload)" }
+        #expect(split.count == whole.count)
+        #expect(Set(split) == Set(whole))
+        #expect(run.summary.planned == whole.count)
+        #expect(run.summary.rejectedTotal == 2)
+        for (k, records) in run.parts.enumerated() {
+            #expect(!records.isEmpty)
+            #expect(records.allSatisfy { $0.shard % 5 == k }, "part \(k) holds a record of another part's shard")
+            #expect(records.map(\.seq) == (1...UInt64(records.count)).map { $0 }, "part \(k) is numbered 1…n")
+            let header = try PlanReader(path: run.dir.file(PlanPart.fileName(index: k, count: 5))).header
+            #expect(header.part == PlanPart(index: k, count: 5, campaignHash: "0123456789abcdef"))
+            #expect(try PlanReader.checkComplete(path: run.dir.file(PlanPart.fileName(index: k, count: 5))) == records.count)
+        }
+    }
+
+    @Test func aDeviceAlwaysLandsInTheSamePart() throws {
+        let first = try Self.plan(rows: 500, parts: 4)
+        let second = try Self.plan(rows: 900, parts: 4, hash: "fedcba9876543210")
+        var partOf: [[UInt8]: Int] = [:]
+        for (k, records) in first.parts.enumerated() { for r in records { partOf[r.token] = k } }
+        var compared = 0
+        for (k, records) in second.parts.enumerated() {
+            for r in records { if let p = partOf[r.token] { #expect(p == k); compared += 1 } }
+        }
+        #expect(compared == 500)
+    }
+
+    @Test func aPartHeaderRoundTripsAndAPlainHeaderStaysAsItWas() throws {
+        let plain = PlanHeader(campaign: "c", format: .enhanced, expiry: 0, priority: nil, maxPayload: 256, shards: 8, created: 1)
+        #expect(String(decoding: plain.json.serialized(), as: UTF8.self) ==
+                #"{"header":{"version":1,"campaign":"c","format":"enhanced","expiry":0,"priority":null,"maxPayload":256,"shards":8,"created":1}}"#)
+        let part = plain.forPart(3, of: 4, campaignHash: "abc")
+        #expect(try PlanHeader(json: part.json) == part)
+        #expect(try PlanHeader(json: plain.json).part == nil)
+    }
+
+    @Test(arguments: [
+        #"{"header":{"version":1,"campaign":"c","format":"enhanced","expiry":0,"priority":null,"maxPayload":256,"shards":8,"created":1,"part":1}}"#,
+        #"{"header":{"version":1,"campaign":"c","format":"enhanced","expiry":0,"priority":null,"maxPayload":256,"shards":8,"created":1,"part":4,"parts":4,"campaignHash":"x"}}"#,
+        #"{"header":{"version":1,"campaign":"c","format":"enhanced","expiry":0,"priority":null,"maxPayload":256,"shards":8,"created":1,"part":0,"parts":9,"campaignHash":"x"}}"#,
+        #"{"header":{"version":1,"campaign":"c","format":"enhanced","expiry":0,"priority":null,"maxPayload":256,"shards":8,"created":1,"part":0,"parts":2,"campaignHash":""}}"#,
+    ])
+    func aPartHeaderWithoutItsFieldsOrOutOfRangeIsRefused(text: String) throws {
+        #expect(throws: PlanError.Reason.self) { try PlanHeader(json: JSONValue.parse(text)) }
+    }
+
+    @Test func aRecordOfAnotherPartsShardIsRefusedWithItsLine() throws {
+        let dir = TemporaryDirectory("wrongpart")
+        let header = PlanHeader(campaign: "c", format: .enhanced, expiry: 0, priority: nil, maxPayload: 256, shards: 8, created: 1)
+            .forPart(1, of: 2, campaignHash: "h")
+        let text = String(decoding: header.json.serialized(), as: UTF8.self) + "\n"
+            + #"{"seq":1,"shard":3,"token":"\#(tokenHex(1))","lang":"en","payload":{"aps":{}}}"# + "\n"
+            + #"{"seq":2,"shard":4,"token":"\#(tokenHex(2))","lang":"en","payload":{"aps":{}}}"# + "\n"
+        try text.write(toFile: dir.file("p.plan"), atomically: true, encoding: .utf8)
+        let reader = try PlanReader(path: dir.file("p.plan"))
+        #expect(try reader.next()?.shard == 3)
+        let error = try #require(throws: PlanError.self) { try reader.next() }
+        #expect(error.line == 3)
+        #expect(error.description.contains("shard 4 does not belong to part 1 of 2"))
+    }
+
+    @Test func moreCannotBeMadeOfFewerShards() throws {
+        let job = try CampaignJob(json: JSONValue.parse(springJob), path: "job.json")
+        var options = PlanOptions(now: 1)
+        options.shards = 4
+        options.parts = 5
+        #expect(throws: JobError.self) { try Planner(job: job, options: options) }
+    }
+
+    @Test func partFileNamesSortInOrder() {
+        #expect(PlanPart.fileName(index: 7, count: 8) == "part-007.plan")
+        #expect(PlanPart.fileName(index: 42, count: 1_500) == "part-0042.plan")
+        let names = (0..<1_500).map { PlanPart.fileName(index: $0, count: 1_500) }
+        #expect(names == names.sorted())
+    }
+
+    @Test func aManifestRoundTripsAndABadOneNamesItsFile() throws {
+        let dir = TemporaryDirectory("manifest")
+        let m = PlanManifest(campaign: "c", campaignHash: "h", format: "enhanced", shards: 8, created: 5, rowsRead: 10, rejected: 1,
+                             parts: [.init(part: 0, file: "part-000.plan", records: 4, crc32: "aa"),
+                                     .init(part: 1, file: "part-001.plan", records: 5, crc32: "bb")])
+        try Data(m.json.serialized()).write(to: URL(fileURLWithPath: dir.file("manifest.json")))
+        #expect(try PlanManifest.load(path: dir.file("manifest.json")) == m)
+        #expect(m.records == 9)
+        try #"{"version":1,"campaign":"c"}"#.write(toFile: dir.file("bad.json"), atomically: true, encoding: .utf8)
+        let error = #expect(throws: IOError.self) { try PlanManifest.load(path: dir.file("bad.json")) }
+        #expect(error?.description.contains("bad.json") == true)
+        #expect(PlanManifest.campaignHash(of: [[1], [2]]) != PlanManifest.campaignHash(of: [[1, 2]]))
+        #expect(PlanManifest.campaignHash(of: [[1], [2]]).count == 16)
+    }
+}
