@@ -61,11 +61,9 @@ struct Feedback: ParsableCommand {
                 printError(result.text)
             }
             if let days = pruneDays {
-                var storeValue = try FeedbackStore.load(path: store)
                 let cutoff = UInt32(max(0, Date().timeIntervalSince1970 - Double(days) * 86_400))
-                let removed = storeValue.prune(olderThan: cutoff)
-                try storeValue.save(path: store)
-                printError("feedback: pruned \(removed) entries older than \(days) days; the store holds \(storeValue.count)")
+                let (removed, count) = try FeedbackStore.update(path: store) { s in (s.prune(olderThan: cutoff), s.count) }
+                printError("feedback: pruned \(removed) entries older than \(days) days; the store holds \(count)")
             }
         }
     }

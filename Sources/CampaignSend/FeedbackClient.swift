@@ -60,7 +60,13 @@ public enum FeedbackClient {
             throw IOError(path: "\(host):\(port)", reason: "the feedback service closed in the middle of a tuple (\(decoder.bufferedByteCount) bytes)")
         }
         try spool.sync()
-        try store.save(path: storePath)
+        // What this run holds, merged (newest wins) into the store as it is
+        // now, under its lock: a send may have added tokens meanwhile.
+        let merged = store
+        store = try FeedbackStore.update(path: storePath) { current in
+            for (token, ts) in merged.entries { current.record(token: token, timestamp: ts) }
+            return current
+        }
         _ = unlinkFile(incoming)
         result.storeCount = store.count
         return result

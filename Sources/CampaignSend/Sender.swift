@@ -227,9 +227,10 @@ public final class Sender: @unchecked Sendable {
 
     private func updateFeedbackStore() throws {
         guard let path = settings.feedbackStore, !shared.feedbackTokens.isEmpty else { return }
-        var store = try FeedbackStore.load(path: path)
-        for (token, ts) in shared.feedbackTokens { store.record(token: token, timestamp: ts) }
-        try store.save(path: path)
+        // Under the store's lock: the parts of one plan may share it.
+        try FeedbackStore.update(path: path) { store in
+            for (token, ts) in shared.feedbackTokens { store.record(token: token, timestamp: ts) }
+        }
     }
 
 }

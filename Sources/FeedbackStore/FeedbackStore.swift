@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import APNSWire
 import CampaignIO
 import CampaignJSON
@@ -68,7 +71,25 @@ public struct FeedbackStore {
         return out
     }
 
-    /// Writes atomically, 0600.
+    /// Loads the store at `path`, lets `body` change it and saves it, holding
+    /// an exclusive lock (`PATH.lock`) throughout, so the sends of several
+    /// parts (and `feedback`) that share one store never lose each other's
+    /// entries. The lock is held only for the load and the save (milliseconds
+    /// to a second), never across network waits, so waiting for it is bounded.
+    public static func update<R>(path: String, _ body: (inout FeedbackStore) throws -> R) throws -> R {
+        let lockPath = path + ".lock"
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, SecureFile.privateMode)
+        guard fd >= 0 else { throw IOError(path: lockPath, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        _ = try syscall("flock", path: lockPath) { flock(fd, LOCK_EX) }
+        defer { flock(fd, LOCK_UN) }
+        var store = try load(path: path)
+        let result = try body(&store)
+        try store.save(path: path)
+        return result
+    }
+
+    /// Writes atomically, 0600. Use ``update(path:_:)`` where another process may write the same store.
     public func save(path: String) throws {
         try SecureFile.write(serialized(), to: path, mode: SecureFile.privateMode)
     }

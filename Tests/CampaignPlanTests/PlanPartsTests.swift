@@ -5,6 +5,7 @@ import CampaignIO
 import CampaignJSON
 import CampaignPayload
 import CampaignTestSupport
+import FeedbackStore
 @testable import CampaignPlan
 @testable import PlanStream
 
@@ -139,5 +140,34 @@ import CampaignTestSupport
         #expect(error?.description.contains("bad.json") == true)
         #expect(PlanManifest.campaignHash(of: [[1], [2]]) != PlanManifest.campaignHash(of: [[1, 2]]))
         #expect(PlanManifest.campaignHash(of: [[1], [2]]).count == 16)
+    }
+}
+
+/// The parts of one plan, sent at once, share one suppression store.
+@Suite struct SharedFeedbackStoreTests {
+    @Test func concurrentUpdatesOfOneStoreLoseNoEntry() throws {
+        let dir = TemporaryDirectory("sharedstore")
+        let path = dir.file("store.ndjson")
+        let writers = 8, rounds = 25
+        let failures = Lock()
+        nonisolated(unsafe) var errors: [String] = []
+        // Threads, each with its own lock descriptor: flock excludes them as it does processes.
+        let threads = (0..<writers).map { w in
+            startThread {
+                for r in 0..<rounds {
+                    do {
+                        try FeedbackStore.update(path: path) { store in
+                            store.record(token: [UInt8(w), UInt8(r)] + [UInt8](repeating: 7, count: 30), timestamp: UInt32(1000 + r))
+                        }
+                    } catch {
+                        failures.lock(); errors.append("\(error)"); failures.unlock()
+                    }
+                }
+            }
+        }
+        for t in threads { pthread_join(t, nil) }
+        #expect(errors.isEmpty, "\(errors.count) updates failed, the first: \(errors.first ?? "")")
+        #expect(try FeedbackStore.load(path: path).count == writers * rounds)
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int == 0o600)
     }
 }
