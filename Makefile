@@ -95,7 +95,8 @@ demo: deps
 	$(SWIFT) build -c release --product campaign
 	bash scripts/demo.sh
 
-# feedback → plan → send for one campaign; see scripts/nightly.sh for the variables.
+# feedback → plan → send for one campaign; see scripts/nightly.sh for the variables
+# (PARTS=N: the plan in N parts, sent by deploy/parallel.sh, JOBS at a time).
 nightly: deps
 	$(SWIFT) build -c release --product campaign
 	bash scripts/nightly.sh

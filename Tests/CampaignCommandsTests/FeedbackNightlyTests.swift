@@ -98,7 +98,7 @@ import GatewaySimulator
         #expect(merged.entries.keys.allSatisfy { $0 == [1, 2, 3, 4] || known.contains($0) })
     }
 
-    static func nightly(_ dir: TemporaryDirectory, simulator: GatewaySimulator) throws -> (status: Int32, out: String, err: String) {
+    static func nightly(_ dir: TemporaryDirectory, simulator: GatewaySimulator, extra: [String: String] = [:]) throws -> (status: Int32, out: String, err: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [Self.repo + "/scripts/nightly.sh"]
@@ -112,6 +112,7 @@ import GatewaySimulator
         environment["CA"] = TestCertificates.path("ca.pem")
         environment["OUT"] = dir.file("out")
         environment["BIN"] = SimulatorProcessTests.binary.path
+        environment.merge(extra) { $1 }
         process.environment = environment
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
@@ -121,6 +122,24 @@ import GatewaySimulator
         let e = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         return (process.terminationStatus, o, e)
+    }
+
+    @Test func nightlyInPartsTwiceTheSameDayDeliversEachNotificationOnce() throws {
+        let dir = TemporaryDirectory("nightlyparts")
+        let tuples = try SimulatorConfiguration.readFeedback(path: Self.repo + "/samples/feedback.ndjson")
+        let simulator = try Self.simulator(in: dir, feedback: tuples)
+        defer { simulator.stop() }
+        let first = try Self.nightly(dir, simulator: simulator, extra: ["PARTS": "4", "JOBS": "2"])
+        #expect(first.status == 0, "\(first.err)")
+        #expect(first.err.contains("parts: 4 complete, 0 running, 0 stopped, 0 not started"), "\(first.err)")
+        let second = try Self.nightly(dir, simulator: simulator, extra: ["PARTS": "4"])
+        #expect(second.status == 0, "\(second.err)")
+        #expect(second.out.contains("today's parts exist: resuming those not complete"))
+        simulator.stop()
+        let recorded = try String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8).split(separator: "\n")
+            .map { try JSONValue.parse(String($0))["token"]?.stringValue ?? "" }
+        #expect(recorded.count == 2991)
+        #expect(Set(recorded).count == recorded.count)
     }
 
     @Test func nightlyTwiceTheSameDayDeliversEachNotificationOnce() throws {
