@@ -60,6 +60,21 @@ results["plan_csv_no_file"] = plan_rate(a_csv, out="/dev/null")
 results["plan_ndjson"] = plan_rate(a_nd)
 results["plan_file_bytes"] = plan_bytes
 results["disk_write_fsync_seconds_plan_size"] = disk_fsync_seconds(plan_bytes)
+def plan_parts_vs_file(audience, parts=8):
+    """plan --parts N into a directory beside plan --out FILE, runs alternating
+    (the machine's drift hits both alike); the goal is parts within 10% of one file."""
+    one, split = [], []
+    for _ in range(RUNS):
+        for target in ("file", "parts"):
+            sh(f"rm -rf {OUT}/plan-one.ndjson {OUT}/parts")
+            extra = f"--out {OUT}/plan-one.ndjson" if target == "file" else f"--parts {parts} --out {OUT}/parts"
+            s, _, _, _ = timed(f"{C} plan jobs/spring.json {audience} {extra} --rejects {OUT}/rejects.ndjson")
+            (one if target == "file" else split).append(ROWS / s)
+    sh(f"rm -rf {OUT}/plan-one.ndjson {OUT}/parts")
+    return {"parts": parts, "file_rows_per_second": round(median(one)), "parts_rows_per_second": round(median(split)),
+            "parts_cost": round(median(one) / median(split) - 1, 3)}
+
+results["plan_parts"] = plan_parts_vs_file(a_csv)
 libcsv = [json.loads(sh(f"{B} csv-tokenize {a_csv}").stdout)["rows_per_second"] for _ in range(RUNS)]
 results["libcsv_tokenize_rows_per_second"] = round(median(libcsv))
 for k in ("plan_csv", "plan_csv_no_file"):
@@ -122,6 +137,9 @@ row("libcsv tokenizing alone, rows/s", f"{results['libcsv_tokenize_rows_per_seco
 row("plan CSV / libcsv (file, /dev/null)", f"{results['plan_csv']['share_of_libcsv']:.0%}, {results['plan_csv_no_file']['share_of_libcsv']:.0%}")
 row(f"disk: {results['plan_file_bytes'] >> 20} MiB written + fsync, s", results["disk_write_fsync_seconds_plan_size"])
 row("plan NDJSON, rows/s", f"{results['plan_ndjson']['rows_per_second']:,}")
+pp = results["plan_parts"]
+row(f"plan --parts {pp['parts']} / one file, rows/s", f"{pp['parts_rows_per_second']:,} / {pp['file_rows_per_second']:,}")
+row(f"plan --parts {pp['parts']}: cost over one file (goal ≤ 10%)", f"{pp['parts_cost']:+.1%}")
 for c, v in results["send"].items(): row(f"send, {c} connection(s), notifications/s", f"{v['notifications_per_second']:,}")
 row("minimal writer, 1 connection, /s", f"{results['minimal_writer_per_second']:,}")
 row("best send / minimal writer", f"{results['send_best_share_of_writer']:.0%}")

@@ -197,7 +197,9 @@ public final class Planner {
             pipeline.recycle(batch)
         }
         // Each part's trailer counts its own records; rows and rejects are the whole audience's.
-        for plan in plans { try plan.writeTrailer(rowsRead: summary.rowsRead, rejected: summary.rejectedTotal) }
+        for plan in plans { try plan.finish(rowsRead: summary.rowsRead, rejected: summary.rejectedTotal) }
+        for plan in plans { try plan.commit(syncingDirectory: !parted) }
+        if parted { try SecureFile.syncDirectory(of: plan.path) }
         try rejects?.flush()
         for (i, m) in job.messages.enumerated() {
             if plannedCounts[i] > 0 { summary.perLanguage[m.tag] = plannedCounts[i] }

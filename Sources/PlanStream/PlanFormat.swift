@@ -290,19 +290,36 @@ public final class PlanWriter {
     }
 
     public func writeTrailer(rowsRead: Int, rejected: Int) throws(IOError) {
+        try finish(rowsRead: rowsRead, rejected: rejected)
+        try commit()
+    }
+
+    /// Writes the trailer and hands the whole plan to the disk without
+    /// waiting; ``commit(syncingDirectory:)`` then waits and puts it in place.
+    /// Parts are all finished before the first is committed, so their disk
+    /// writes overlap (one after another, 8 parts took 10–30% longer than one file).
+    public func finish(rowsRead: Int, rejected: Int) throws(IOError) {
         try flush()
         let trailer = PlanTrailer(records: records, crc32: crc.hex, rowsRead: rowsRead, rejected: rejected)
         trailer.json.serialize(into: &file.buffer)
         file.buffer.append(0x0A)
+        try file.flush()
+        file.startWriteBack()
+        self.trailer = trailer
+    }
+
+    /// Waits for the plan to be on disk and renames it into place.
+    /// - Parameter syncingDirectory: false when the caller syncs the
+    ///   directory once for several plans in it.
+    public func commit(syncingDirectory: Bool = true) throws(IOError) {
         try file.sync()
         if let temporaryPath {
             guard rename(temporaryPath, path) == 0 else {
                 throw IOError(path: path, reason: "cannot be put in place (rename from \(temporaryPath)): \(String(cString: strerror(errno)))")
             }
             // The rename itself must reach the disk before `plan` says the plan is there.
-            try SecureFile.syncDirectory(of: path)
+            if syncingDirectory { try SecureFile.syncDirectory(of: path) }
         }
-        self.trailer = trailer
         completed = true
     }
 
