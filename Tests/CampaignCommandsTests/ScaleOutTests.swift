@@ -99,6 +99,12 @@ import PlanStream
         let wrong = try CampaignProcess(["send", "node-b/plan/part-002.plan", "--resume", "node-b/j/001"] + SendProcessTests.credentials(), in: dir.path)
         #expect(wrong.wait(timeout: 60) == 66)
         #expect(wrong.stderr.contains("the plan is part 2 of 3, but this journal sends part 1 of 3"))
+        // The same audience planned again is another run: its part 1 is not this journal's part 1.
+        let replanned = try PlanProcessTests.run(["plan", "job.json", "audience.csv", "--parts", "3", "--out", "node-b/plan2", "--shards", "32"], in: dir)
+        #expect(replanned.status == 0)
+        let otherRun = try CampaignProcess(["send", "node-b/plan2/part-001.plan", "--resume", "node-b/j/001"] + SendProcessTests.credentials(), in: dir.path)
+        #expect(otherRun.wait(timeout: 60) == 66)
+        #expect(otherRun.stderr.contains("the plan is part 1 of planning run"), "\(otherRun.stderr)")
 
         // status over every part: one complete, one stopped (with the command that resumes it), one not started.
         let status = try PlanProcessTests.run(["status", "--manifest", "node-b/plan/manifest.json", "--journals", "node-b/j/*"], in: dir)
