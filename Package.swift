@@ -35,6 +35,13 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
+        // HTTP/2 framing, HPACK and flow control (nghttp2 1.52): sessions that
+        // take and give bytes, so each sits on our own TLS connection thread.
+        .systemLibrary(
+            name: "CNGHTTP2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
         // libcsv-dev ships no pkg-config file; the module map links "csv".
         .systemLibrary(
             name: "CCSV",
@@ -66,12 +73,14 @@ let package = Package(
 
         // Transport: sockets, TLS over OpenSSL (client and server), identities, development certificates.
         .target(name: "CampaignTLS", dependencies: ["CampaignIO", "COpenSSL", "COpenSSLShims"]),
+        // HTTP/2 sessions over bytes (nghttp2), client and server.
+        .target(name: "CampaignHTTP2", dependencies: ["CNGHTTP2"]),
         // The sender: sessions, the transport seam, the binary transport, the journal.
         .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
                                                      "FeedbackStore"], swiftSettings: hotPath),
 
         // The gateway and feedback simulator, startable in-process on port 0.
-        .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS"]),
+        .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "CampaignHTTP2"]),
 
         // The CLI: subcommands; the executable only calls Campaign.main().
         .target(
@@ -100,6 +109,7 @@ let package = Package(
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignIO", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignHTTP2Tests", dependencies: ["CampaignHTTP2"]),
         .testTarget(
             name: "GatewaySimulatorTests",
             dependencies: ["GatewaySimulator", "APNSWire", "CampaignTLS", "CampaignTestSupport"]

@@ -11,7 +11,7 @@ public struct Campaign: ParsableCommand {
         gateway for testing; `campaign certs` writes development certificates for it.
         """,
         version: "0.1.0",
-        subcommands: [Plan.self, Validate.self, Send.self, Status.self, Feedback.self, Certs.self, Simulator.self]
+        subcommands: [Plan.self, Validate.self, Send.self, Status.self, Feedback.self, Certs.self, Simulator.self, Token.self]
     )
 
     public init() {}

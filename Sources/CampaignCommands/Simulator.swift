@@ -7,13 +7,18 @@ import GatewaySimulator
 /// `campaign simulator`: the binary gateway and feedback service on loopback.
 struct Simulator: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a local APNs binary gateway and feedback service over TLS, with fault injection.",
+        abstract: "Run a local APNs gateway over TLS, with fault injection: the binary interface and feedback service, or the HTTP/2 provider API.",
         discussion: """
         Listens on 127.0.0.1 only. Clients must present a certificate issued by \
         the CA in --certs (as written by `campaign certs`). Stops on SIGINT or \
-        SIGTERM, or after --max-seconds, and prints its totals to standard error.
+        SIGTERM, or after --max-seconds, and prints its totals to standard error. \
+        --protocol h2 serves the HTTP/2 provider API (ALPN h2) on --port and no \
+        feedback service; its faults are the last options listed.
         """
     )
+
+    @Option(name: .customLong("protocol"), help: ArgumentHelp("binary (the default: the binary interface and the feedback service) or h2 (the HTTP/2 provider API).", valueName: "name"))
+    var protocolName = "binary"
 
     @Option(help: "Directory holding ca.pem, server.pem and server.key.")
     var certs: String
@@ -57,6 +62,27 @@ struct Simulator: ParsableCommand {
     @Option(help: ArgumentHelp("NDJSON {\"ts\":UNIX,\"token\":\"hex\"} lines, served once on the feedback port.", valueName: "file"))
     var feedback: String?
 
+    @Option(help: ArgumentHelp("h2: a directory of <KEY ID>.pem public keys: check provider tokens (ES256 JWT) instead of requiring client certificates.", valueName: "dir"))
+    var authKeys: String?
+
+    @Option(help: ArgumentHelp("h2: refuse provider tokens issued longer ago than this (403 ExpiredProviderToken; default 3600).", valueName: "s"))
+    var tokenLifetime = 3600
+
+    @Option(help: ArgumentHelp("h2: NDJSON {\"token\":\"hex\",\"ts\":UNIX} lines, answered 410 Unregistered with that time (in milliseconds).", valueName: "file"))
+    var unregistered: String?
+
+    @Option(help: ArgumentHelp("h2: answer this fraction of requests 429 TooManyRequests (retry-after: 1).", valueName: "R"))
+    var throttleRate: Double = 0
+
+    @Option(help: ArgumentHelp("h2: on each connection, after N streams answered, GOAWAY naming the last one, then close.", valueName: "N"))
+    var goawayAfter: Int?
+
+    @Option(help: ArgumentHelp("h2: SETTINGS_MAX_CONCURRENT_STREAMS (default 1000, as Apple's).", valueName: "N"))
+    var maxStreams: Int?
+
+    @Option(help: ArgumentHelp("h2: on each connection, after N streams answered, stop reading and answering.", valueName: "N"))
+    var stallAfter: Int?
+
     func validate() throws {
         for (name, value) in [("--port", port), ("--feedback-port", feedbackPort)] where !(0...65535).contains(value) {
             throw ValidationError("\(name) must be between 0 and 65535.")
@@ -66,6 +92,19 @@ struct Simulator: ParsableCommand {
         guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must be between 0 and 1.") }
         guard readDelayMilliseconds >= 0 else { throw ValidationError("--read-delay-ms must not be negative.") }
         if let s = maxSeconds, s <= 0 { throw ValidationError("--max-seconds must be positive.") }
+        guard ["binary", "h2"].contains(protocolName) else { throw ValidationError("--protocol must be binary or h2.") }
+        guard (0...1).contains(throttleRate) else { throw ValidationError("--throttle-rate must be between 0 and 1.") }
+        for (name, value) in [("--goaway-after", goawayAfter), ("--max-streams", maxStreams), ("--stall-after", stallAfter)] {
+            if let value, value < 1 { throw ValidationError("\(name) must be at least 1.") }
+        }
+        if protocolName != "h2" {
+            let h2Only = [("--unregistered", unregistered != nil), ("--throttle-rate", throttleRate > 0), ("--goaway-after", goawayAfter != nil),
+                          ("--max-streams", maxStreams != nil), ("--stall-after", stallAfter != nil), ("--auth-keys", authKeys != nil)].filter(\.1).map(\.0)
+            if !h2Only.isEmpty { throw ValidationError("\(h2Only.joined(separator: ", ")) go with --protocol h2.") }
+        } else {
+            if shutdownAfter != nil { throw ValidationError("--shutdown-after is a binary-interface fault; with --protocol h2 use --goaway-after.") }
+            if feedback != nil { throw ValidationError("--feedback is the binary feedback service; with --protocol h2 use --unregistered (410 answers).") }
+        }
     }
 
     func configuration() throws -> SimulatorConfiguration {
@@ -82,6 +121,14 @@ struct Simulator: ParsableCommand {
         configuration.faults.readDelayMilliseconds = readDelayMilliseconds
         if let badTokens { configuration.faults.badTokens = try FaultPlan.readTokens(path: badTokens) }
         if let feedback { configuration.feedback = try SimulatorConfiguration.readFeedback(path: feedback) }
+        configuration.http2 = protocolName == "h2"
+        if let unregistered { configuration.faults.unregistered = try SimulatorConfiguration.readUnregistered(path: unregistered) }
+        configuration.faults.throttleRate = throttleRate
+        configuration.faults.goAwayAfter = goawayAfter
+        configuration.faults.maxStreams = maxStreams
+        configuration.faults.stallAfter = stallAfter
+        configuration.authKeysDirectory = authKeys
+        configuration.tokenLifetimeSeconds = tokenLifetime
         return configuration
     }
 
@@ -91,7 +138,11 @@ struct Simulator: ParsableCommand {
             try simulator.start()
             return simulator
         }
-        printError("campaign simulator: gateway on 127.0.0.1:\(simulator.port), feedback on 127.0.0.1:\(simulator.feedbackPort)")
+        if simulator.configuration.http2 {
+            printError("campaign simulator: HTTP/2 provider API on 127.0.0.1:\(simulator.port)")
+        } else {
+            printError("campaign simulator: gateway on 127.0.0.1:\(simulator.port), feedback on 127.0.0.1:\(simulator.feedbackPort)")
+        }
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) { simulator.requestStop() }
         simulator.waitUntilCancelled(seconds: maxSeconds)
         simulator.stop()

@@ -118,6 +118,13 @@ public struct DevelopmentCertificates: Sendable {
     public static let clientCertificate = "client.pem"
     public static let clientKey = "client.key"
     public static let clientBundle = "client.p12"
+    /// A development provider-token key, as Apple issues them (`AuthKey_<KID>.p8`,
+    /// PKCS#8 P-256), with its key id and a team id for tokens.
+    public static let authKeyID = "DEVKEY0001"
+    public static let authTeamID = "DEVTEAM001"
+    public static let authKey = "AuthKey_\(authKeyID).p8"
+    /// Its public half, where the simulator's `--auth-keys` looks: `auth-keys/<KID>.pem`.
+    public static let authKeysDirectory = "auth-keys"
 
     /// Writes every file into `directory` (created when missing). Keys and the
     /// bundle are written 0600, certificates 0644. Returns the paths written.
@@ -145,8 +152,14 @@ public struct DevelopmentCertificates: Sendable {
             (clientBundle, try client.pkcs12(passphrase: p12Passphrase, friendlyName: "Apple Push Services: \(bundleID)"),
              SecureFile.privateMode),
         ]
+        let tokenKey = try PrivateKey.generateP256()
+        try SecureFile.makeDirectory((directory as NSString).appendingPathComponent(authKeysDirectory))
+        let files2: [(String, [UInt8], mode_t)] = files + [
+            (authKey, tokenKey.pem(), SecureFile.privateMode),
+            ("\(authKeysDirectory)/\(authKeyID).pem", tokenKey.publicKeyPEM(), SecureFile.publicMode),
+        ]
         var written: [String] = []
-        for (name, bytes, mode) in files {
+        for (name, bytes, mode) in files2 {
             let path = (directory as NSString).appendingPathComponent(name)
             try SecureFile.write(bytes, to: path, mode: mode)
             written.append(path)

@@ -37,15 +37,24 @@ public struct ProviderToken: Sendable, Equatable {
     }
 
     /// Whether `token` is a valid ES256 JWT for the public half of `key`:
-    /// what the simulator checks, and the tests, against OpenSSL's verifier.
+    /// what the tests check against OpenSSL's verifier.
     public static func verify(_ token: String, key: PrivateKey) -> Bool {
+        verify(token, evpKey: key.pointer)
+    }
+
+    /// Whether `token` is a valid ES256 JWT for `key`: what the simulator checks.
+    public static func verify(_ token: String, publicKey key: PublicKey) -> Bool {
+        verify(token, evpKey: key.pointer)
+    }
+
+    private static func verify(_ token: String, evpKey: OpaquePointer) -> Bool {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let raw = Base64URL.decode(String(parts[2])), raw.count == 64,
               let der = derSignature(fromRaw: raw) else { return false }
         let input = Array("\(parts[0]).\(parts[1])".utf8)
         guard let ctx = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(ctx) }
-        guard EVP_DigestVerifyInit(ctx, nil, EVP_sha256(), nil, key.pointer) == 1 else { OpenSSLErrorQueue.clear(); return false }
+        guard EVP_DigestVerifyInit(ctx, nil, EVP_sha256(), nil, evpKey) == 1 else { OpenSSLErrorQueue.clear(); return false }
         let ok = der.withUnsafeBufferPointer { sig in
             input.withUnsafeBufferPointer { data in
                 EVP_DigestVerify(ctx, sig.baseAddress, sig.count, data.baseAddress, data.count) == 1
@@ -53,6 +62,27 @@ public struct ProviderToken: Sendable, Equatable {
         }
         OpenSSLErrorQueue.clear()
         return ok
+    }
+
+    /// The header's `alg` and `kid` and the claims' `iss` and `iat` of a
+    /// compact JWT, unverified (to pick the key that verifies it).
+    public static func claims(of token: String) -> (alg: String, keyID: String, teamID: String, issuedAt: Int64)? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let header = Base64URL.decode(String(parts[0])), let claims = Base64URL.decode(String(parts[1])) else { return nil }
+        func field(_ json: [UInt8], _ name: String) -> String? {
+            // Flat objects of strings and integers, as provider tokens are.
+            let text = String(decoding: json, as: UTF8.self)
+            guard let range = text.range(of: "\"\(name)\":") else { return nil }
+            var rest = text[range.upperBound...].drop { $0 == " " }
+            if rest.first == "\"" {
+                rest = rest.dropFirst()
+                return rest.firstIndex(of: "\"").map { String(rest[..<$0]) }
+            }
+            return String(rest.prefix { $0.isNumber || $0 == "-" })
+        }
+        guard let alg = field(header, "alg"), let kid = field(header, "kid"), let iss = field(claims, "iss"),
+              let iat = field(claims, "iat").flatMap({ Int64($0) }) else { return nil }
+        return (alg, kid, iss, iat)
     }
 
     private static func sign(_ data: [UInt8], key: PrivateKey) throws(TLSError) -> [UInt8] {
@@ -103,7 +133,33 @@ public struct ProviderToken: Sendable, Equatable {
     }
 }
 
+/// A public key (an APNs `.p8` key's public half, as the simulator's `--auth-keys` holds them).
+public final class PublicKey: @unchecked Sendable {
+    let pointer: OpaquePointer   // EVP_PKEY*
+
+    init(taking pointer: OpaquePointer) { self.pointer = pointer }
+    deinit { EVP_PKEY_free(pointer) }
+
+    /// Loads a PEM `PUBLIC KEY`.
+    public static func load(pemFile path: String) throws(TLSError) -> PublicKey {
+        let data = try readFile(path)
+        let bio = memoryBIO(copying: data)
+        defer { BIO_free(bio) }
+        OpenSSLErrorQueue.clear()
+        guard let key = PEM_read_bio_PUBKEY(bio, nil, nil, nil) else {
+            OpenSSLErrorQueue.clear()
+            throw TLSError(.fileUnreadable(path: path, reason: "is not a PEM public key (-----BEGIN PUBLIC KEY-----)"))
+        }
+        return PublicKey(taking: key)
+    }
+}
+
 extension PrivateKey {
+    /// The public half as PEM (`PUBLIC KEY`).
+    public func publicKeyPEM() -> [UInt8] {
+        memoryBIO { PEM_write_bio_PUBKEY($0, pointer) }
+    }
+
     /// A new P-256 key, like the `.p8` keys Apple issues for provider tokens.
     public static func generateP256() throws(TLSError) -> PrivateKey {
         guard let key = campaign_ec_p256_generate() else {

@@ -34,6 +34,15 @@ public final class TLSConnection: @unchecked Sendable {
 
     deinit { SSL_free(ssl) }
 
+    /// The protocol ALPN chose in the handshake (`h2`), or nil.
+    public var negotiatedProtocol: String? {
+        var data: UnsafePointer<UInt8>?
+        var count: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &data, &count)
+        guard let data, count > 0 else { return nil }
+        return String(decoding: UnsafeBufferPointer(start: data, count: Int(count)), as: UTF8.self)
+    }
+
     /// Connects to `host:port` and completes the handshake, verifying the
     /// server's certificate and name unless the context says otherwise.
     public static func connect(

@@ -80,8 +80,18 @@ public final class TLSContext: @unchecked Sendable {
     /// A context for connecting to the gateway or the feedback service:
     /// presents `identity`, and verifies the server against `trust` unless
     /// `verifyServer` is false.
-    public static func client(identity: TLSIdentity?, trust: TrustRoots, verifyServer: Bool = true) throws(TLSError) -> TLSContext {
+    ///
+    /// With `http2`, the client offers ALPN `h2` (the HTTP/2 provider API
+    /// requires it); ``TLSConnection/negotiatedProtocol`` tells what the server chose.
+    public static func client(identity: TLSIdentity?, trust: TrustRoots, verifyServer: Bool = true, http2: Bool = false) throws(TLSError) -> TLSContext {
         let context = try TLSContext(server: false, verifiesPeer: verifyServer)
+        if http2 {
+            // A length-prefixed list; OpenSSL copies it.
+            var protocols: [UInt8] = [2] + Array("h2".utf8)
+            guard SSL_CTX_set_alpn_protos(context.pointer, &protocols, UInt32(protocols.count)) == 0 else {
+                throw TLSError(.openSSL(operation: "Offering ALPN h2", reason: OpenSSLErrorQueue.summary(OpenSSLErrorQueue.drain())))
+            }
+        }
         if let identity {
             try identity.checkValidity()
             try context.use(identity)
@@ -97,12 +107,36 @@ public final class TLSContext: @unchecked Sendable {
     /// It offers at most TLS 1.2, as Apple's binary gateway did. That also makes
     /// a refused client certificate fail the client's own handshake; under TLS
     /// 1.3 the client would learn of it only at its first read.
-    public static func server(identity: TLSIdentity, clientAuthorities: String) throws(TLSError) -> TLSContext {
+    ///
+    /// With `http2`, the server selects ALPN `h2` when the client offers it
+    /// (and no protocol otherwise); with `requireClientCertificate` false, a
+    /// client may connect without one (token authentication), but one it
+    /// presents must still be issued by `clientAuthorities`.
+    public static func server(identity: TLSIdentity, clientAuthorities: String, http2: Bool = false,
+                              requireClientCertificate: Bool = true) throws(TLSError) -> TLSContext {
         let context = try TLSContext(server: true, verifiesPeer: true)
         _ = campaign_ssl_ctx_set_max_proto_version(context.pointer, TLS1_2_VERSION)
         try context.use(identity)
         try context.trust(.file(clientAuthorities))
-        SSL_CTX_set_verify(context.pointer, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+        SSL_CTX_set_verify(context.pointer, SSL_VERIFY_PEER | (requireClientCertificate ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), nil)
+        if http2 {
+            SSL_CTX_set_alpn_select_cb(context.pointer, { _, out, outCount, offered, offeredCount, _ in
+                // `offered` is the client's length-prefixed list; OpenSSL keeps
+                // it for the handshake, so the choice may point into it.
+                guard let offered, let out, let outCount else { return SSL_TLSEXT_ERR_NOACK }
+                var i = 0
+                while i < Int(offeredCount) {
+                    let n = Int(offered[i])
+                    if n == 2, i + 2 < Int(offeredCount), offered[i + 1] == UInt8(ascii: "h"), offered[i + 2] == UInt8(ascii: "2") {
+                        out.pointee = offered + i + 1
+                        outCount.pointee = 2
+                        return SSL_TLSEXT_ERR_OK
+                    }
+                    i += 1 + n
+                }
+                return SSL_TLSEXT_ERR_NOACK
+            }, nil)
+        }
         var sessionContext: [UInt8] = Array("campaign".utf8)
         _ = SSL_CTX_set_session_id_context(context.pointer, &sessionContext, UInt32(sessionContext.count))
         return context

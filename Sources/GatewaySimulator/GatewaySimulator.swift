@@ -30,6 +30,20 @@ public final class GatewaySimulator: @unchecked Sendable {
     private var threads = 0
     private var stopped = false
     private var gatewayListener: Listener?
+    /// HTTP/2 token authentication: public keys by key id.
+    private let authKeys: [String: PublicKey]
+
+    static func loadAuthKeys(_ directory: String) throws -> [String: PublicKey] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        var keys: [String: PublicKey] = [:]
+        for name in names where name.hasSuffix(".pem") {
+            keys[String(name.dropLast(4))] = try PublicKey.load(pemFile: "\(directory)/\(name)")
+        }
+        guard !keys.isEmpty else {
+            throw SimulatorInputError(path: directory, line: nil, reason: "holds no <KEY ID>.pem public keys for --auth-keys")
+        }
+        return keys
+    }
     private var feedbackListener: Listener?
 
     /// Loads the certificates and opens the record file; does not listen yet.
@@ -39,24 +53,31 @@ public final class GatewaySimulator: @unchecked Sendable {
         let identity = try TLSIdentity.pem(
             certificate: "\(dir)/\(DevelopmentCertificates.serverCertificate)",
             key: "\(dir)/\(DevelopmentCertificates.serverKey)", passphrase: nil)
-        context = try TLSContext.server(identity: identity, clientAuthorities: "\(dir)/\(DevelopmentCertificates.caCertificate)")
+        context = try TLSContext.server(identity: identity, clientAuthorities: "\(dir)/\(DevelopmentCertificates.caCertificate)",
+                                        http2: configuration.http2, requireClientCertificate: configuration.authKeysDirectory == nil)
+        authKeys = try configuration.authKeysDirectory.map(Self.loadAuthKeys) ?? [:]
         cancellation = try CancellationPipe()
         record = try configuration.recordPath.map { try NotificationRecordFile(path: $0) }
         pendingFeedback = configuration.feedback
     }
 
     /// Listens on both ports, writes the ready file, and serves until ``stop()``.
+    /// With HTTP/2 there is no feedback service (410 answers replace it): one port.
     public func start() throws {
         let gateway = try Listener(host: configuration.host, port: configuration.port)
-        let feedback = try Listener(host: configuration.host, port: configuration.feedbackPort)
         gatewayListener = gateway
-        feedbackListener = feedback
         port = gateway.port
-        feedbackPort = feedback.port
-        spawn { self.acceptLoop(gateway) { self.serveGateway($0) } }
-        spawn { self.acceptLoop(feedback) { self.serveFeedback($0) } }
+        if configuration.http2 {
+            spawn { self.acceptLoop(gateway) { self.serveHTTP2($0) } }
+        } else {
+            let feedback = try Listener(host: configuration.host, port: configuration.feedbackPort)
+            feedbackListener = feedback
+            feedbackPort = feedback.port
+            spawn { self.acceptLoop(gateway) { self.serveGateway($0) } }
+            spawn { self.acceptLoop(feedback) { self.serveFeedback($0) } }
+        }
         if let ready = configuration.readyPath {
-            let text = #"{"port":\#(port),"feedback_port":\#(feedbackPort)}"# + "\n"
+            let text = (configuration.http2 ? #"{"port":\#(port)}"# : #"{"port":\#(port),"feedback_port":\#(feedbackPort)}"#) + "\n"
             try SecureFile.write(Array(text.utf8), to: ready, mode: SecureFile.publicMode)
         }
     }
@@ -195,6 +216,44 @@ public final class GatewaySimulator: @unchecked Sendable {
                 while let n = try? connection.read(into: raw, cancellation: cancellation, deadline: deadline), n > 0 {}
             }
             connection.socket.close()
+        }
+    }
+
+    // MARK: - HTTP/2
+
+    private func serveHTTP2(_ socket: Socket) {
+        let connection: TLSConnection
+        do {
+            connection = try TLSConnection.accept(socket: socket, context: context, cancellation: cancellation)
+        } catch {
+            update { $0.handshakeFailures += 1 }
+            return
+        }
+        lock.lock()
+        let index = nextConnection
+        nextConnection += 1
+        statistics.connections.append(ConnectionStatistics(connection: index))
+        lock.unlock()
+        // The certificate's topic is its UID, as in an APNs provider
+        // certificate. With keys, tokens authenticate (a certificate is optional).
+        let topic = connection.peerSubject.flatMap { subject in
+            subject.split(separator: ",").lazy.map { $0.trimmingWhitespace() }.first { $0.hasPrefix("UID=") }.map { String($0.dropFirst(4)) }
+        }
+        let tokens = authKeys.isEmpty ? nil : ProviderTokenCheck(keys: authKeys, lifetimeSeconds: Int64(configuration.tokenLifetimeSeconds))
+        var session = H2GatewaySession(index: index, faults: configuration.faults, recording: record != nil,
+                                       certificateTopic: tokens == nil ? (topic ?? "") : nil, tokens: tokens)
+        let ending = session.run(connection: connection, cancellation: cancellation) { [self] progress in
+            record?.write(progress.recordLines)
+            update { stats in
+                guard let i = stats.connections.firstIndex(where: { $0.connection == index }) else { return }
+                stats.connections[i].accepted += progress.accepted
+                stats.connections[i].answers.merge(progress.answers, uniquingKeysWith: +)
+                if let ending = progress.ending { stats.connections[i].ending = ending }
+            }
+        }
+        switch ending {
+        case .dropped: connection.abort()
+        default: connection.close()
         }
     }
 

@@ -19,11 +19,24 @@ public struct FaultPlan: Sendable {
     /// Pause before each read from a connection: a slow gateway.
     public var readDelayMilliseconds: Int = 0
 
+    // HTTP/2 only.
+    /// Tokens answered 410 Unregistered, with when (UNIX seconds; the answer's `timestamp` is in milliseconds).
+    public var unregistered: [[UInt8]: UInt32] = [:]
+    /// Probability that a request is answered 429 TooManyRequests (with `retry-after: 1`).
+    public var throttleRate: Double = 0
+    /// After this many streams answered on a connection: GOAWAY naming the last, then close.
+    public var goAwayAfter: Int? = nil
+    /// SETTINGS_MAX_CONCURRENT_STREAMS (default 1000, as Apple's).
+    public var maxStreams: Int? = nil
+    /// After this many streams answered on a connection: stop reading and answering (a hung gateway).
+    public var stallAfter: Int? = nil
+
     public init() {}
 
     /// Whether any fault is configured.
     public var isEmpty: Bool {
         badTokens.isEmpty && shutdownAfter == nil && dropEvery == nil && errorRate == 0 && readDelayMilliseconds == 0
+            && unregistered.isEmpty && throttleRate == 0 && goAwayAfter == nil && maxStreams == nil && stallAfter == nil
     }
 }
 
@@ -48,6 +61,13 @@ public struct SimulatorConfiguration: Sendable {
     public var faults = FaultPlan()
     /// Payload limits for commands 0/1 and 2.
     public var limits = NotificationDecoder.Limits.apple
+    /// The binary provider interface (and the feedback service), or the HTTP/2 provider API (ALPN h2; no feedback service).
+    public var http2 = false
+    /// HTTP/2: a directory of `<KID>.pem` public keys; when set, token
+    /// authentication is checked and client certificates are optional.
+    public var authKeysDirectory: String? = nil
+    /// HTTP/2: tokens issued longer ago than this are refused (403 ExpiredProviderToken).
+    public var tokenLifetimeSeconds = 3600
 
     public init(certificatesDirectory: String) {
         self.certificatesDirectory = certificatesDirectory
@@ -86,6 +106,13 @@ extension FaultPlan {
 }
 
 extension SimulatorConfiguration {
+    /// Reads `--unregistered`: NDJSON lines `{"token":"hex","ts":UNIX}`.
+    public static func readUnregistered(path: String) throws -> [[UInt8]: UInt32] {
+        var out: [[UInt8]: UInt32] = [:]
+        for tuple in try readFeedback(path: path) { out[tuple.token] = max(out[tuple.token] ?? 0, tuple.timestamp) }
+        return out
+    }
+
     /// Reads NDJSON lines `{"ts":UNIX,"token":"hex"}`.
     public static func readFeedback(path: String) throws -> [FeedbackTuple] {
         guard let data = FileManager.default.contents(atPath: path) else {

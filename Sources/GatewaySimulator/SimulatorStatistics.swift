@@ -12,6 +12,8 @@ public struct ConnectionStatistics: Sendable, Equatable {
     public var discarded = 0
     /// How the connection ended; nil while open.
     public var ending: String? = nil
+    /// HTTP/2: answers by status and reason ("200", "400 BadDeviceToken").
+    public var answers: [String: Int] = [:]
 
     public init(connection: Int) { self.connection = connection }
 }
@@ -33,13 +35,17 @@ public struct SimulatorStatistics: Sendable, Equatable {
     public var rejected: [UInt8: Int] {
         connections.reduce(into: [:]) { total, c in total.merge(c.rejected, uniquingKeysWith: +) }
     }
+    /// HTTP/2: answers by status and reason, over every connection.
+    public var answers: [String: Int] {
+        connections.reduce(into: [:]) { total, c in total.merge(c.answers, uniquingKeysWith: +) }
+    }
 
     /// The totals as JSON, as `--stats` writes them.
     public func json() -> Data {
         func rejectedObject(_ r: [UInt8: Int]) -> [String: Int] {
             Dictionary(uniqueKeysWithValues: r.map { (String($0.key), $0.value) })
         }
-        let object: [String: Any] = [
+        var object: [String: Any] = [
             "accepted": accepted,
             "rejected": rejectedObject(rejected),
             "discarded": discarded,
@@ -48,14 +54,19 @@ public struct SimulatorStatistics: Sendable, Equatable {
             "feedback_served": feedbackServed,
             "per_connection": connections.map { c -> [String: Any] in
                 ["conn": c.connection, "accepted": c.accepted, "rejected": rejectedObject(c.rejected),
-                 "discarded": c.discarded, "ending": c.ending ?? "open"]
+                 "discarded": c.discarded, "ending": c.ending ?? "open"].merging(c.answers.isEmpty ? [:] : ["answers": c.answers]) { $1 }
             },
         ]
+        if !answers.isEmpty { object["answers"] = answers }
         return try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
     }
 
     /// A few lines for a terminal.
     public var summary: String {
+        if !answers.isEmpty {
+            let text = answers.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+            return "simulator (HTTP/2): \(accepted) accepted; answers \(text); \(connections.count) connections (\(handshakeFailures) failed handshakes)"
+        }
         let rejectedText = rejected.isEmpty ? "none"
             : rejected.sorted { $0.key < $1.key }.map { status, count in
                 // A sender proves what was accepted by sending a notification the

@@ -9,10 +9,10 @@ import CampaignIO
         let dir = TemporaryDirectory()
         let written = try DevelopmentCertificates.write(to: dir.file("certs"), bundleID: "com.example.app")
         let names = written.map { ($0 as NSString).lastPathComponent }.sorted()
-        #expect(names == ["ca.key", "ca.pem", "client.key", "client.p12", "client.pem", "server.key", "server.pem"])
+        #expect(names == ["AuthKey_DEVKEY0001.p8", "DEVKEY0001.pem", "ca.key", "ca.pem", "client.key", "client.p12", "client.pem", "server.key", "server.pem"])
         for path in written {
             let mode = try #require(FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
-            if path.hasSuffix(".key") || path.hasSuffix(".p12") {
+            if path.hasSuffix(".key") || path.hasSuffix(".p12") || path.hasSuffix(".p8") {
                 #expect(mode == 0o600, "\(path)")
             } else {
                 #expect(mode == 0o644, "\(path)")

@@ -1,0 +1,275 @@
+import CNGHTTP2
+
+/// One HTTP/2 connection's protocol state, client or server, over bytes the
+/// caller moves: ``receive(_:)`` takes what the peer sent, ``send(into:)``
+/// gives what to write. nghttp2 does the framing, HPACK, flow control (a
+/// WINDOW_UPDATE for what was read), SETTINGS and PING acknowledgements, and
+/// stream limits (requests above the peer's MAX_CONCURRENT_STREAMS wait in
+/// its queue). What happened comes back as ``Event``s, drained after each
+/// call, so nothing runs inside nghttp2's callbacks but bookkeeping.
+///
+/// This is the only code that touches nghttp2; no pointer it hands to C
+/// outlives the call that hands it. Not thread-safe: one connection, one thread.
+public final class H2Session {
+    public enum Role: Sendable { case client, server }
+
+    /// A header field.
+    public struct Header: Equatable, Sendable {
+        public var name: String
+        public var value: String
+        public init(_ name: String, _ value: String) { (self.name, self.value) = (name, value) }
+    }
+
+    public enum Event: Equatable, Sendable {
+        /// A whole message arrived on `stream`: a request (server) or a response (client).
+        case message(stream: Int32, headers: [Header], body: [UInt8])
+        /// `stream` closed; `errorCode` is 0, or the RST_STREAM's code (7: REFUSED_STREAM).
+        case streamClosed(stream: Int32, errorCode: UInt32)
+        /// The peer sent GOAWAY: streams above `lastStreamID` were never processed.
+        case goAway(lastStreamID: Int32, errorCode: UInt32)
+        /// The peer's SETTINGS arrived (``remoteMaxConcurrentStreams`` may have changed).
+        case settings
+        /// The peer answered our PING.
+        case pingAcknowledged
+    }
+
+    /// RFC 9113 error codes used here.
+    public enum ErrorCode {
+        public static let noError: UInt32 = 0
+        public static let protocolError: UInt32 = 1
+        public static let refusedStream: UInt32 = 7
+        public static let enhanceYourCalm: UInt32 = 11
+    }
+
+    public let role: Role
+    private var session: OpaquePointer?
+    private var events: [Event] = []
+    /// Header blocks and bodies of streams whose message is still arriving.
+    private var partial: [Int32: (headers: [Header], body: [UInt8])] = [:]
+    /// Bodies still to send, by stream, and how far each has been sent.
+    private var outgoing: [Int32: (body: [UInt8], offset: Int)] = [:]
+    /// The largest body a message may have; more resets its stream.
+    public var maxBodyBytes = 1 << 20
+
+    /// - Parameter settings: our SETTINGS (id, value), sent first. nghttp2
+    ///   sends the client preface itself.
+    public init(role: Role, settings: [(id: Int32, value: UInt32)] = []) throws(H2Error) {
+        self.role = role
+        var callbacks: OpaquePointer?
+        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else { throw H2Error("cannot allocate nghttp2 callbacks") }
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
+            H2Session.from(user).partial[frame!.pointee.hd.stream_id] = ([], [])
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameCount, value, valueCount, _, user in
+            let me = H2Session.from(user)
+            let stream = frame!.pointee.hd.stream_id
+            let header = Header(String(decoding: UnsafeBufferPointer(start: name, count: nameCount), as: UTF8.self),
+                                String(decoding: UnsafeBufferPointer(start: value, count: valueCount), as: UTF8.self))
+            me.partial[stream, default: ([], [])].headers.append(header)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { session, _, stream, data, count, user in
+            let me = H2Session.from(user)
+            guard var p = me.partial[stream] else { return 0 }
+            if p.body.count + count > me.maxBodyBytes {
+                me.partial[stream] = nil
+                return nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, UInt32(NGHTTP2_CANCEL.rawValue)) == 0
+                    ? 0 : Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+            }
+            me.partial[stream] = nil   // so the append does not copy
+            p.body.append(contentsOf: UnsafeBufferPointer(start: data, count: count))
+            me.partial[stream] = p
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
+            let me = H2Session.from(user)
+            let f = frame!.pointee
+            switch UInt32(f.hd.type) {
+            case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
+                if f.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let p = me.partial.removeValue(forKey: f.hd.stream_id) {
+                    me.events.append(.message(stream: f.hd.stream_id, headers: p.headers, body: p.body))
+                }
+            case NGHTTP2_GOAWAY.rawValue:
+                me.events.append(.goAway(lastStreamID: f.goaway.last_stream_id, errorCode: f.goaway.error_code))
+            case NGHTTP2_SETTINGS.rawValue where f.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
+                me.events.append(.settings)
+            case NGHTTP2_PING.rawValue where f.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
+                me.events.append(.pingAcknowledged)
+            default: break
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, stream, errorCode, user in
+            let me = H2Session.from(user)
+            me.partial[stream] = nil
+            me.outgoing[stream] = nil
+            me.events.append(.streamClosed(stream: stream, errorCode: errorCode))
+            return 0
+        }
+        let user = Unmanaged.passUnretained(self).toOpaque()
+        let rc = role == .client ? nghttp2_session_client_new(&session, callbacks, user)
+                                 : nghttp2_session_server_new(&session, callbacks, user)
+        guard rc == 0, session != nil else { throw H2Error(code: rc, "cannot create an nghttp2 session") }
+        var iv = settings.map { nghttp2_settings_entry(settings_id: $0.id, value: $0.value) }
+        let sent = iv.withUnsafeMutableBufferPointer { nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), $0.baseAddress, $0.count) }
+        guard sent == 0 else { throw H2Error(code: sent, "cannot submit SETTINGS") }
+    }
+
+    deinit { nghttp2_session_del(session) }
+
+    private static func from(_ user: UnsafeMutableRawPointer?) -> H2Session {
+        Unmanaged<H2Session>.fromOpaque(user!).takeUnretainedValue()
+    }
+
+    /// Feeds bytes the peer sent. Throws on a protocol violation (the
+    /// session has queued a GOAWAY to say so: ``send(into:)`` it, then close).
+    public func receive(_ bytes: UnsafeRawBufferPointer) throws(H2Error) {
+        guard bytes.count > 0 else { return }
+        let n = nghttp2_session_mem_recv(session, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count)
+        if n < 0 { throw H2Error(code: Int32(n), "the peer broke the HTTP/2 protocol") }
+    }
+
+    /// Feeds the first `count` bytes of `buffer`.
+    public func receive(_ buffer: [UInt8], count: Int) throws(H2Error) {
+        var failure: H2Error?
+        buffer.withUnsafeBytes { raw in
+            do throws(H2Error) { try receive(UnsafeRawBufferPointer(rebasing: raw[0..<count])) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Appends everything the session has to send (frames, acknowledgements,
+    /// queued requests as far as stream limits and flow control allow).
+    public func send(into out: inout [UInt8]) throws(H2Error) {
+        while true {
+            var data: UnsafePointer<UInt8>?
+            let n = nghttp2_session_mem_send(session, &data)
+            if n < 0 { throw H2Error(code: Int32(n), "cannot frame what is to be sent") }
+            if n == 0 { return }
+            out.append(contentsOf: UnsafeBufferPointer(start: data, count: n))
+        }
+    }
+
+    /// Takes the events since the last call.
+    public func drainEvents() -> [Event] {
+        defer { events.removeAll(keepingCapacity: true) }
+        return events
+    }
+
+    /// Whether the session still wants to read or write: false for both once
+    /// a GOAWAY has been sent and received and every stream is done.
+    public var isActive: Bool { nghttp2_session_want_read(session) != 0 || nghttp2_session_want_write(session) != 0 }
+    public var wantsWrite: Bool { nghttp2_session_want_write(session) != 0 }
+
+    /// The peer's MAX_CONCURRENT_STREAMS as last received (unlimited until it says).
+    public var remoteMaxConcurrentStreams: UInt32 {
+        nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+    }
+
+    /// The highest stream the peer opened and we processed (for our GOAWAY).
+    public var lastProcessedStreamID: Int32 { nghttp2_session_get_last_proc_stream_id(session) }
+
+    /// Queues a request; returns its stream id. The body is copied.
+    public func submitRequest(headers: [Header], body: [UInt8]) throws(H2Error) -> Int32 {
+        let stream = try withHeaderFields(headers) { nva, count in
+            var provider = Self.bodyProvider()
+            if body.isEmpty { return nghttp2_submit_request(session, nil, nva, count, nil, nil) }
+            return nghttp2_submit_request(session, nil, nva, count, &provider, nil)
+        }
+        guard stream > 0 else { throw H2Error(code: stream, "cannot submit a request") }
+        if !body.isEmpty { outgoing[stream] = (body, 0) }
+        return stream
+    }
+
+    /// Queues the response on `stream` (server). An empty body sends headers only.
+    public func submitResponse(stream: Int32, headers: [Header], body: [UInt8]) throws(H2Error) {
+        let rc = try withHeaderFields(headers) { nva, count in
+            var provider = Self.bodyProvider()
+            if body.isEmpty { return nghttp2_submit_response(session, stream, nva, count, nil) }
+            return nghttp2_submit_response(session, stream, nva, count, &provider)
+        }
+        guard rc == 0 else { throw H2Error(code: rc, "cannot submit a response on stream \(stream)") }
+        if !body.isEmpty { outgoing[stream] = (body, 0) }
+    }
+
+    /// Resets `stream` with `errorCode`.
+    public func resetStream(_ stream: Int32, errorCode: UInt32) {
+        _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, errorCode)
+    }
+
+    /// Queues a GOAWAY naming `lastStreamID` (default: the last stream processed).
+    public func submitGoAway(errorCode: UInt32 = ErrorCode.noError, lastStreamID: Int32? = nil) {
+        _ = nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastStreamID ?? lastProcessedStreamID, errorCode, nil, 0)
+    }
+
+    /// Queues a PING; ``Event/pingAcknowledged`` reports its answer.
+    public func submitPing() {
+        _ = nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+    }
+
+    /// Queues new SETTINGS (a server lowering or raising its stream limit).
+    public func submitSettings(_ settings: [(id: Int32, value: UInt32)]) {
+        var iv = settings.map { nghttp2_settings_entry(settings_id: $0.id, value: $0.value) }
+        _ = iv.withUnsafeMutableBufferPointer { nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), $0.baseAddress, $0.count) }
+    }
+
+    /// nghttp2 copies header fields during the submit call, so they are laid
+    /// out in one buffer that lives only for that call.
+    private func withHeaderFields<R>(_ headers: [Header], _ body: (UnsafePointer<nghttp2_nv>, Int) -> R) throws(H2Error) -> R {
+        var bytes: [UInt8] = []
+        var spans: [(Int, Int, Int, Int)] = []
+        for h in headers {
+            let n = bytes.count
+            bytes.append(contentsOf: h.name.utf8)
+            let v = bytes.count
+            bytes.append(contentsOf: h.value.utf8)
+            spans.append((n, v - n, v, bytes.count - v))
+        }
+        bytes.append(0)   // never empty, so the base address exists
+        return bytes.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            var nva = spans.map { s in
+                nghttp2_nv(name: base + s.0, value: base + s.2, namelen: s.1, valuelen: s.3, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+            }
+            return nva.withUnsafeMutableBufferPointer { body(UnsafePointer($0.baseAddress!), $0.count) }
+        }
+    }
+
+    /// A data provider reading the stream's body from ``outgoing``.
+    private static func bodyProvider() -> nghttp2_data_provider {
+        var provider = nghttp2_data_provider()
+        provider.read_callback = { _, stream, buffer, length, flags, _, user in
+            let me = H2Session.from(user)
+            guard let entry = me.outgoing[stream] else {
+                flags!.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue)
+                return 0
+            }
+            let n = min(length, entry.body.count - entry.offset)
+            entry.body.withUnsafeBufferPointer { b in
+                buffer!.update(from: b.baseAddress! + entry.offset, count: n)
+            }
+            if entry.offset + n == entry.body.count {
+                flags!.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue)
+                me.outgoing[stream] = nil
+            } else {
+                me.outgoing[stream]!.offset += n
+            }
+            return n
+        }
+        return provider
+    }
+}
+
+/// An nghttp2 failure, as one sentence.
+public struct H2Error: Error, Equatable, Sendable, CustomStringConvertible {
+    public var code: Int32
+    public var what: String
+
+    public init(code: Int32 = 0, _ what: String) { (self.code, self.what) = (code, what) }
+
+    public var description: String {
+        code == 0 ? what : "\(what): \(String(cString: nghttp2_strerror(code)))"
+    }
+}
