@@ -3,7 +3,7 @@
 #   make demo    certificates, simulator, plan | send, report (out/demo/)
 
 SWIFT        ?= swift
-APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev libnghttp2-dev pkg-config parallel
+APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev libnghttp2-dev pkg-config parallel nghttp2-client curl
 # Offline validation of deploy/k8s against Kubernetes' schemas (it carries them).
 PIP_PACKAGES := kubernetes-validate==1.37.0
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
