@@ -14,15 +14,28 @@ public enum NotificationFormat: UInt8, Sendable, CaseIterable, CustomStringConve
     case enhanced = 1
     /// Command 2: a frame of items (token, payload, identifier, expiry, priority).
     case frame = 2
+    /// Not a binary command: the HTTP/2 provider API (`POST /3/device/<token>`),
+    /// one stream per notification, each answered with a status.
+    case h2 = 3
+
+    /// Whether notifications travel as binary packets (commands 0, 1, 2).
+    public var isBinary: Bool { self != .h2 }
 
     /// The command byte that starts a packet in this format.
     public var command: UInt8 { rawValue }
 
     /// The largest payload, in bytes, the gateway accepts in this format.
-    public var maxPayloadBytes: Int { self == .frame ? 2048 : 256 }
+    /// (HTTP/2: 4096, and 5120 for VoIP pushes; this is the larger.)
+    public var maxPayloadBytes: Int {
+        switch self {
+        case .simple, .enhanced: 256
+        case .frame: 2048
+        case .h2: 5120
+        }
+    }
 
     /// The largest device token, in bytes. Commands 0 and 1 take exactly 32.
-    public var maxTokenBytes: Int { self == .frame ? 100 : 32 }
+    public var maxTokenBytes: Int { self == .frame || self == .h2 ? 100 : 32 }
 
     /// Whether the gateway reports errors with an error-response packet.
     public var reportsErrors: Bool { self != .simple }
@@ -33,6 +46,7 @@ public enum NotificationFormat: UInt8, Sendable, CaseIterable, CustomStringConve
         case "simple": self = .simple
         case "enhanced": self = .enhanced
         case "frame": self = .frame
+        case "h2": self = .h2
         default: return nil
         }
     }
@@ -42,6 +56,7 @@ public enum NotificationFormat: UInt8, Sendable, CaseIterable, CustomStringConve
         case .simple: "simple"
         case .enhanced: "enhanced"
         case .frame: "frame"
+        case .h2: "h2"
         }
     }
 }
@@ -55,6 +70,8 @@ public struct NotificationPriority: RawRepresentable, Hashable, Sendable, Custom
     public static let immediate = NotificationPriority(rawValue: 10)
     /// 5: send at a time that conserves power on the device.
     public static let conservePower = NotificationPriority(rawValue: 5)
+    /// 1 (HTTP/2 only): lowest; may be delivered together with others later.
+    public static let lowest = NotificationPriority(rawValue: 1)
 
     /// Whether the binary provider API defines this value.
     public var isDefined: Bool { self == .immediate || self == .conservePower }

@@ -57,7 +57,7 @@ struct Plan: ParsableCommand {
 
     func validate() throws {
         guard (1...65_536).contains(shards) else { throw ValidationError("--shards must be between 1 and 65536.") }
-        if let m = maxPayload, !(1...2048).contains(m) { throw ValidationError("--max-payload must be between 1 and 2048.") }
+        if let m = maxPayload, !(1...5120).contains(m) { throw ValidationError("--max-payload must be between 1 and 5120 (the job's format may allow less).") }
         if job == "-" && audience == "-" { throw ValidationError("The job file cannot be read from standard input.") }
         if let f = audienceFormat, AudienceFormat(rawValue: f) == nil { throw ValidationError("--audience-format must be csv or ndjson.") }
         guard (0...1).contains(maxRejectRate) else { throw ValidationError("--max-reject-rate must be between 0 and 1.") }

@@ -29,8 +29,14 @@ public struct CampaignJob: Sendable {
     public var maxPayload: Int
     /// Seconds after plan time; 0: the gateway should not store the notification.
     public var expiresIn: Int
-    /// Frames only; 10 unless the job says 5.
+    /// Frames and h2; 10 unless the job says 5 (or, h2 only, 1).
     public var priority: NotificationPriority
+    /// h2: the app's bundle id (`apns-topic`); required with token authentication.
+    public var topic: String?
+    /// h2: `apns-push-type` (alert unless the job says otherwise).
+    public var pushType: String
+    /// h2: `apns-collapse-id`, at most 64 bytes.
+    public var collapseId: String?
     public var fallback: [String]
     /// Message tags and their `aps` members, in job order.
     public var messages: [(tag: String, aps: [(key: String, value: JSONValue)])]
@@ -41,7 +47,12 @@ public struct CampaignJob: Sendable {
 
     public static let knownKeys: Set<String> = [
         "campaign", "format", "maxPayload", "expiresIn", "priority", "fallback", "messages", "custom", "samples",
+        "topic", "pushType", "collapseId",
     ]
+
+    /// The push types of the HTTP/2 provider API.
+    public static let pushTypes = ["alert", "background", "voip", "location", "complication", "fileprovider", "mdm",
+                                   "liveactivity", "pushtotalk"]
 
     /// Reads and checks a job file.
     public static func load(path: String) throws(JobError) -> CampaignJob {
@@ -73,7 +84,7 @@ public struct CampaignJob: Sendable {
         switch json["format"] {
         case nil: format = .enhanced
         case .string(let name)?:
-            guard let f = NotificationFormat(name: name) else { throw fail("\"format\" must be \"simple\", \"enhanced\" or \"frame\", not \"\(name)\"") }
+            guard let f = NotificationFormat(name: name) else { throw fail("\"format\" must be \"simple\", \"enhanced\", \"frame\" or \"h2\", not \"\(name)\"") }
             format = f
         case let other?: throw fail("\"format\" must be a string, not \(other.typeName)")
         }
@@ -85,10 +96,28 @@ public struct CampaignJob: Sendable {
             }
             return Int(n)
         }
-        maxPayload = try integer("maxPayload", default: 256, range: 1...format.maxPayloadBytes)
+        let isHTTP2 = format == .h2
+        func string(_ key: String) throws(JobError) -> String? {
+            guard let v = json[key] else { return nil }
+            guard let text = v.stringValue else { throw fail("\"\(key)\" must be a string, not \(v.typeName)") }
+            guard isHTTP2 else { throw fail("\"\(key)\" is for the HTTP/2 provider API: it goes with \"format\": \"h2\"") }
+            return text
+        }
+        topic = try string("topic")
+        if let topic, topic.isEmpty || topic.contains(where: { $0.isWhitespace }) { throw fail("\"topic\" must be a bundle id such as com.example.app") }
+        pushType = try string("pushType") ?? "alert"
+        guard Self.pushTypes.contains(pushType) else { throw fail("\"pushType\" must be one of \(Self.pushTypes.joined(separator: ", ")), not \"\(pushType)\"") }
+        collapseId = try string("collapseId")
+        if let c = collapseId, c.isEmpty || c.utf8.count > 64 { throw fail("\"collapseId\" must be 1 to 64 bytes (APNs refuses longer ones)") }
+        // HTTP/2: 4096 bytes, 5120 for VoIP.
+        let payloadLimit = format == .h2 ? (pushType == "voip" ? 5120 : 4096) : format.maxPayloadBytes
+        maxPayload = try integer("maxPayload", default: format == .h2 ? payloadLimit : 256, range: 1...payloadLimit)
         expiresIn = try integer("expiresIn", default: 86_400, range: 0...(366 * 86_400 * 10))
-        let p = try integer("priority", default: 10, range: 0...255)
-        guard p == 10 || p == 5 else { throw fail("\"priority\" must be 10 (immediate) or 5 (conserve power)") }
+        let p = try integer("priority", default: pushType == "background" ? 5 : 10, range: 0...255)
+        guard p == 10 || p == 5 || (p == 1 && format == .h2) else {
+            throw fail(format == .h2 ? "\"priority\" must be 10 (immediate), 5 (conserve power) or 1 (lowest)" : "\"priority\" must be 10 (immediate) or 5 (conserve power)")
+        }
+        if format == .h2, pushType == "background", p == 10 { throw fail("\"priority\" 10 is refused by APNs for background pushes: use 5 or 1") }
         priority = NotificationPriority(rawValue: UInt8(p))
 
         guard let messageMembers = json["messages"]?.objectMembers, !messageMembers.isEmpty else {

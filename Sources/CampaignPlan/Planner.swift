@@ -34,7 +34,7 @@ public final class Planner {
     public let job: CampaignJob
     public let options: PlanOptions
     /// The plan's header; with parts, each part's is ``header(ofPart:)``.
-    public let header: PlanHeader
+    public private(set) var header: PlanHeader
     private let renderer: PayloadRenderer
     private let selector: MessageSelector
     private let messageTags: [[UInt8]]
@@ -62,8 +62,11 @@ public final class Planner {
         header = PlanHeader(
             campaign: job.campaign, format: job.format,
             expiry: job.expiresIn == 0 ? 0 : options.now &+ UInt32(job.expiresIn),
-            priority: job.format == .frame ? job.priority : nil,
+            priority: job.format == .frame || job.format == .h2 ? job.priority : nil,
             maxPayload: maxPayload, shards: options.shards, created: options.now)
+        if job.format == .h2 {
+            header.http2 = PlanHeader.HTTP2Fields(topic: job.topic, pushType: job.pushType, collapseId: job.collapseId)
+        }
         renderer = PayloadRenderer(job: job)
         selector = job.selector
         // An eighth over the estimate: it comes from the file's first lines and

@@ -74,6 +74,8 @@ public struct PlanFrameEncoder: Sendable {
         case .frame:
             NotificationEncoder.appendFrame(token: record.token, payload: record.payload, identifier: identifier,
                                             expiry: expiry, priority: priority, to: &bytes)
+        case .h2:
+            preconditionFailure("an h2 plan goes to the HTTP/2 transport")
         }
     }
 }

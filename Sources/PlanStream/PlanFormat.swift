@@ -22,6 +22,19 @@ public struct PlanHeader: Equatable, Sendable {
     public var created: UInt32
     /// Which part of a planning run this plan is (`plan --parts N`); nil for a whole plan.
     public var part: PlanPart?
+    /// h2 plans: the request headers every notification shares.
+    public var http2: HTTP2Fields?
+
+    /// What an h2 plan's requests carry besides the token and payload.
+    public struct HTTP2Fields: Equatable, Sendable {
+        /// `apns-topic`; nil: the certificate's (token authentication needs one).
+        public var topic: String?
+        public var pushType: String
+        public var collapseId: String?
+        public init(topic: String?, pushType: String, collapseId: String?) {
+            (self.topic, self.pushType, self.collapseId) = (topic, pushType, collapseId)
+        }
+    }
 
     public init(campaign: String, format: NotificationFormat, expiry: UInt32, priority: NotificationPriority?,
                 maxPayload: Int, shards: Int, created: UInt32, part: PlanPart? = nil) {
@@ -43,7 +56,7 @@ public struct PlanHeader: Equatable, Sendable {
     }
 
     public var json: JSONValue {
-        .object([("header", .object([
+        var members: [(key: String, value: JSONValue)] = [
             ("version", .number(String(version))),
             ("campaign", .string(campaign)),
             ("format", .string(format.description)),
@@ -52,10 +65,15 @@ public struct PlanHeader: Equatable, Sendable {
             ("maxPayload", .number(String(maxPayload))),
             ("shards", .number(String(shards))),
             ("created", .number(String(created))),
-        ] + (part.map { p in [
-            ("part", .number(String(p.index))), ("parts", .number(String(p.count))),
-            ("campaignHash", .string(p.campaignHash)),
-        ] } ?? [])))])
+        ]
+        if let p = part {
+            members += [("part", .number(String(p.index))), ("parts", .number(String(p.count))), ("campaignHash", .string(p.campaignHash))]
+        }
+        if let h = http2 {
+            members += [("topic", h.topic.map { .string($0) } ?? .null), ("pushType", .string(h.pushType)),
+                        ("collapseId", h.collapseId.map { .string($0) } ?? .null)]
+        }
+        return .object([("header", .object(members))])
     }
 
     /// Reads `{"header":{…}}`.
@@ -84,6 +102,10 @@ public struct PlanHeader: Equatable, Sendable {
         }
         self.init(campaign: campaign, format: format, expiry: UInt32(expiry), priority: priority,
                   maxPayload: Int(maxPayload), shards: Int(shards), created: UInt32(created), part: part)
+        if format == .h2 {
+            guard let pushType = h["pushType"]?.stringValue else { throw .badHeader("an h2 plan needs pushType") }
+            http2 = HTTP2Fields(topic: h["topic"]?.stringValue, pushType: pushType, collapseId: h["collapseId"]?.stringValue)
+        }
     }
 }
 
