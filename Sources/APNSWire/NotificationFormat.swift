@@ -21,6 +21,9 @@ public enum NotificationFormat: UInt8, Sendable, CaseIterable, CustomStringConve
     /// Whether notifications travel as binary packets (commands 0, 1, 2).
     public var isBinary: Bool { self != .h2 }
 
+    /// The binary interface's formats: commands 0, 1 and 2.
+    public static let binaryCases: [NotificationFormat] = [.simple, .enhanced, .frame]
+
     /// The command byte that starts a packet in this format.
     public var command: UInt8 { rawValue }
 

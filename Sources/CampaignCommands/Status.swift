@@ -156,8 +156,8 @@ struct JournalView {
 
     var remaining: Int? { state.planRecords.map { max(0, $0 - state.doneCount) } }
 
-    var failedByStatus: [UInt8: Int] {
-        var out: [UInt8: Int] = [:]
+    var failedByStatus: [Int: Int] {
+        var out: [Int: Int] = [:]
         for f in state.failures { out[f.status, default: 0] += 1 }
         return out
     }

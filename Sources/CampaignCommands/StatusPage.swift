@@ -6,7 +6,7 @@ import CampaignSend
 /// by status, its connections and resends, and the summary.
 enum StatusPage {
     static func html(journal directory: String, state: JournalState, outcome: String) -> String {
-        var failedByStatus: [UInt8: Int] = [:]
+        var failedByStatus: [Int: Int] = [:]
         for f in state.failures { failedByStatus[f.status, default: 0] += 1 }
         let remaining = state.planRecords.map { String(max(0, $0 - state.doneCount)) } ?? "unknown"
         let summary: [(String, String)] = [
@@ -43,7 +43,7 @@ enum StatusPage {
     static func html(parts view: PartsView) -> String {
         let t = view.totals
         let title = view.manifest.map { "campaign \($0.campaign) · \($0.parts.count) parts" } ?? "campaign send · \(view.rows.count) journals"
-        var failedByStatus: [UInt8: Int] = [:]
+        var failedByStatus: [Int: Int] = [:]
         for row in view.rows { for f in row.journal?.state.failures ?? [] { failedByStatus[f.status, default: 0] += 1 } }
         var page = """
         <!DOCTYPE html>
@@ -134,11 +134,11 @@ enum StatusPage {
         return svg + "</svg>\n"
     }
 
-    static func outcomeBars(accepted: Int, presumed: Int, failed: [UInt8: Int]) -> String {
+    static func outcomeBars(accepted: Int, presumed: Int, failed: [Int: Int]) -> String {
         var bars: [(String, Int, String)] = [("accepted", accepted, "#2a9a4a")]
         if presumed > 0 { bars.append(("presumed delivered", presumed, "#8aa")) }
         for (status, count) in failed.sorted(by: { $0.key < $1.key }) {
-            bars.append(("status \(status): \(ErrorResponse.Status(rawValue: status).meaning)", count, "#c03030"))
+            bars.append(("status \(status): \(SendFailure.meaning(status: status))", count, "#c03030"))
         }
         let maxCount = max(1, bars.map(\.1).max() ?? 1)
         let rowHeight = 24.0

@@ -75,7 +75,10 @@ public struct SendFailure: Equatable, Sendable {
     public var seq: UInt64
     public var shard: Int
     public var ordinal: Int
-    public var status: UInt8
+    /// The binary error-response status (1–255), or the HTTP/2 status (400 and up).
+    public var status: Int
+    /// HTTP/2: the answer's reason (`BadDeviceToken`); nil for the binary interface.
+    public var httpReason: String?
     public var token: [UInt8]
     /// Whether the sender gave up after retries rather than on the first answer.
     public var gaveUp: Bool
@@ -83,17 +86,23 @@ public struct SendFailure: Equatable, Sendable {
     /// 5 for one quarantined for heading lost connections).
     public var attempts: Int
 
-    public init(seq: UInt64, shard: Int, ordinal: Int, status: UInt8, token: [UInt8], gaveUp: Bool, attempts: Int = 1) {
-        (self.seq, self.shard, self.ordinal, self.status, self.token, self.gaveUp, self.attempts) =
-            (seq, shard, ordinal, status, token, gaveUp, attempts)
+    public init(seq: UInt64, shard: Int, ordinal: Int, status: Int, httpReason: String? = nil, token: [UInt8], gaveUp: Bool, attempts: Int = 1) {
+        (self.seq, self.shard, self.ordinal, self.status, self.httpReason, self.token, self.gaveUp, self.attempts) =
+            (seq, shard, ordinal, status, httpReason, token, gaveUp, attempts)
+    }
+
+    /// A status in words: a binary status's meaning, or an HTTP/2 status and its reason.
+    public static func meaning(status: Int, httpReason: String? = nil) -> String {
+        if status >= 256 || httpReason != nil { return "HTTP \(status)" + (httpReason.map { " \($0)" } ?? "") }
+        return ErrorResponse.Status(rawValue: UInt8(status)).meaning
     }
 
     /// What the failure means, in words.
     public var reason: String {
-        if gaveUp && status == ErrorResponse.Status.unknown.rawValue && attempts >= DropStrikes.quarantineAfter {
+        if httpReason == nil, gaveUp && status == Int(ErrorResponse.Status.unknown.rawValue) && attempts >= DropStrikes.quarantineAfter {
             return "quarantined: it headed \(attempts) connections in a row that were lost without an answer"
         }
-        let meaning = ErrorResponse.Status(rawValue: status).meaning
+        let meaning = Self.meaning(status: status, httpReason: httpReason)
         return gaveUp ? "\(meaning), given up after \(attempts) attempts" : meaning
     }
 }

@@ -54,7 +54,7 @@ public enum JournalRecord: Equatable, Sendable {
             var token: [UInt8] = []
             HexEncoding.append(f.token, to: &token)
             return .object([("t", .string("fail")), ("seq", .number(String(f.seq))), ("shard", n(f.shard)),
-                            ("ordinal", n(f.ordinal)), ("status", n(Int(f.status))),
+                            ("ordinal", n(f.ordinal)), ("status", n(f.status))] + (f.httpReason.map { [("http_reason", JSONValue.string($0))] } ?? []) + [
                             ("token", .string(String(decoding: token, as: UTF8.self))), ("gave_up", .bool(f.gaveUp)),
                             ("attempts", n(f.attempts))])
         case .plan(let records, let crc32, let incomplete):
@@ -96,7 +96,7 @@ public enum JournalRecord: Equatable, Sendable {
         case "presumed": self = .presumed(shard: int("shard"), ranges: ranges())
         case "fail":
             self = .fail(SendFailure(seq: UInt64(clamping: int("seq")), shard: int("shard"), ordinal: int("ordinal"),
-                                     status: UInt8(clamping: int("status")),
+                                     status: int("status"), httpReason: v["http_reason"]?.stringValue,
                                      token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [],
                                      gaveUp: v["gave_up"] == .bool(true),
                                      // Journals before `attempts` was recorded: 1, or 3 for one given up then.

@@ -71,7 +71,8 @@ public struct SendReport: Sendable {
     public var alreadyDone = 0
     public var accepted = 0
     public var presumed = 0
-    public var failedByStatus: [UInt8: Int] = [:]
+    /// Binary statuses (1–255) and HTTP/2 statuses (400 and up).
+    public var failedByStatus: [Int: Int] = [:]
     public var resends = 0
     public var duplicatesRisked = 0
     public var reconnects = 0
@@ -102,7 +103,7 @@ public struct SendReport: Sendable {
         if presumed > 0 { s += ", \(presumed) presumed delivered (simple format: failures cannot be detected)" }
         s += ", \(failed) failed"
         if !failedByStatus.isEmpty {
-            s += " (" + failedByStatus.sorted { $0.key < $1.key }.map { "status \($0.key) \(ErrorResponse.Status(rawValue: $0.key).meaning): \($0.value)" }.joined(separator: ", ") + ")"
+            s += " (" + failedByStatus.sorted { $0.key < $1.key }.map { "status \($0.key)\($0.key >= 256 ? "" : " " + SendFailure.meaning(status: $0.key)): \($0.value)" }.joined(separator: ", ") + ")"
         }
         if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
         s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(Int(perSecond))/s"

@@ -145,7 +145,7 @@ final class SendShared: @unchecked Sendable {
         counts.presumed += outcome.presumed
         for f in outcome.failures {
             counts.failedByStatus[f.status, default: 0] += 1
-            if f.status == ErrorResponse.Status.invalidToken.rawValue { feedbackTokens.append((f.token, UInt32(time(nil)))) }
+            if f.httpReason == nil, f.status == Int(ErrorResponse.Status.invalidToken.rawValue) { feedbackTokens.append((f.token, UInt32(time(nil)))) }
         }
         do {
             for f in outcome.failures { try journal.append(.fail(f)) }

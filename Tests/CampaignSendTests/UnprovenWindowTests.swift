@@ -74,7 +74,7 @@ import APNSWire
     @Test func malformedStatusesAreFinalAndReported() throws {
         for status in [ErrorResponse.Status.missingPayload, .invalidPayloadSize, .protocolError] {
             let r = try #require(Fixture(count: 3).resolve(status, 3))
-            #expect(r.outcome.failures.map(\.status) == [status.rawValue])
+            #expect(r.outcome.failures.map(\.status) == [Int(status.rawValue)])
             #expect(r.refusedAsMalformed.map(\.seq) == [3])
             #expect(r.resend.isEmpty)
         }
