@@ -77,7 +77,7 @@ let package = Package(
         .target(name: "CampaignHTTP2", dependencies: ["CNGHTTP2"]),
         // The sender: sessions, the transport seam, the binary transport, the journal.
         .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
-                                                     "FeedbackStore"], swiftSettings: hotPath),
+                                                     "CampaignHTTP2", "FeedbackStore"], swiftSettings: hotPath),
 
         // The gateway and feedback simulator, startable in-process on port 0.
         .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "CampaignHTTP2"]),

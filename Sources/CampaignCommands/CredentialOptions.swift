@@ -50,12 +50,15 @@ struct CredentialOptions: ParsableArguments {
     }
 
     /// A client context presenting the certificate and trusting `ca` (or the system store).
-    static func context(cert: String, key: String?, ca: String?, passphrase: String?) throws -> TLSContext {
+    /// With `http2`, the context offers ALPN h2, and `cert` may be empty
+    /// (token authentication presents no certificate).
+    static func context(cert: String, key: String?, ca: String?, passphrase: String?, http2: Bool = false) throws -> TLSContext {
         let lower = cert.lowercased()
-        let identity = lower.hasSuffix(".p12") || lower.hasSuffix(".pfx")
+        let identity = cert.isEmpty && http2 ? nil
+            : lower.hasSuffix(".p12") || lower.hasSuffix(".pfx")
             ? try TLSIdentity.pkcs12(path: cert, passphrase: passphrase)
             : try TLSIdentity.pem(certificate: cert, key: key, passphrase: passphrase)
-        return try TLSContext.client(identity: identity, trust: ca.map { .file($0) } ?? .system)
+        return try TLSContext.client(identity: identity, trust: ca.map { .file($0) } ?? .system, http2: http2)
     }
 }
 
@@ -66,6 +69,15 @@ enum GatewayAddress {
         var host = String(text[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         return host.isEmpty ? nil : (host, port)
+    }
+
+    /// The HTTP/2 provider API's hosts.
+    static func http2Environment(_ name: String) -> (String, Int)? {
+        switch name {
+        case "production": ("api.push.apple.com", 443)
+        case "sandbox": ("api.sandbox.push.apple.com", 443)
+        default: nil
+        }
     }
 
     static func environment(_ name: String, feedback: Bool) -> (String, Int)? {

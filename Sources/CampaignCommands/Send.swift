@@ -32,10 +32,22 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("Gateway address.", valueName: "host:port"))
     var gateway: String?
 
-    @Option(help: ArgumentHelp("sandbox (gateway.sandbox.push.apple.com:2195) or production (gateway.push.apple.com:2195).", valueName: "name"))
+    @Option(help: ArgumentHelp("sandbox or production: gateway.sandbox.push.apple.com:2195 / gateway.push.apple.com:2195, or for an h2 plan api.sandbox.push.apple.com:443 / api.push.apple.com:443.", valueName: "name"))
     var environment: String?
 
     @OptionGroup var credentials: CredentialOptions
+
+    @Option(help: ArgumentHelp("h2 plans: a provider-token key (AuthKey_<KEY ID>.p8) instead of --cert; with --key-id and --team-id.", valueName: "file"))
+    var authKey: String?
+
+    @Option(help: ArgumentHelp("The --auth-key's 10-character key id.", valueName: "KID"))
+    var keyId: String?
+
+    @Option(help: ArgumentHelp("Your 10-character team id, for --auth-key.", valueName: "TEAM"))
+    var teamId: String?
+
+    @Option(help: ArgumentHelp("h2 plans: the most streams in flight per connection (default 1000; never above the server's limit).", valueName: "n"))
+    var streams: Int?
 
     @Option(help: "Parallel connections; each owns a share of the plan's shards (default 4).")
     var connections: Int?
@@ -71,8 +83,15 @@ struct Send: ParsableCommand {
         guard (journal == nil) != (resume == nil) else {
             throw ValidationError("Give exactly one of --journal DIR (a new send) or --resume DIR.")
         }
+        if authKey != nil || keyId != nil || teamId != nil {
+            guard authKey != nil, let k = keyId, let t = teamId else { throw ValidationError("--auth-key, --key-id and --team-id go together.") }
+            for (name, value) in [("--key-id", k), ("--team-id", t)] where value.count != 10 || !value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) {
+                throw ValidationError("\(name) must be 10 letters or digits, as Apple's are, not \"\(value)\".")
+            }
+        }
+        if let n = streams, !(1...10_000).contains(n) { throw ValidationError("--streams must be between 1 and 10000.") }
         if journal != nil {
-            guard credentials.cert != nil else { throw ValidationError("--cert is required.") }
+            guard credentials.cert != nil || authKey != nil else { throw ValidationError("--cert (or, for an h2 plan, --auth-key) is required.") }
             guard (gateway == nil) != (environment == nil) else {
                 throw ValidationError("Give exactly one of --gateway HOST:PORT or --environment sandbox|production.")
             }
@@ -104,6 +123,7 @@ struct Send: ParsableCommand {
             case .interrupted: throw CampaignExit.interrupted
             case .gaveUp: throw CampaignExit.unavailable
             case .credentials: throw CampaignExit.credentials
+            case .malformed: throw CampaignExit.incompletePlan
             }
         }
     }
@@ -127,19 +147,38 @@ struct Send: ParsableCommand {
             start = .resume(journal: dir, replan: replan, plan: plan == "-" ? nil : plan, adjust: adjust)
         } else {
             let (host, port) = gateway.flatMap(GatewayAddress.parse) ?? GatewayAddress.environment(environment!, feedback: false)!
-            settings = SendSettings(gatewayHost: host, gatewayPort: port, certificate: credentials.cert!)
+            settings = SendSettings(gatewayHost: host, gatewayPort: port, certificate: credentials.cert ?? "")
             settings.key = credentials.key
             settings.caFile = credentials.ca
             apply(to: &settings)
             start = .new(plan: plan, journal: journal!, settings: settings)
         }
-        // Credentials and the gateway's name are checked before a journal is
-        // created: a wrong path, passphrase or host must not leave behind a
-        // journal that refuses the corrected command.
-        let context = try CredentialOptions.context(cert: settings.certificate, key: settings.key, ca: settings.caFile,
-                                                    passphrase: credentials.passphrase())
-        if resume == nil { try Socket.resolve(host: settings.gatewayHost, port: settings.gatewayPort) }
-        let session = try SendSession(start)
+        // Credentials and the gateway's name are checked once the plan's
+        // format is known and before a journal is created: a wrong path,
+        // passphrase or host must not leave behind a journal that refuses the
+        // corrected command.
+        var madeContext: TLSContext?
+        let passphrase = try credentials.passphrase()
+        let session = try SendSession(start) { header, settings in
+            let http2 = header.format == .h2
+            if resume == nil, gateway == nil, let name = environment {
+                (settings.gatewayHost, settings.gatewayPort) = http2 ? GatewayAddress.http2Environment(name)! : GatewayAddress.environment(name, feedback: false)!
+            }
+            if http2 && settings.certificate.isEmpty && settings.authKey == nil {
+                throw ValidationError("An h2 plan needs --cert or --auth-key.")
+            }
+            if !http2 && settings.certificate.isEmpty {
+                throw ValidationError("The binary interface (a \(header.format) plan) needs --cert: provider tokens (--auth-key) are for h2 plans.")
+            }
+            if let key = settings.authKey {
+                // The key is read now, so a wrong path fails before anything is sent.
+                _ = try PrivateKey.load(pemFile: key, passphrase: nil)
+            }
+            madeContext = try CredentialOptions.context(cert: settings.certificate, key: settings.key, ca: settings.caFile,
+                                                        passphrase: passphrase, http2: http2)
+            if resume == nil { try Socket.resolve(host: settings.gatewayHost, port: settings.gatewayPort) }
+        }
+        guard let context = madeContext else { throw ValidationError("internal: no TLS context") }
         for note in session.notes { printError("campaign send: \(note)") }
         let sender = try session.makeSender(context: context, cancellation: CancellationPipe(),
                                             logger: { printError("campaign send: \($0)") })
@@ -160,6 +199,12 @@ struct Send: ParsableCommand {
         if let v = checkpointEvery { settings.checkpointEvery = v }
         if let v = checkpointSeconds { settings.checkpointMilliseconds = Int((v * 1000).rounded()) }
         if let v = feedbackStore { settings.feedbackStore = v }
+        if let v = streams { settings.streams = v }
+        if let v = authKey {
+            settings.authKey = URL(fileURLWithPath: v).standardizedFileURL.path
+            settings.keyID = keyId
+            settings.teamID = teamId
+        }
     }
 }
 

@@ -30,10 +30,17 @@ public struct SendSettings: Equatable, Sendable {
     /// A connection that cannot write for this long is treated as lost (a
     /// gateway that stopped reading); three in a row end the send, resumable.
     public var stallSeconds: Double = 60
+    /// The provider certificate; empty with token authentication (HTTP/2).
     public var certificate: String
     public var key: String?
     public var caFile: String?
     public var feedbackStore: String?
+    /// HTTP/2: the most streams in flight per connection (never above the server's limit).
+    public var streams = 1000
+    /// HTTP/2 token authentication: the `.p8` key, its id and the team id.
+    public var authKey: String?
+    public var keyID: String?
+    public var teamID: String?
 
     public init(gatewayHost: String, gatewayPort: Int, certificate: String) {
         self.gatewayHost = gatewayHost
@@ -50,7 +57,9 @@ public struct SendSettings: Equatable, Sendable {
             ("connections", n(connections)), ("batch_bytes", n(batchBytes)), ("batch_delay_ms", n(batchDelayMilliseconds)),
             ("rate", n(rate)), ("checkpoint_every", n(checkpointEvery)), ("checkpoint_ms", n(checkpointMilliseconds)), ("max_window", n(maxWindow)),
             ("cert", .string(certificate)), ("key", s(key)), ("ca", s(caFile)), ("feedback_store", s(feedbackStore)),
-        ])
+        ] + (authKey == nil && streams == 1000 ? [] : [
+            ("streams", n(streams)), ("auth_key", s(authKey)), ("key_id", s(keyID)), ("team_id", s(teamID)),
+        ]))
     }
 
     init?(json v: JSONValue) {
@@ -67,6 +76,10 @@ public struct SendSettings: Equatable, Sendable {
         key = v["key"]?.stringValue
         caFile = v["ca"]?.stringValue
         feedbackStore = v["feedback_store"]?.stringValue
+        streams = Int(v["streams"]?.integerValue ?? 1000)
+        authKey = v["auth_key"]?.stringValue
+        keyID = v["key_id"]?.stringValue
+        teamID = v["team_id"]?.stringValue
     }
 }
 

@@ -10,6 +10,10 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
     case unreachable(TLSError)
     /// The gateway keeps ending connections without accepting anything.
     case unproductive(connections: Int)
+    /// HTTP/2: APNs refused a credential (a 403, or TopicDisallowed): the sentence says which and what to do.
+    case credentialRefused(String)
+    /// HTTP/2: this many requests in a row were refused as malformed (a bug in the plan or in us).
+    case malformedRequests(count: Int, last: String)
 
     public var description: String {
         switch self {
@@ -17,6 +21,9 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
         case .unreachable(let e): "Giving up after repeated connection failures: \(e)"
         case .unproductive(let n):
             "Giving up: the gateway ended \(n) connections in a row without accepting or refusing anything (is it an APNs gateway?)"
+        case .credentialRefused(let sentence): sentence
+        case .malformedRequests(let n, let last):
+            "Stopping: APNs refused \(n) requests in a row as malformed (the last: \(last)); the plan or campaign is wrong, and sending the rest would fail the same way"
         }
     }
 }
@@ -61,6 +68,8 @@ public enum SendOutcome: String, Sendable {
     case gaveUp = "gave-up"
     /// A credential or trust failure.
     case credentials
+    /// HTTP/2: too many requests in a row refused as malformed.
+    case malformed
 }
 
 /// The counts of a send, for the terminal and `--report`.

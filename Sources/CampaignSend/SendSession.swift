@@ -32,7 +32,11 @@ public final class SendSession {
     private let state: JournalState?
     private let carried: Int
 
-    public init(_ start: Start) throws {
+    /// - Parameter prepare: called once the plan's header is known and before
+    ///   a new journal is created (or a resume goes on): it may complete the
+    ///   settings for the plan's format (the gateway of `--environment`) and
+    ///   check credentials, so a wrong one leaves no journal behind.
+    public init(_ start: Start, prepare: (PlanHeader, inout SendSettings) throws -> Void = { _, _ in }) throws {
         switch start {
         case .new(let planPath, let directory, var settings):
             if planPath == "-" {
@@ -40,12 +44,14 @@ public final class SendSession {
                 settings.planPath = nil
                 let spool = "\(directory)/\(Journal.spoolName)"
                 plan = try PlanReader(source: SpoolingSource(source: FileSource(path: "-"), spoolPath: spool), path: "standard input")
+                try prepare(plan.header, &settings)
             } else {
                 settings.planPath = URL(fileURLWithPath: planPath).standardizedFileURL.path
                 // A plan file whose planner failed is refused whole, before anything is sent.
                 let records = try PlanReader.checkComplete(path: planPath)
                 planTotal = records >= 0 ? records : nil
                 plan = try PlanReader(path: planPath)
+                try prepare(plan.header, &settings)
                 // Only for a plan that can be sent: a refused one leaves no directory behind.
                 try SecureFile.makeDirectory(directory, mode: 0o700)
             }
@@ -67,6 +73,7 @@ public final class SendSession {
             }
             var settings = replayed.settings
             adjust(&settings)
+            try prepare(try Self.openPlan(state: replayed, journal: opened).header, &settings)
             do {
                 carried = try Sender.prepareResume(state: replayed, scan: Self.openPlan(state: replayed, journal: opened), journal: opened)
             } catch let error as PlanError where replayed.settings.planPath == nil && !replan {

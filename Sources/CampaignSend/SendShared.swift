@@ -112,6 +112,19 @@ final class SendShared: @unchecked Sendable {
         mutex.unlock()
     }
 
+    private var malformedInARow = 0
+    /// Requests refused as malformed in a row (HTTP/2) after which the send stops.
+    static let malformedLimit = 100
+
+    /// An HTTP/2 request refused as malformed; past ``malformedLimit`` in a row the send stops (exit 65).
+    func malformedAnswer(_ what: String) {
+        mutex.lock()
+        malformedInARow += 1
+        let n = malformedInARow
+        mutex.unlock()
+        if n >= Self.malformedLimit { fail(.malformedRequests(count: n, last: what)) }
+    }
+
     private var fruitless = 0
     private var gatewayHasAnswered = false
 
@@ -137,10 +150,12 @@ final class SendShared: @unchecked Sendable {
     func record(_ outcome: ProofOutcome) {
         mutex.lock()
         defer { mutex.unlock() }
+        if outcome.accepted > 0 { malformedInARow = 0 }
         if outcome.accepted > 0 || outcome.failures.contains(where: { !$0.gaveUp }) {
             fruitless = 0
             gatewayHasAnswered = true
         }
+        feedbackTokens += outcome.suppress
         counts.accepted += outcome.accepted
         counts.presumed += outcome.presumed
         for f in outcome.failures {

@@ -104,7 +104,10 @@ public final class Sender: @unchecked Sendable {
     /// Sends every record of `plan` not already final in the journal, over
     /// the transport its format names.
     public func run(plan: PlanReader) throws -> SendReport {
-        try run(plan: plan, transport: BinaryTransport(header: plan.header))
+        if plan.header.format == .h2 {
+            return try run(plan: plan, transport: HTTP2Transport(header: plan.header, settings: settings, journal: journal.directory))
+        }
+        return try run(plan: plan, transport: BinaryTransport(header: plan.header))
     }
 
     func run<Transport: NotificationTransport>(plan: PlanReader, transport: Transport) throws -> SendReport {
@@ -204,8 +207,9 @@ public final class Sender: @unchecked Sendable {
 
         if let failure = shared.failureReason {
             switch failure {
-            case .credentials: report.outcome = .credentials
+            case .credentials, .credentialRefused: report.outcome = .credentials
             case .unreachable, .unproductive: report.outcome = .gaveUp
+            case .malformedRequests: report.outcome = .malformed
             }
             report.message = failure.description
         } else if shared.journalFailure != nil || cancellation.isCancelled || shared.isStopping {

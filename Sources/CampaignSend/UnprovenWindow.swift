@@ -44,6 +44,8 @@ struct ProofOutcome {
     var accepted = 0
     var presumed = 0
     var failures: [SendFailure] = []
+    /// Tokens for the suppression store, with when they stopped being valid (HTTP/2 410 answers).
+    var suppress: [([UInt8], UInt32)] = []
 
     /// `e` failed for good; `attempts` is how many times it was sent (by
     /// default, its refusals so far and this one).

@@ -36,6 +36,11 @@ public struct ProviderToken: Sendable, Equatable {
         text = input + "." + Base64URL.encode(raw)
     }
 
+    /// A token made before (read back from where it was kept); check it with ``verify(_:key:)``.
+    public init(keyID: String, teamID: String, issuedAt: Int64, text: String) {
+        (self.keyID, self.teamID, self.issuedAt, self.text) = (keyID, teamID, issuedAt, text)
+    }
+
     /// Whether `token` is a valid ES256 JWT for the public half of `key`:
     /// what the tests check against OpenSSL's verifier.
     public static func verify(_ token: String, key: PrivateKey) -> Bool {

@@ -1,0 +1,425 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import APNSWire
+import CampaignHTTP2
+import CampaignIO
+import CampaignTLS
+
+/// One HTTP/2 connection to APNs and the shards it owns, on its own thread:
+/// the HTTP/2 half of ``NotificationTransport``.
+///
+/// Every notification is a stream, and every stream gets an answer, so
+/// nothing waits for a proof: each outcome is final when it arrives (issue
+/// 15's table, ``H2Answer``). What never got an answer is sent again: exactly
+/// when the server said it never processed it (REFUSED_STREAM, or above a
+/// GOAWAY's last stream), and counted as a possible duplicate when the
+/// connection was lost with it open.
+final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
+    /// A notification on its way: its bytes as the transport encoded them.
+    struct Item {
+        var seq: UInt64
+        var shard: Int32
+        var ordinal: Int32
+        var bytes: [UInt8]
+        /// Answers that asked for a retry (429, 500, 503) so far.
+        var retries = 0
+        var token: ArraySlice<UInt8> { bytes[1..<(1 + Int(bytes[0]))] }
+        var payload: ArraySlice<UInt8> { bytes[(1 + Int(bytes[0]))...] }
+    }
+
+    /// Retries after 429/500/503: at most this many answers of that kind, then final.
+    static let maxAttempts = 3
+    /// A connection with streams open and nothing read for this long gets a PING…
+    static let pingIdleSeconds = 30.0
+    /// …and is dropped when the PING is not answered within this.
+    static let pingTimeoutSeconds = 10.0
+
+    let index: Int
+    let queue: WorkQueue
+    let shared: SendShared
+    let settings: SendSettings
+    let fields: RequestFields
+    let tokens: ProviderTokenSource?
+    private let dialer: GatewayDialer
+    private var bucket: TokenBucket?
+    private var marks: SentMarks
+    private var queueEmpty = false
+    private var inputFinished = false
+
+    private var ready: [Item] = []
+    private var readyHead = 0
+    private var waiting: [(due: UInt64, item: Item)] = []
+    private var inFlight: [Int32: Item] = [:]
+    private var connection: TLSConnection?
+    private var session: H2Session?
+    private var connectionToken: ProviderToken?
+    private var out: [UInt8] = []
+    private var written = 0
+    private var goingAway = false
+    private var lastReadAt: UInt64 = 0
+    private var pingSentAt: UInt64?
+    private var silentConnections = 0
+    private var answers = ProofOutcome()
+    private var frames: [UInt8] = []
+    private var taken: [(QueuedFrame, Int)] = []
+    private var readBuffer = [UInt8](repeating: 0, count: 65_536)
+
+    init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, fields: RequestFields, shards: Int, tokens: ProviderTokenSource?) {
+        self.index = index
+        self.queue = queue
+        self.shared = shared
+        self.settings = settings
+        self.fields = fields
+        self.tokens = tokens
+        marks = SentMarks(shards: shards)
+        dialer = GatewayDialer(settings: settings, shared: shared)
+        if settings.rate > 0 { bucket = TokenBucket(perSecond: Double(settings.rate) / Double(max(1, settings.connections))) }
+    }
+
+    private var now: UInt64 { Deadline.now().nanoseconds }
+    private var readyCount: Int { ready.count - readyHead }
+    private var hasWork: Bool { !shared.isStopping && (readyCount > 0 || !queueEmpty) }
+
+    // MARK: - Main loop
+
+    func run() {
+        while !shared.cancellation.isCancelled {
+            let t = now
+            while let i = waiting.firstIndex(where: { $0.due <= t }) { ready.append(waiting.remove(at: i).item) }
+            if connection == nil {
+                let state = queue.state
+                queueEmpty = state.empty
+                inputFinished = inputFinished || state.finished
+            }
+            let idle = !hasWork && inFlight.isEmpty
+            if idle && (shared.isStopping || (inputFinished && waiting.isEmpty)) { break }
+            if connection == nil {
+                if !hasWork {
+                    // Nothing to send now: the next retry's time, or new frames.
+                    if let due = waiting.map(\.due).min() {
+                        _ = sleep(until: .after(seconds: Double(due - min(due, now)) / 1e9), cancellation: shared.halt)
+                    } else {
+                        queue.waitForFrames(orAnyOf: [shared.cancellation, shared.halt])
+                    }
+                    continue
+                }
+                guard open() else { if shared.isFinished { break } else { continue } }
+            }
+            submitRequests()
+            pump()
+        }
+        if let connection { inFlight.isEmpty ? connection.close() : connection.abort() }
+        connection = nil
+        flushAnswers()
+        dialer.dropSpare()
+        queue.abandon()
+        shared.workerFinished(sentBelow: marks.map)
+    }
+
+    private func open() -> Bool {
+        guard let c = dialer.connect() else { return false }
+        guard c.negotiatedProtocol == "h2" else {
+            c.abort()
+            shared.fail(.credentialRefused("\(settings.gatewayHost):\(settings.gatewayPort) does not speak HTTP/2 (it did not agree to ALPN h2): is it the HTTP/2 provider API (api.push.apple.com:443), or a binary-interface gateway for a plan of another format?"))
+            return false
+        }
+        do {
+            // No server push; a large window, so answers never wait for ours.
+            session = try H2Session(role: .client, settings: [(id: 2, value: 0), (id: 4, value: 1 << 20)])
+        } catch {
+            c.abort()
+            shared.log("connection \(index + 1): \(error)")
+            return false
+        }
+        connection = c
+        connectionToken = tokens?.current()
+        goingAway = false
+        out.removeAll(keepingCapacity: true)
+        written = 0
+        lastReadAt = now
+        pingSentAt = nil
+        return true
+    }
+
+    // MARK: - Requests
+
+    private func submitRequests() {
+        guard let session, !goingAway, !shared.isStopping else { return }
+        // Apple holds a token connection at one stream until a token is
+        // accepted, and may lower the limit after failures: never above it.
+        let limit = min(settings.streams, Int(min(session.remoteMaxConcurrentStreams, UInt32(Int32.max))))
+        while inFlight.count < limit {
+            if bucket != nil, !bucket!.take(now: now) { break }
+            if readyCount == 0 {
+                let want = bucket != nil ? 1 : limit - inFlight.count
+                frames.removeAll(keepingCapacity: true)
+                taken.removeAll(keepingCapacity: true)
+                let (n, finished) = queue.take(maxBytes: 1 << 20, maxFrames: want, into: &frames) { frame, offset in
+                    taken.append((frame, offset))
+                }
+                for (frame, offset) in taken {
+                    ready.append(Item(seq: frame.seq, shard: frame.shard, ordinal: frame.ordinal,
+                                      bytes: Array(frames[offset..<(offset + frame.count)])))
+                }
+                if finished { inputFinished = true }
+                queueEmpty = n == 0 || queue.isEmpty
+                if n == 0 { break }
+            }
+            let item = ready[readyHead]
+            readyHead += 1
+            if readyHead > 4096, readyHead * 2 > ready.count { ready.removeFirst(readyHead); readyHead = 0 }
+            do throws(H2Error) {
+                let stream = try session.submitRequest(headers: headers(for: item), body: Array(item.payload))
+                inFlight[stream] = item
+                marks.handed(shard: item.shard, ordinal: item.ordinal)
+            } catch {
+                // The session will start no more streams (GOAWAY): this one goes on the next connection.
+                readyHead -= 1
+                ready[readyHead] = item
+                goingAway = true
+                break
+            }
+        }
+        if readyHead == ready.count { ready.removeAll(keepingCapacity: true); readyHead = 0 }
+    }
+
+    private func headers(for item: Item) -> [H2Session.Header] {
+        var hex: [UInt8] = Array("/3/device/".utf8)
+        HexEncoding.append(item.token, to: &hex)
+        var h: [H2Session.Header] = [.init(":method", "POST"), .init(":scheme", "https"),
+                                     .init(":path", String(decoding: hex, as: UTF8.self)), .init(":authority", settings.gatewayHost)]
+        for (name, value) in fields.common { h.append(.init(name, value)) }
+        h.append(.init("apns-id", NotificationID.uuid(planChecksum: fields.planIdentity, seq: item.seq)))
+        if let connectionToken { h.append(.init("authorization", "bearer " + connectionToken.text)) }
+        return h
+    }
+
+    // MARK: - I/O
+
+    private func pump() {
+        guard let connection, let session else { return }
+        do throws(H2Error) { try session.send(into: &out) } catch {
+            shared.log("connection \(index + 1): \(error); reconnecting")
+            connectionLost()
+            return
+        }
+        if written < out.count, !marks.unmarked.isEmpty {
+            // Write-ahead, as for the binary interface: the journal learns what
+            // may reach the gateway before it can.
+            shared.markSent(shards: marks.unmarked, below: marks.below)
+            marks.markedAll()
+        }
+        if written < out.count {
+            guard (try? connection.writeAvailable(out, from: &written)) == true else { connectionLost(); return }
+            if written == out.count { out.removeAll(keepingCapacity: true); written = 0 }
+        }
+        let t = now
+        var timeout: Int32 = 1000
+        if let due = waiting.map(\.due).min() { timeout = min(timeout, Int32(max(0, min(1000, (Int64(due) - Int64(t)) / 1_000_000 + 1)))) }
+        if bucket != nil && hasWork { timeout = min(timeout, 5) }
+        let canTakeMore = !goingAway && !inputFinished && queueEmpty && readyCount == 0
+            && inFlight.count < min(settings.streams, Int(min(session.remoteMaxConcurrentStreams, UInt32(Int32.max))))
+        var fds = [pollfd(fd: connection.socket.fd, events: Int16(POLLIN) | (written < out.count ? Int16(POLLOUT) : 0), revents: 0),
+                   pollfd(fd: shared.cancellation.pollDescriptor, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: shared.isStopping ? -1 : shared.halt.pollDescriptor, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: queue.doorbell.pollDescriptor, events: Int16(POLLIN), revents: 0)]
+        var watchQueue = canTakeMore
+        if watchQueue && !queue.prepareToSleep() {
+            watchQueue = false
+            queueEmpty = false
+            timeout = 0
+        }
+        if !canTakeMore, readyCount > 0, !goingAway, !shared.isStopping, inFlight.count < settings.streams, bucket == nil {
+            timeout = min(timeout, 1)   // waiting on the server's stream limit: its answers wake the socket
+        }
+        _ = poll(&fds, watchQueue ? 4 : 3, timeout)
+        if fds[0].revents != 0 { readAnswers() }
+        flushAnswers()
+        guard self.connection != nil else { return }
+        let after = now
+        if !inFlight.isEmpty {
+            if let sent = pingSentAt {
+                if Double(after - sent) / 1e9 > Self.pingTimeoutSeconds { silent("no answer to a PING within \(format1(Self.pingTimeoutSeconds)) s") }
+            } else if Double(after - lastReadAt) / 1e9 > Self.pingIdleSeconds {
+                session.submitPing()
+                pingSentAt = after
+            }
+        }
+        if self.connection != nil, goingAway, inFlight.isEmpty, written == out.count {
+            closeConnection(abort: false)   // every answer in: the next connection takes over
+        } else if self.connection != nil, !session.isActive {
+            connectionLost()
+        }
+    }
+
+    private func readAnswers() {
+        guard let connection, let session else { return }
+        while true {
+            let result: TLSConnection.IOResult
+            do { result = try readBuffer.withUnsafeMutableBytes { try connection.tryRead(into: $0) } } catch { connectionLost(); return }
+            switch result {
+            case .bytes(let n):
+                lastReadAt = now
+                pingSentAt = nil
+                do throws(H2Error) { try session.receive(readBuffer, count: n) } catch {
+                    shared.log("connection \(index + 1): \(error); reconnecting")
+                    handle(session.drainEvents())
+                    connectionLost()
+                    return
+                }
+                handle(session.drainEvents())
+                if self.connection == nil { return }
+            case .wantRead, .wantWrite:
+                return
+            case .closed:
+                handle(session.drainEvents())
+                connectionLost()
+                return
+            }
+        }
+    }
+
+    // MARK: - Outcomes
+
+    private func handle(_ events: [H2Session.Event]) {
+        for event in events {
+            switch event {
+            case .message(let stream, let headers, let body):
+                guard let item = inFlight.removeValue(forKey: stream) else { continue }
+                let status = headers.first { $0.name == ":status" }.flatMap { Int($0.value) } ?? 0
+                answered(item, H2Answer(status: status, body: body, retryAfter: headers.first { $0.name == "retry-after" }?.value))
+            case .streamClosed(let stream, let code):
+                guard let item = inFlight.removeValue(forKey: stream) else { continue }
+                if code == H2Session.ErrorCode.refusedStream {
+                    // RFC 9113 §8.7: never processed, so sent again exactly.
+                    ready.append(item)
+                    shared.count(resends: 1)
+                } else {
+                    ready.append(item)
+                    shared.count(resends: 1, duplicatesRisked: 1)
+                }
+            case .goAway(let last, let code):
+                goingAway = true
+                if code != H2Session.ErrorCode.noError {
+                    shared.log("connection \(index + 1): the server is closing the connection (GOAWAY, error \(code), last stream \(last)); what it did not process goes on the next")
+                }
+            case .pingAcknowledged:
+                pingSentAt = nil
+            case .settings:
+                break
+            }
+        }
+    }
+
+    private func answered(_ item: Item, _ answer: H2Answer) {
+        silentConnections = 0
+        var item = item
+        switch answer.verdict {
+        case .accepted:
+            answers.acceptedOrdinals[item.shard, default: []].append(Int(item.ordinal))
+            answers.accepted += 1
+        case .unregistered(let at):
+            fail(item, answer)
+            answers.suppress.append((Array(item.token), at ?? UInt32(clamping: ProviderTokenSource.now())))
+        case .refusedForItsToken:
+            fail(item, answer)
+        case .refusedAsMalformed:
+            fail(item, answer)
+            shared.log("connection \(index + 1): APNs refused plan record \(item.seq) with \(answer.description): a bug in the plan or in campaign; it will not be sent again")
+            shared.malformedAnswer(answer.description)
+        case .credentialRefused:
+            ready.append(item)   // not final: a resume with the right credential sends it
+            shared.fail(.credentialRefused(Self.sentence(for: answer, topic: fields.common.first { $0.name == "apns-topic" }?.value, tokenAuth: tokens != nil)))
+        case .providerTokenExpired:
+            guard let tokens, let used = connectionToken else {
+                ready.append(item)
+                shared.fail(.credentialRefused("APNs says the provider token expired (403 ExpiredProviderToken), but this send uses a certificate: is --gateway an APNs host?"))
+                return
+            }
+            connectionToken = tokens.expired(used)
+            ready.append(item)
+        case .tooManyTokenUpdates:
+            // This connection is unusable; a new one with the same token, after a pause.
+            waiting.append((now + 1_000_000_000, item))
+            goingAway = true
+        case .retryLater(let after):
+            retry(&item, answer, afterSeconds: after)
+        case .unknown:
+            retry(&item, answer, afterSeconds: nil)
+        }
+    }
+
+    private func retry(_ item: inout Item, _ answer: H2Answer, afterSeconds: Int?) {
+        item.retries += 1
+        if item.retries >= Self.maxAttempts {
+            fail(item, answer, gaveUp: true)
+            return
+        }
+        // Bounded exponential backoff with jitter, or what the server asked for.
+        let base = afterSeconds.map(Double.init) ?? min(30, 0.25 * Double(1 << min(item.retries, 7))) * Double.random(in: 0.5...1.5)
+        waiting.append((now + UInt64(min(3600, base) * 1e9), item))
+        shared.count(resends: 1)
+    }
+
+    private func fail(_ item: Item, _ answer: H2Answer, gaveUp: Bool = false) {
+        answers.failures.append(SendFailure(seq: item.seq, shard: Int(item.shard), ordinal: Int(item.ordinal), status: answer.status,
+                                            httpReason: answer.reason ?? "", token: Array(item.token), gaveUp: gaveUp,
+                                            attempts: gaveUp ? item.retries : item.retries + 1))
+    }
+
+    /// Journals the answers gathered since the last time, together.
+    private func flushAnswers() {
+        guard answers.accepted > 0 || !answers.failures.isEmpty else { return }
+        shared.record(answers)
+        answers = ProofOutcome()
+    }
+
+    /// One sentence for a refused credential: which, and what to do.
+    static func sentence(for answer: H2Answer, topic: String?, tokenAuth: Bool) -> String {
+        let what = "(\(answer.status) \(answer.reason ?? "no reason"))"
+        switch answer.reason {
+        case "BadCertificateEnvironment":
+            return "APNs refused the provider certificate \(what): it is for the other environment; use --environment to match it, or the certificate for this environment."
+        case "BadCertificate":
+            return "APNs refused the provider certificate \(what): check --cert (and --key) is the app's APNs certificate, not expired or revoked."
+        case "InvalidProviderToken", "MissingProviderToken":
+            return "APNs refused the provider token \(what): check that --auth-key is the .p8 key whose id is --key-id, and --team-id is the team that owns it."
+        case "TopicDisallowed", "Forbidden":
+            return "APNs refused to send to topic \(topic ?? "(the certificate's)") \(what): check the job's topic is the app's bundle id and the \(tokenAuth ? "key's team" : "certificate") may send to it."
+        default:
+            return "APNs refused the credential \(what): check \(tokenAuth ? "--auth-key, --key-id and --team-id" : "--cert and --key") and the job's topic."
+        }
+    }
+
+    // MARK: - Lost connections
+
+    private func silent(_ what: String) {
+        silentConnections += 1
+        shared.log("connection \(index + 1): \(what); reconnecting")
+        connectionLost()
+        if silentConnections >= 3 {
+            shared.fail(.unreachable(TLSError(.timedOut(operation: "waiting for a gateway that stopped answering (3 connections in a row)"))))
+        }
+    }
+
+    /// The connection ended with streams open: they may have been processed,
+    /// so they go again, counted as possible duplicates.
+    private func connectionLost() {
+        let open = inFlight.values.sorted { $0.seq < $1.seq }
+        inFlight.removeAll()
+        ready.append(contentsOf: open)
+        if !open.isEmpty { shared.count(resends: open.count, duplicatesRisked: open.count, drops: 1) }
+        closeConnection(abort: true)
+    }
+
+    private func closeConnection(abort: Bool) {
+        if let connection { abort ? connection.abort() : connection.close() }
+        connection = nil
+        session = nil
+        out.removeAll(keepingCapacity: true)
+        written = 0
+        goingAway = false
+        pingSentAt = nil
+    }
+}
