@@ -117,7 +117,7 @@ let package = Package(
         .testTarget(
             name: "CampaignCommandsTests",
             dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream",
-                           "CampaignPayload", "CampaignSend", "AudienceIngest", "APNSWire", "GatewaySimulator"]
+                           "CampaignPayload", "CampaignSend", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore"]
         ),
     ]
 )

@@ -57,6 +57,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var out: [UInt8] = []
     private var written = 0
     private var goingAway = false
+    private var settingsReceived = false
+    private var acceptedOnConnection = false
     private var lastReadAt: UInt64 = 0
     private var pingSentAt: UInt64?
     private var silentConnections = 0
@@ -135,6 +137,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         connection = c
         connectionToken = tokens?.current()
         goingAway = false
+        settingsReceived = false
+        acceptedOnConnection = false
         out.removeAll(keepingCapacity: true)
         written = 0
         lastReadAt = now
@@ -146,9 +150,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     private func submitRequests() {
         guard let session, !goingAway, !shared.isStopping else { return }
-        // Apple holds a token connection at one stream until a token is
-        // accepted, and may lower the limit after failures: never above it.
-        let limit = min(settings.streams, Int(min(session.remoteMaxConcurrentStreams, UInt32(Int32.max))))
+        let limit = streamLimit(session)
         while inFlight.count < limit {
             if bucket != nil, !bucket!.take(now: now) { break }
             if readyCount == 0 {
@@ -182,6 +184,16 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             }
         }
         if readyHead == ready.count { ready.removeAll(keepingCapacity: true); readyHead = 0 }
+    }
+
+    /// Streams this connection may have open: `--streams`, never above the
+    /// server's limit; until its SETTINGS arrive, at most 100 (RFC 9113's
+    /// floor), and on a token connection one until a request succeeds, as
+    /// Apple holds it (more would only be refused).
+    private func streamLimit(_ session: H2Session) -> Int {
+        let server = Int(min(session.remoteMaxConcurrentStreams, UInt32(Int32.max)))
+        if tokens != nil && !acceptedOnConnection { return 1 }
+        return min(settings.streams, settingsReceived ? server : min(server, 100))
     }
 
     private func headers(for item: Item) -> [H2Session.Header] {
@@ -218,8 +230,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         var timeout: Int32 = 1000
         if let due = waiting.map(\.due).min() { timeout = min(timeout, Int32(max(0, min(1000, (Int64(due) - Int64(t)) / 1_000_000 + 1)))) }
         if bucket != nil && hasWork { timeout = min(timeout, 5) }
-        let canTakeMore = !goingAway && !inputFinished && queueEmpty && readyCount == 0
-            && inFlight.count < min(settings.streams, Int(min(session.remoteMaxConcurrentStreams, UInt32(Int32.max))))
+        let canTakeMore = !goingAway && !inputFinished && queueEmpty && readyCount == 0 && inFlight.count < streamLimit(session)
         var fds = [pollfd(fd: connection.socket.fd, events: Int16(POLLIN) | (written < out.count ? Int16(POLLOUT) : 0), revents: 0),
                    pollfd(fd: shared.cancellation.pollDescriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: shared.isStopping ? -1 : shared.halt.pollDescriptor, events: Int16(POLLIN), revents: 0),
@@ -307,7 +318,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             case .pingAcknowledged:
                 pingSentAt = nil
             case .settings:
-                break
+                settingsReceived = true
             }
         }
     }
@@ -317,6 +328,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         var item = item
         switch answer.verdict {
         case .accepted:
+            acceptedOnConnection = true
             answers.acceptedOrdinals[item.shard, default: []].append(Int(item.ordinal))
             answers.accepted += 1
         case .unregistered(let at):

@@ -1,0 +1,216 @@
+import Foundation
+import Testing
+import APNSWire
+import CampaignIO
+import CampaignJSON
+import CampaignSend
+import CampaignTestSupport
+import CampaignTLS
+import FeedbackStore
+import GatewaySimulator
+
+/// `send` over HTTP/2 against the simulator's `--protocol h2`: every row of
+/// the outcome table, asserted from the simulator's record.
+@Suite(.serialized) struct H2SendTests {
+    static func simulator(in dir: TemporaryDirectory, faults: FaultPlan = FaultPlan(), tokens: Bool = false) throws -> GatewaySimulator {
+        var configuration = SimulatorConfiguration(certificatesDirectory: TestCertificates.directory)
+        configuration.http2 = true
+        configuration.recordPath = dir.file("record.ndjson")
+        configuration.faults = faults
+        if tokens { configuration.authKeysDirectory = TestCertificates.path(DevelopmentCertificates.authKeysDirectory) }
+        let simulator = try GatewaySimulator(configuration: configuration)
+        try simulator.start()
+        return simulator
+    }
+
+    /// An h2 plan of `count` random devices; returns the tokens.
+    static func plan(count: Int, in dir: TemporaryDirectory, seed: UInt64 = 5, topic: String = "com.example.campaign") throws -> [String] {
+        let (csv, tokens) = randomAudienceCSV(count: count, seed: seed)
+        try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+        try #"{"campaign":"h2","format":"h2","topic":"\#(topic)","messages":{"en":{"alert":"Notification {n}"}}}"#
+            .write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        let run = try PlanProcessTests.run(["plan", "job.json", "audience.csv", "--out", "plan.ndjson", "--shards", "16"], in: dir)
+        #expect(run.status == 0, "\(run.err)")
+        let order = csv.split(separator: "\n").dropFirst().map { String($0.prefix(64)) }
+        #expect(Set(order) == tokens)
+        return order
+    }
+
+    static func send(_ dir: TemporaryDirectory, _ simulator: GatewaySimulator, _ extra: [String] = [], journal: String = "journal",
+                     credentials: [String] = SendProcessTests.credentials()) throws -> CampaignProcess {
+        try CampaignProcess(["send", "plan.ndjson", "--journal", journal, "--gateway", "127.0.0.1:\(simulator.port)"] + credentials + extra, in: dir.path)
+    }
+
+    /// The simulator's record: token and apns-id of every accepted request, in order.
+    static func recorded(_ dir: TemporaryDirectory) throws -> [(token: String, id: String)] {
+        guard let text = try? String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8) else { return [] }
+        return try text.split(separator: "\n").map {
+            let v = try JSONValue.parse(String($0))
+            return (try #require(v["token"]?.stringValue), try #require(v["apns_id"]?.stringValue))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2))) func everyNotificationIsAcceptedOnceWithItsHeaders() throws {
+        let dir = TemporaryDirectory("h2send")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let tokens = try Self.plan(count: 5_000, in: dir)
+        let run = try Self.send(dir, simulator, ["--connections", "3", "--streams", "50"])
+        #expect(run.wait(timeout: 90) == 0, "\(run.stderr)")
+        simulator.stop()
+        let recorded = try Self.recorded(dir)
+        #expect(recorded.count == 5_000)
+        #expect(Set(recorded.map(\.token)) == Set(tokens))
+        #expect(Set(recorded.map(\.id)).count == 5_000, "each notification has its own apns-id")
+        let first = try JSONValue.parse(String(try String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8).prefix { $0 != "\n" }))
+        #expect(first["topic"]?.stringValue == "com.example.campaign" && first["push_type"]?.stringValue == "alert")
+        #expect(first["priority"]?.stringValue == "10")
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.outcome == "complete" && state.accepted == 5_000 && state.doneCount == 5_000)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func refusedTokensAreFinalAndUnregisteredOnesGoToTheStoreWithTheirTime() throws {
+        let dir = TemporaryDirectory("h2fail")
+        let tokens = try Self.plan(count: 600, in: dir)
+        var faults = FaultPlan()
+        let bad = Array(tokens[10..<15]), gone = Array(tokens[100..<108])
+        faults.badTokens = Set(bad.map { DeviceToken(hex: $0)!.bytes })
+        for (i, t) in gone.enumerated() { faults.unregistered[DeviceToken(hex: t)!.bytes] = 1_700_000_000 + UInt32(i) }
+        let simulator = try Self.simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, ["--feedback-store", "store.ndjson"])
+        #expect(run.wait(timeout: 90) == 0, "\(run.stderr)")
+        simulator.stop()
+        let recorded = try Self.recorded(dir).map(\.token)
+        #expect(Set(recorded) == Set(tokens).subtracting(bad).subtracting(gone))
+        #expect(recorded.count == Set(recorded).count)
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.failures.count == 13)
+        #expect(Set(state.failures.filter { $0.status == 400 }.map { $0.httpReason }) == ["BadDeviceToken"])
+        #expect(state.failures.filter { $0.status == 410 }.count == 8)
+        let store = try FeedbackStore.load(path: dir.file("store.ndjson"))
+        #expect(store.count == 8, "400 BadDeviceToken is not suppressed: the token may be the other environment's")
+        for (i, t) in gone.enumerated() { #expect(store.entries[DeviceToken(hex: t)!.bytes] == 1_700_000_000 + UInt32(i)) }
+        let failures = try PlanProcessTests.run(["status", "journal", "--failures"], in: dir)
+        #expect(String(decoding: failures.out, as: UTF8.self).contains(#""status":410,"reason":"HTTP 410 Unregistered""#))
+    }
+
+    @Test(.timeLimit(.minutes(2))) func serverErrorsAndThrottlingAreRetriedAndGivenUpAfterThreeAttempts() throws {
+        let dir = TemporaryDirectory("h2retry")
+        let tokens = try Self.plan(count: 1_500, in: dir)
+        var faults = FaultPlan()
+        faults.errorRate = 0.08
+        faults.throttleRate = 0.04
+        faults.seed = 3
+        let simulator = try Self.simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator)
+        #expect(run.wait(timeout: 90) == 0, "\(run.stderr)")
+        simulator.stop()
+        let answers = simulator.currentStatistics().answers
+        #expect((answers["500 InternalServerError"] ?? 0) + (answers["503 ServiceUnavailable"] ?? 0) > 50)
+        #expect((answers["429 TooManyRequests"] ?? 0) > 20)
+        let recorded = try Self.recorded(dir).map(\.token)
+        #expect(recorded.count == Set(recorded).count, "a refused request was not processed: no duplicates")
+        let state = try Journal.read(directory: dir.file("journal"))
+        // Each notification ends accepted, or given up after three answers asking for a retry.
+        #expect(Set(recorded).union(state.failures.map { $0.token.map { String(format: "%02x", $0) }.joined() }) == Set(tokens))
+        #expect(state.failures.allSatisfy { $0.gaveUp && $0.attempts == 3 && [429, 500, 503].contains($0.status) })
+        #expect(state.accepted + state.failures.count == 1_500)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func goAwayAndRefusedStreamsAreResentWithoutDuplicates() throws {
+        let dir = TemporaryDirectory("h2goaway")
+        let tokens = try Self.plan(count: 3_000, in: dir)
+        var faults = FaultPlan()
+        faults.goAwayAfter = 250
+        faults.maxStreams = 20
+        let simulator = try Self.simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, ["--connections", "2"])
+        #expect(run.wait(timeout: 90) == 0, "\(run.stderr)")
+        simulator.stop()
+        #expect(simulator.currentStatistics().connections.count >= 12, "a GOAWAY every 250 streams")
+        let recorded = try Self.recorded(dir).map(\.token)
+        #expect(Set(recorded) == Set(tokens))
+        #expect(recorded.count == 3_000, "streams the server did not process went again exactly: \(recorded.count - 3_000) duplicates")
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.duplicatesRisked == 0 && state.outcome == "complete")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func droppedConnectionsLoseNothingAndDuplicatesStayWithinWhatIsReported() throws {
+        let dir = TemporaryDirectory("h2drop")
+        let tokens = try Self.plan(count: 3_000, in: dir)
+        var faults = FaultPlan()
+        faults.dropEvery = 400
+        let simulator = try Self.simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, ["--connections", "2"])
+        #expect(run.wait(timeout: 90) == 0, "\(run.stderr)")
+        simulator.stop()
+        let recorded = try Self.recorded(dir).map(\.token)
+        #expect(Set(recorded) == Set(tokens))
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(recorded.count - Set(recorded).count <= state.duplicatesRisked)
+        #expect(state.duplicatesRisked > 0, "requests answered but never written back were at risk")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aTopicTheCertificateMayNotUseStopsTheSendWithExit77() throws {
+        let dir = TemporaryDirectory("h2topic")
+        _ = try Self.plan(count: 200, in: dir, topic: "com.other.app")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator)
+        #expect(run.wait(timeout: 60) == 77)
+        #expect(run.stderr.contains("APNs refused to send to topic com.other.app (400 TopicDisallowed)"), "\(run.stderr)")
+        #expect(try Self.recorded(dir).isEmpty)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func tokenAuthenticationSharesOneTokenKeptForTheResume() throws {
+        let dir = TemporaryDirectory("h2token")
+        let tokens = try Self.plan(count: 2_000, in: dir)
+        let simulator = try Self.simulator(in: dir, tokens: true)
+        defer { simulator.stop() }
+        let auth = ["--auth-key", TestCertificates.path(DevelopmentCertificates.authKey), "--key-id", DevelopmentCertificates.authKeyID,
+                    "--team-id", DevelopmentCertificates.authTeamID, "--ca", TestCertificates.path("ca.pem")]
+        let run = try Self.send(dir, simulator, ["--connections", "3"], credentials: auth)
+        #expect(run.wait(timeout: 90) == 0, "\(run.stderr)")
+        let cache = dir.file("journal/provider-token.json")
+        #expect(try FileManager.default.attributesOfItem(atPath: cache)[.posixPermissions] as? Int == 0o600)
+        let first = try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: cache)))["token"]?.stringValue
+        // A second send of the same plan soon after, in another journal that reuses the kept token.
+        try FileManager.default.createDirectory(atPath: dir.file("second"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: cache, toPath: dir.file("second/provider-token.json"))
+        let again = try Self.send(dir, simulator, [], journal: "second", credentials: auth)
+        #expect(again.wait(timeout: 90) == 0, "\(again.stderr)")
+        let second = try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: dir.file("second/provider-token.json"))))["token"]?.stringValue
+        #expect(first != nil && first == second, "the token kept in the journal was reused")
+        simulator.stop()
+        let recorded = try Self.recorded(dir).map(\.token)
+        #expect(recorded.count == 4_000 && Set(recorded) == Set(tokens))
+        #expect(simulator.currentStatistics().answers.keys.allSatisfy { $0 == "200" }, "\(simulator.currentStatistics().answers)")
+    }
+
+    @Test(.timeLimit(.minutes(3))) func killedMidSendAndResumedNothingIsLost() throws {
+        let dir = TemporaryDirectory("h2kill")
+        let tokens = try Self.plan(count: 12_000, in: dir)
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let start = ["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--rate", "4000"]
+            + SendProcessTests.credentials()
+        let (kills, finished) = try killRepeatedlyThenFinish(kills: 3, delays: 300...1200, seed: 15, next: {
+            let resume = FileManager.default.fileExists(atPath: dir.file("journal/journal.log"))
+            return try CampaignProcess(resume ? ["send", "--resume", "journal"] + SendProcessTests.credentials() : start, in: dir.path)
+        }, kill: { $0.kill9() })
+        #expect(kills >= 3 && finished)
+        simulator.stop()
+        let recorded = try Self.recorded(dir).map(\.token)
+        #expect(Set(recorded) == Set(tokens), "\(Set(tokens).subtracting(recorded).count) lost")
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(recorded.count - Set(recorded).count <= state.duplicatesRisked)
+        #expect(state.outcome == "complete" && state.doneCount == 12_000)
+        // A notification sent twice carries the same apns-id both times.
+        var idOf: [String: String] = [:]
+        for r in try Self.recorded(dir) { if let id = idOf[r.token] { #expect(id == r.id) } else { idOf[r.token] = r.id } }
+    }
+}
