@@ -49,6 +49,9 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("h2 plans: the most streams in flight per connection (default 1000; never above the server's limit).", valueName: "n"))
     var streams: Int?
 
+    @Option(help: ArgumentHelp("h2 plans: PING a connection with requests open and nothing heard for S seconds (default 30); no answer within S/3 (at most 10 s) drops it, and three dropped in a row end the send (exit 69, resumable).", valueName: "s"))
+    var pingAfter: Double?
+
     @Option(help: "Parallel connections; each owns a share of the plan's shards (default 4).")
     var connections: Int?
 
@@ -90,6 +93,7 @@ struct Send: ParsableCommand {
             }
         }
         if let n = streams, !(1...10_000).contains(n) { throw ValidationError("--streams must be between 1 and 10000.") }
+        if let s = pingAfter, !(0.3...3600).contains(s) { throw ValidationError("--ping-after must be between 0.3 and 3600 seconds.") }
         if journal != nil {
             guard credentials.cert != nil || authKey != nil else { throw ValidationError("--cert (or, for an h2 plan, --auth-key) is required.") }
             guard (gateway == nil) != (environment == nil) else {
@@ -200,6 +204,7 @@ struct Send: ParsableCommand {
         if let v = checkpointSeconds { settings.checkpointMilliseconds = Int((v * 1000).rounded()) }
         if let v = feedbackStore { settings.feedbackStore = v }
         if let v = streams { settings.streams = v }
+        if let v = pingAfter { settings.pingAfterSeconds = v }
         if let v = authKey {
             settings.authKey = URL(fileURLWithPath: v).standardizedFileURL.path
             settings.keyID = keyId

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import APNSWire
+import Foundation
 import CampaignHTTP2
 import CampaignIO
 import CampaignTLS
@@ -30,10 +31,6 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     /// Retries after 429/500/503: at most this many answers of that kind, then final.
     static let maxAttempts = 3
-    /// A connection with streams open and nothing read for this long gets a PING…
-    static let pingIdleSeconds = 30.0
-    /// …and is dropped when the PING is not answered within this.
-    static let pingTimeoutSeconds = 10.0
 
     let index: Int
     let queue: WorkQueue
@@ -250,14 +247,16 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         guard self.connection != nil else { return }
         let after = now
         if !inFlight.isEmpty {
+            let pingTimeout = min(10, settings.pingAfterSeconds / 3)
             if let sent = pingSentAt {
-                if Double(after - sent) / 1e9 > Self.pingTimeoutSeconds { silent("no answer to a PING within \(format1(Self.pingTimeoutSeconds)) s") }
-            } else if Double(after - lastReadAt) / 1e9 > Self.pingIdleSeconds {
+                if Double(after - sent) / 1e9 > pingTimeout { silent("no answer to a PING within \(String(format: "%.1f", pingTimeout)) s") }
+            } else if Double(after - lastReadAt) / 1e9 > settings.pingAfterSeconds {
                 session.submitPing()
                 pingSentAt = after
             }
         }
         if self.connection != nil, goingAway, inFlight.isEmpty, written == out.count {
+            silentConnections = 0
             closeConnection(abort: false)   // every answer in: the next connection takes over
         } else if self.connection != nil, !session.isActive {
             connectionLost()
@@ -324,7 +323,6 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     }
 
     private func answered(_ item: Item, _ answer: H2Answer) {
-        silentConnections = 0
         var item = item
         switch answer.verdict {
         case .accepted:
@@ -406,6 +404,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     // MARK: - Lost connections
 
+    /// Three connections in a row that go silent (whatever they answered
+    /// first) end the send, resumable: the gateway keeps hanging.
     private func silent(_ what: String) {
         silentConnections += 1
         shared.log("connection \(index + 1): \(what); reconnecting")

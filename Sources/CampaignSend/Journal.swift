@@ -37,6 +37,9 @@ public struct SendSettings: Equatable, Sendable {
     public var feedbackStore: String?
     /// HTTP/2: the most streams in flight per connection (never above the server's limit).
     public var streams = 1000
+    /// HTTP/2: a connection with streams open and nothing read for this long
+    /// gets a PING; unanswered within a third of it (at most 10 s), it is dropped.
+    public var pingAfterSeconds = 30.0
     /// HTTP/2 token authentication: the `.p8` key, its id and the team id.
     public var authKey: String?
     public var keyID: String?

@@ -214,3 +214,21 @@ import GatewaySimulator
         for r in try Self.recorded(dir) { if let id = idOf[r.token] { #expect(id == r.id) } else { idOf[r.token] = r.id } }
     }
 }
+
+extension H2SendTests {
+    @Test(.timeLimit(.minutes(2))) func aGatewayThatStopsAnsweringIsPingedDroppedAndGivenUpOnWithExit69() throws {
+        let dir = TemporaryDirectory("h2stall")
+        _ = try Self.plan(count: 2_000, in: dir)
+        var faults = FaultPlan()
+        faults.stallAfter = 100
+        let simulator = try Self.simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let started = Date()
+        let run = try Self.send(dir, simulator, ["--connections", "1", "--ping-after", "0.6"])
+        #expect(run.wait(timeout: 60) == 69, "\(run.stderr)")
+        #expect(Date().timeIntervalSince(started) < 30)
+        #expect(run.stderr.contains("no answer to a PING"), "\(run.stderr)")
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.outcome == "gave-up" && state.accepted == 300, "three connections, 100 answered on each: \(state.accepted)")
+    }
+}

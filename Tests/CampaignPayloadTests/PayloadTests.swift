@@ -49,8 +49,14 @@ func render(_ renderer: PayloadRenderer, _ values: [String: String], message: In
     }
 
     @Test(arguments: [
-        (#"{"campaign":"x","messages":{"en":{"alert":"a"}},"fallbak":["en"]}"#, "unknown key \"fallbak\" (known: campaign, custom, expiresIn, fallback, format, maxPayload, messages, priority, samples)"),
-        (#"{"campaign":"x","format":"fast","messages":{"en":{"alert":"a"}}}"#, "\"format\" must be \"simple\", \"enhanced\" or \"frame\", not \"fast\""),
+        (#"{"campaign":"x","messages":{"en":{"alert":"a"}},"fallbak":["en"]}"#, "unknown key \"fallbak\" (known: campaign, collapseId, custom, expiresIn, fallback, format, maxPayload, messages, priority, pushType, samples, topic)"),
+        (#"{"campaign":"x","format":"fast","messages":{"en":{"alert":"a"}}}"#, "\"format\" must be \"simple\", \"enhanced\", \"frame\" or \"h2\", not \"fast\""),
+        (#"{"campaign":"x","topic":"com.a","messages":{"en":{"alert":"a"}}}"#, "\"topic\" is for the HTTP/2 provider API: it goes with \"format\": \"h2\""),
+        (#"{"campaign":"x","format":"h2","pushType":"fax","messages":{"en":{"alert":"a"}}}"#, "\"pushType\" must be one of alert, background, voip, location, complication, fileprovider, mdm, liveactivity, pushtotalk, not \"fax\""),
+        (#"{"campaign":"x","format":"h2","collapseId":"\#(String(repeating: "c", count: 65))","messages":{"en":{"alert":"a"}}}"#, "\"collapseId\" must be 1 to 64 bytes (APNs refuses longer ones)"),
+        (#"{"campaign":"x","format":"h2","pushType":"background","priority":10,"messages":{"en":{"alert":"a"}}}"#, "\"priority\" 10 is refused by APNs for background pushes: use 5 or 1"),
+        (#"{"campaign":"x","format":"enhanced","priority":1,"messages":{"en":{"alert":"a"}}}"#, "\"priority\" must be 10 (immediate) or 5 (conserve power)"),
+        (#"{"campaign":"x","format":"h2","maxPayload":4097,"messages":{"en":{"alert":"a"}}}"#, "\"maxPayload\" must be a whole number from 1 to 4096"),
         (#"{"campaign":"x","maxPayload":2048,"messages":{"en":{"alert":"a"}}}"#, "\"maxPayload\" must be a whole number from 1 to 256"),
         (#"{"campaign":"x","fallback":["de"],"messages":{"en":{"alert":"a"}}}"#, "fallback \"de\" has no message in \"messages\""),
         (#"{"campaign":"x","messages":{"en":{"alert":"Hi {name"}}}"#, "messages.en.alert: '{' at character 4 is never closed (write {{ for a literal brace)"),
