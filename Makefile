@@ -4,8 +4,9 @@
 
 SWIFT        ?= swift
 APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev libnghttp2-dev pkg-config parallel nghttp2-client curl
-# Offline validation of deploy/k8s against Kubernetes' schemas (it carries them).
-PIP_PACKAGES := kubernetes-validate==1.37.0
+# Offline validation of deploy/k8s against Kubernetes' schemas (it carries
+# them); a Python HTTP/2 client (httpx with h2) for the simulator's tests and the bench.
+PIP_PACKAGES := kubernetes-validate==1.37.0 httpx[http2]==0.28.1
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE_BIN  := .build/release/campaign
 
@@ -25,7 +26,7 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
-	@python3 -c 'import kubernetes_validate' 2>/dev/null || python3 -m pip install -q $(if $(SUDO),--user) $(PIP_PACKAGES)
+	@python3 -c 'import kubernetes_validate, httpx, h2' 2>/dev/null || python3 -m pip install -q $(if $(SUDO),--user) $(PIP_PACKAGES)
 
 build: deps
 	$(SWIFT) build

@@ -112,7 +112,7 @@ let package = Package(
         .testTarget(name: "CampaignHTTP2Tests", dependencies: ["CampaignHTTP2"]),
         .testTarget(
             name: "GatewaySimulatorTests",
-            dependencies: ["GatewaySimulator", "APNSWire", "CampaignTLS", "CampaignTestSupport"]
+            dependencies: ["GatewaySimulator", "APNSWire", "CampaignTLS", "CampaignTestSupport", "CampaignIO", "CampaignJSON"]
         ),
         .testTarget(
             name: "CampaignCommandsTests",

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import CampaignIO
+import CampaignJSON
 import CampaignTLS
 import CampaignTestSupport
 @testable import GatewaySimulator
@@ -167,5 +168,22 @@ import CampaignTestSupport
         #expect(simulator.currentStatistics().accepted == succeeded, "\(simulator.currentStatistics().connections.map { "\($0.connection): \($0.accepted) \($0.ending ?? "open")" })")
         // A request without the token is refused for it.
         #expect(try Self.curl(simulator.port, ["-H", "apns-topic: com.example.campaign", "-d", #"{"aps":{}}"#]) == #"{"reason":"MissingProviderToken"} 403 2"#)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aPythonHTTP2ClientIsAcceptedAndRefusedWithApplesReasons() throws {
+        let dir = TemporaryDirectory("h2python")
+        let simulator = try Self.start(dir)
+        defer { simulator.stop() }
+        let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        func python(_ topic: String, count: Int) throws -> JSONValue {
+            let run = try Self.run("python3", [repo + "/scripts/h2client.py", "--port", String(simulator.port), "--ca", TestCertificates.path("ca.pem"),
+                                               "--cert", TestCertificates.path("client.pem"), "--key", TestCertificates.path("client.key"),
+                                               "--topic", topic, "--count", String(count), "--streams", "20"])
+            #expect(run.status == 0, "\(run.out)")
+            return try JSONValue.parse(String(run.out.split(separator: "\n").last ?? ""))
+        }
+        #expect(try python("com.example.campaign", count: 300)["status"]?["200"]?.integerValue == 300)
+        #expect(try python("com.other.app", count: 7)["status"]?["400 TopicDisallowed"]?.integerValue == 7)
+        #expect(simulator.currentStatistics().accepted == 300)
     }
 }
