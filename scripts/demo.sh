@@ -41,3 +41,35 @@ echo "== simulator"
 tail -n 1 "$out/simulator.log"
 echo "== report ($out/report.json)"
 cat "$out/report.json"
+
+echo
+echo "== HTTP/2: simulator --protocol h2 with provider-token auth, 3 bad tokens, a GOAWAY every 500 streams, 1% 500/503 answers"
+"$bin" simulator --protocol h2 --certs "$out/certs" --auth-keys "$out/certs/auth-keys" --ready-file "$out/h2-ready.json" \
+  --record "$out/h2-record.ndjson" --stats "$out/h2-stats.json" --bad-tokens samples/bad-tokens.txt --goaway-after 500 \
+  --error-rate 0.01 --seed 7 --max-seconds 300 2>"$out/h2-simulator.log" &
+simulator=$!
+trap 'kill "$simulator" 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do
+  [ -s "$out/h2-ready.json" ] && break
+  kill -0 "$simulator" 2>/dev/null || { cat "$out/h2-simulator.log" >&2; exit 1; }
+  sleep 0.05
+done
+[ -s "$out/h2-ready.json" ] || { echo "the HTTP/2 simulator did not start" >&2; exit 1; }
+port=$(sed -E 's/.*"port":([0-9]+).*/\1/' "$out/h2-ready.json")
+
+echo "== plan jobs/spring-h2.json samples/audience.csv | send (token auth: AuthKey_DEVKEY0001.p8)"
+"$bin" plan jobs/spring-h2.json samples/audience.csv --rejects "$out/h2-rejects.ndjson" \
+  | "$bin" send --journal "$out/h2-journal" --gateway "127.0.0.1:$port" \
+      --auth-key "$out/certs/AuthKey_DEVKEY0001.p8" --key-id DEVKEY0001 --team-id DEVTEAM001 --ca "$out/certs/ca.pem" \
+      --feedback-store "$out/suppressed.ndjson" --report "$out/h2-report.json"
+
+echo "== status"
+"$bin" status "$out/h2-journal"
+
+kill -TERM "$simulator"
+wait "$simulator" || true
+trap - EXIT
+echo "== HTTP/2 simulator"
+tail -n 1 "$out/h2-simulator.log"
+echo "== report ($out/h2-report.json)"
+cat "$out/h2-report.json"

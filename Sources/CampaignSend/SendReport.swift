@@ -89,6 +89,8 @@ public struct SendReport: Sendable {
     public var shutdowns = 0
     public var seconds = 0.0
     public var message: String? = nil
+    /// Sent over HTTP/2 (the words for resends differ).
+    public var http2 = false
 
     public var failed: Int { failedByStatus.values.reduce(0, +) }
     public var perSecond: Double { seconds > 0 ? Double(accepted + presumed + failed) / seconds : 0 }
@@ -116,7 +118,10 @@ public struct SendReport: Sendable {
         }
         if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
         s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(Int(perSecond))/s"
-        if resends > 0 {
+        if resends > 0 && http2 {
+            s += "\n  (resent: requests the server refused unprocessed (REFUSED_STREAM, above a GOAWAY) or asked to retry (429, 500, 503), "
+                + "and requests open on a lost connection, which may be duplicates)"
+        } else if resends > 0 {
             s += "\n  (resent: discarded by the gateway after a refusal or shutdown on their connection, or unproven when one was lost; "
                 + "the gateway confirms nothing, so each connection ends with a proof of acceptance, a notification it must refuse)"
         }

@@ -196,6 +196,7 @@ public final class Sender: @unchecked Sendable {
         shared.syncer.stop()
 
         let counts = shared.report
+        report.http2 = plan.header.format == .h2
         report.accepted = counts.accepted
         report.presumed = counts.presumed
         report.failedByStatus = counts.failedByStatus

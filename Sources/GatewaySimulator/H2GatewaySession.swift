@@ -72,8 +72,10 @@ struct H2GatewaySession {
                     return end(&progress, "write failed: \(error)", .dropped)
                 }
             }
-            if goingAway { return end(&progress, "goaway after \(streamsAnswered) streams", .peerClosed) }
-            if !session.isActive { return end(&progress, "session ended", .peerClosed) }
+            // After a GOAWAY the streams it covers are still answered, as a
+            // server shutting down gracefully does; the client closes once
+            // it has its answers (or nghttp2 ends the session).
+            if !session.isActive { return end(&progress, goingAway ? "goaway after \(streamsAnswered) streams" : "session ended", .peerClosed) }
             if let stall = faults.stallAfter, streamsAnswered >= stall {
                 // Neither read nor answer again: a gateway that hangs.
                 _ = sleep(until: .distantFuture, cancellation: cancellation)
@@ -87,7 +89,7 @@ struct H2GatewaySession {
                 if case .cancelled = error.kind { return end(&progress, "simulator stopped", .cancelled) }
                 return end(&progress, "read failed: \(error)", .peerClosed)
             }
-            if n == 0 { return end(&progress, "client closed", .peerClosed) }
+            if n == 0 { return end(&progress, goingAway ? "goaway after \(streamsAnswered) streams" : "client closed", .peerClosed) }
             do throws(H2Error) {
                 try session.receive(buffer, count: n)
             } catch {
@@ -121,9 +123,10 @@ struct H2GatewaySession {
                     return end(&progress, "dropped after \(streamsAnswered) streams", .dropped)
                 }
                 if let n = faults.goAwayAfter, streamsAnswered >= n, !goingAway {
-                    session.submitGoAway(lastStreamID: stream)
+                    // The last stream that was or may be processed: every
+                    // stream it began to receive. Later ones are refused.
+                    session.submitGoAway(lastStreamID: session.lastProcessedStreamID)
                     goingAway = true
-                    break
                 }
             }
             report(progress)
