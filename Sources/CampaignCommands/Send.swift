@@ -104,7 +104,7 @@ struct Send: ParsableCommand {
         if let e = environment, GatewayAddress.environment(e, feedback: false) == nil {
             throw ValidationError("--environment must be sandbox or production.")
         }
-        if let n = connections, !(1...64).contains(n) { throw ValidationError("--connections must be between 1 and 64.") }
+        if let n = connections, !(1...128).contains(n) { throw ValidationError("--connections must be between 1 and 128.") }
         if let n = batchBytes, !(256...(1 << 20)).contains(n) { throw ValidationError("--batch-bytes must be between 256 and 1048576.") }
         if let n = batchDelayMilliseconds, !(0...10_000).contains(n) { throw ValidationError("--batch-delay-ms must be between 0 and 10000.") }
         if let n = rate, n < 0 { throw ValidationError("--rate must not be negative.") }
