@@ -9,11 +9,45 @@
 /// two highest bits (zero for any real plan: seqs stay below 2^62).
 public enum NotificationID {
     public static func uuid(planChecksum: String, seq: UInt64) -> String {
+        uuid(hash: hash(planChecksum: planChecksum), seq: seq)
+    }
+
+    /// The first half of every id of a plan (FNV-1a-64 of its checksum text), computed once.
+    public static func hash(planChecksum: String) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in planChecksum.utf8 {
             hash ^= UInt64(byte)
             hash = hash &* 0x0000_0100_0000_01B3
         }
+        return hash
+    }
+
+    /// Writes the 36 characters of the id into `out` (lowercase, 8-4-4-4-12), without allocating.
+    @inline(__always)
+    public static func write(hash: UInt64, seq: UInt64, to out: UnsafeMutablePointer<UInt8>) {
+        let digits: StaticString = "0123456789abcdef"
+        var i = 0
+        func put(_ byte: UInt8) {
+            if i == 8 || i == 13 || i == 18 || i == 23 { out[i] = UInt8(ascii: "-"); i += 1 }
+            digits.withUTF8Buffer { d in
+                out[i] = d[Int(byte >> 4)]
+                out[i + 1] = d[Int(byte & 0x0F)]
+            }
+            i += 2
+        }
+        for k in 0..<8 {
+            var b = UInt8(truncatingIfNeeded: hash >> UInt64(56 - 8 * k))
+            if k == 6 { b = b & 0x0F | 0x80 }
+            put(b)
+        }
+        for k in 0..<8 {
+            var b = UInt8(truncatingIfNeeded: seq >> UInt64(56 - 8 * k))
+            if k == 0 { b = b & 0x3F | 0x80 }
+            put(b)
+        }
+    }
+
+    static func uuid(hash: UInt64, seq: UInt64) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(16)
         for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: hash >> UInt64(shift))) }

@@ -17,7 +17,13 @@ public final class H2Session {
     public struct Header: Equatable, Sendable {
         public var name: String
         public var value: String
-        public init(_ name: String, _ value: String) { (self.name, self.value) = (name, value) }
+        /// Sent never-indexed: a value used once (an id) would only push
+        /// useful entries out of HPACK's table.
+        public var neverIndexed = false
+        public init(_ name: String, _ value: String, neverIndexed: Bool = false) {
+            (self.name, self.value, self.neverIndexed) = (name, value, neverIndexed)
+        }
+        public static func == (a: Header, b: Header) -> Bool { a.name == b.name && a.value == b.value }
     }
 
     public enum Event: Equatable, Sendable {
@@ -46,10 +52,13 @@ public final class H2Session {
     private var events: [Event] = []
     /// Header blocks and bodies of streams whose message is still arriving.
     private var partial: [Int32: (headers: [Header], body: [UInt8])] = [:]
-    /// Bodies still to send, by stream, and how far each has been sent.
+    /// Bodies still to send, by stream: the bytes (shared, not copied) and how far they have been sent.
     private var outgoing: [Int32: (body: [UInt8], offset: Int)] = [:]
     /// The largest body a message may have; more resets its stream.
     public var maxBodyBytes = 1 << 20
+    /// When set, only these header names are kept in messages (a client that
+    /// reads `:status` and `retry-after` need not make strings of the rest).
+    public var keptHeaders: [[UInt8]]? = nil
 
     /// - Parameter settings: our SETTINGS (id, value), sent first. nghttp2
     ///   sends the client preface itself.
@@ -65,6 +74,10 @@ public final class H2Session {
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameCount, value, valueCount, _, user in
             let me = H2Session.from(user)
             let stream = frame!.pointee.hd.stream_id
+            if let kept = me.keptHeaders {
+                let n = UnsafeBufferPointer(start: name, count: nameCount)
+                guard kept.contains(where: { $0.elementsEqual(n) }) else { return 0 }
+            }
             let header = Header(String(decoding: UnsafeBufferPointer(start: name, count: nameCount), as: UTF8.self),
                                 String(decoding: UnsafeBufferPointer(start: value, count: valueCount), as: UTF8.self))
             me.partial[stream, default: ([], [])].headers.append(header)
@@ -183,6 +196,21 @@ public final class H2Session {
         return stream
     }
 
+    /// Queues a request made from `template`, whose variable fields `fill`
+    /// writes (slot, room) → bytes written; the body is `body[bodyStart...]`,
+    /// shared rather than copied. Nothing is allocated for the headers.
+    public func submitRequest(_ template: RequestTemplate, body: [UInt8], bodyStart: Int,
+                              fill: (Int, UnsafeMutableBufferPointer<UInt8>) -> Int) throws(H2Error) -> Int32 {
+        template.fill(fill)
+        var provider = Self.bodyProvider()
+        let stream = body.count > bodyStart
+            ? nghttp2_submit_request(session, nil, template.nva.baseAddress, template.nva.count, &provider, nil)
+            : nghttp2_submit_request(session, nil, template.nva.baseAddress, template.nva.count, nil, nil)
+        guard stream > 0 else { throw H2Error(code: stream, "cannot submit a request") }
+        if body.count > bodyStart { outgoing[stream] = (body, bodyStart) }
+        return stream
+    }
+
     /// Queues the response on `stream` (server). An empty body sends headers only.
     public func submitResponse(stream: Int32, headers: [Header], body: [UInt8]) throws(H2Error) {
         let rc = try withHeaderFields(headers) { nva, count in
@@ -219,19 +247,19 @@ public final class H2Session {
     /// out in one buffer that lives only for that call.
     private func withHeaderFields<R>(_ headers: [Header], _ body: (UnsafePointer<nghttp2_nv>, Int) -> R) throws(H2Error) -> R {
         var bytes: [UInt8] = []
-        var spans: [(Int, Int, Int, Int)] = []
+        var spans: [(Int, Int, Int, Int, UInt8)] = []
         for h in headers {
             let n = bytes.count
             bytes.append(contentsOf: h.name.utf8)
             let v = bytes.count
             bytes.append(contentsOf: h.value.utf8)
-            spans.append((n, v - n, v, bytes.count - v))
+            spans.append((n, v - n, v, bytes.count - v, UInt8(h.neverIndexed ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue)))
         }
         bytes.append(0)   // never empty, so the base address exists
         return bytes.withUnsafeMutableBufferPointer { buffer in
             let base = buffer.baseAddress!
             var nva = spans.map { s in
-                nghttp2_nv(name: base + s.0, value: base + s.2, namelen: s.1, valuelen: s.3, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+                nghttp2_nv(name: base + s.0, value: base + s.2, namelen: s.1, valuelen: s.3, flags: s.4)
             }
             return nva.withUnsafeMutableBufferPointer { body(UnsafePointer($0.baseAddress!), $0.count) }
         }
@@ -259,6 +287,58 @@ public final class H2Session {
             return n
         }
         return provider
+    }
+}
+
+/// Header fields for many requests, laid out once: fixed fields as given,
+/// variable ones (a value per request, written by
+/// ``H2Session/submitRequest(_:body:bodyStart:fill:)``) with room for their
+/// longest value and sent never-indexed, so a value used once does not push
+/// the fixed fields (a provider token, say) out of HPACK's table.
+public final class RequestTemplate {
+    let nva: UnsafeMutableBufferPointer<nghttp2_nv>
+    private let bytes: UnsafeMutableBufferPointer<UInt8>
+    /// Per variable slot: its index in `nva`, where its value goes, its room.
+    private let slots: [(field: Int, offset: Int, room: Int)]
+
+    /// `fields` in order; a field whose value is nil is variable, with room for `room` bytes.
+    public init(_ fields: [(name: String, value: String?, room: Int)]) {
+        var layout: [UInt8] = []
+        var spans: [(Int, Int, Int, Int, Bool)] = []
+        var slots: [(Int, Int, Int)] = []
+        for (i, f) in fields.enumerated() {
+            let n = layout.count
+            layout.append(contentsOf: f.name.utf8)
+            let v = layout.count
+            if let value = f.value {
+                layout.append(contentsOf: value.utf8)
+                spans.append((n, v - n, v, layout.count - v, false))
+            } else {
+                layout.append(contentsOf: repeatElement(0, count: f.room))
+                spans.append((n, v - n, v, 0, true))
+                slots.append((i, v, f.room))
+            }
+        }
+        bytes = .allocate(capacity: max(1, layout.count))
+        _ = bytes.initialize(from: layout)
+        nva = .allocate(capacity: fields.count)
+        for (i, s) in spans.enumerated() {
+            let flags = s.4 ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue
+            nva[i] = nghttp2_nv(name: bytes.baseAddress! + s.0, value: bytes.baseAddress! + s.2, namelen: s.1, valuelen: s.3, flags: UInt8(flags))
+        }
+        self.slots = slots
+    }
+
+    deinit {
+        bytes.deallocate()
+        nva.deallocate()
+    }
+
+    func fill(_ body: (Int, UnsafeMutableBufferPointer<UInt8>) -> Int) {
+        for (slot, s) in slots.enumerated() {
+            let n = body(slot, UnsafeMutableBufferPointer(rebasing: bytes[s.offset..<(s.offset + s.room)]))
+            nva[s.field].valuelen = min(n, s.room)
+        }
     }
 }
 

@@ -50,7 +50,12 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var inFlight: [Int32: Item] = [:]
     private var connection: TLSConnection?
     private var session: H2Session?
-    private var connectionToken: ProviderToken?
+    private var connectionToken: ProviderToken? {
+        didSet { template = nil }
+    }
+    /// Rebuilt when the token changes.
+    private var template: RequestTemplate?
+    private let idHash: UInt64
     private var out: [UInt8] = []
     private var written = 0
     private var goingAway = false
@@ -72,6 +77,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         self.fields = fields
         self.tokens = tokens
         marks = SentMarks(shards: shards)
+        idHash = NotificationID.hash(planChecksum: fields.planIdentity)
         dialer = GatewayDialer(settings: settings, shared: shared)
         if settings.rate > 0 { bucket = TokenBucket(perSecond: Double(settings.rate) / Double(max(1, settings.connections))) }
     }
@@ -126,6 +132,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         do {
             // No server push; a large window, so answers never wait for ours.
             session = try H2Session(role: .client, settings: [(id: 2, value: 0), (id: 4, value: 1 << 20)])
+            session!.keptHeaders = [Array(":status".utf8), Array("retry-after".utf8)]
         } catch {
             c.abort()
             shared.log("connection \(index + 1): \(error)")
@@ -147,6 +154,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     private func submitRequests() {
         guard let session, !goingAway, !shared.isStopping else { return }
+        if template == nil { template = makeTemplate() }
         let limit = streamLimit(session)
         while inFlight.count < limit {
             if bucket != nil, !bucket!.take(now: now) { break }
@@ -169,7 +177,20 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             readyHead += 1
             if readyHead > 4096, readyHead * 2 > ready.count { ready.removeFirst(readyHead); readyHead = 0 }
             do throws(H2Error) {
-                let stream = try session.submitRequest(headers: headers(for: item), body: Array(item.payload))
+                let tokenCount = Int(item.bytes[0])
+                let stream = try item.bytes.withUnsafeBufferPointer { bytes throws(H2Error) in
+                    try session.submitRequest(template!, body: item.bytes, bodyStart: 1 + tokenCount) { slot, room in
+                        if slot == 0 {   // :path
+                            let prefix: StaticString = "/3/device/"
+                            room.baseAddress!.update(from: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+                            HexEncoding.write(UnsafeBufferPointer(rebasing: bytes[1..<(1 + tokenCount)]),
+                                              to: room.baseAddress! + prefix.utf8CodeUnitCount)
+                            return prefix.utf8CodeUnitCount + 2 * tokenCount
+                        }
+                        NotificationID.write(hash: idHash, seq: item.seq, to: room.baseAddress!)   // apns-id
+                        return 36
+                    }
+                }
                 inFlight[stream] = item
                 marks.handed(shard: item.shard, ordinal: item.ordinal)
             } catch {
@@ -193,15 +214,15 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         return min(settings.streams, settingsReceived ? server : min(server, 100))
     }
 
-    private func headers(for item: Item) -> [H2Session.Header] {
-        var hex: [UInt8] = Array("/3/device/".utf8)
-        HexEncoding.append(item.token, to: &hex)
-        var h: [H2Session.Header] = [.init(":method", "POST"), .init(":scheme", "https"),
-                                     .init(":path", String(decoding: hex, as: UTF8.self)), .init(":authority", settings.gatewayHost)]
-        for (name, value) in fields.common { h.append(.init(name, value)) }
-        h.append(.init("apns-id", NotificationID.uuid(planChecksum: fields.planIdentity, seq: item.seq)))
-        if let connectionToken { h.append(.init("authorization", "bearer " + connectionToken.text)) }
-        return h
+    /// The request fields of this connection: the plan's, the token's, and
+    /// two that change per request (`:path` and `apns-id`, never indexed).
+    private func makeTemplate() -> RequestTemplate {
+        var f: [(name: String, value: String?, room: Int)] = [(":method", "POST", 0), (":scheme", "https", 0), (":path", nil, 10 + 200),
+                                                              (":authority", settings.gatewayHost, 0)]
+        for (name, value) in fields.common { f.append((name, value, 0)) }
+        f.append(("apns-id", nil, 36))
+        if let connectionToken { f.append(("authorization", "bearer " + connectionToken.text, 0)) }
+        return RequestTemplate(f)
     }
 
     // MARK: - I/O

@@ -106,7 +106,7 @@ struct H2GatewaySession {
                 let reply = answer(request)
                 if !hadToken, tokens?.hasValidToken == true, reply.status == 200 { session.submitSettings([(id: 3, value: maxStreams)]) }
                 var responseHeaders = [H2Session.Header(":status", String(reply.status))]
-                if let id = request.field("apns-id") { responseHeaders.append(.init("apns-id", id.lowercased())) }
+                if let id = request.field("apns-id") { responseHeaders.append(.init("apns-id", id.lowercased(), neverIndexed: true)) }
                 if let retry = reply.retryAfter { responseHeaders.append(.init("retry-after", String(retry))) }
                 if reply.reason != nil { responseHeaders.append(.init("content-type", "application/json")) }
                 do throws(H2Error) { try session.submitResponse(stream: stream, headers: responseHeaders, body: reply.body) } catch {

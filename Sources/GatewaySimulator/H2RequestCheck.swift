@@ -114,7 +114,15 @@ public struct H2Request: Sendable {
 
     /// 8-4-4-4-12 hex digits.
     static func isUUID(_ text: String) -> Bool {
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        return parts.map(\.count) == [8, 4, 4, 4, 12] && parts.allSatisfy { $0.allSatisfy(\.isHexDigit) }
+        var i = 0
+        for b in text.utf8 {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                guard b == UInt8(ascii: "-") else { return false }
+            } else {
+                guard (b >= 0x30 && b <= 0x39) || (b | 0x20 >= 0x61 && b | 0x20 <= 0x66) else { return false }
+            }
+            i += 1
+        }
+        return i == 36
     }
 }

@@ -19,3 +19,13 @@ import Testing
         #expect(groups[3] + groups[4] == "8000" + "0123456789ab", "the seq, in the last 8 bytes")
     }
 }
+
+@Suite struct NotificationIDWriterTests {
+    @Test(arguments: [UInt64(0), 1, 42, UInt64(1) << 40, (UInt64(1) << 62) - 1] as [UInt64])
+    func theWriterMatchesTheStringForm(seq: UInt64) {
+        let checksum = "9e80730b"
+        var out = [UInt8](repeating: 0, count: 36)
+        out.withUnsafeMutableBufferPointer { NotificationID.write(hash: NotificationID.hash(planChecksum: checksum), seq: seq, to: $0.baseAddress!) }
+        #expect(String(decoding: out, as: UTF8.self) == NotificationID.uuid(planChecksum: checksum, seq: seq))
+    }
+}
