@@ -54,6 +54,8 @@ bench: deps
 	$(SWIFT) build -c release --product campaign-bench
 	python3 scripts/bench.py
 	.build/release/campaign-bench simulator --notifications 2000000 --runs 3 --connections 1 --record
+	python3 scripts/bench_h2.py
+	.build/release/campaign-bench h2-sessions --requests 500000 --streams 100
 
 # The tests under ThreadSanitizer and AddressSanitizer (separate build folders),
 # then the credential loaders in a release build under AddressSanitizer (only

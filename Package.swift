@@ -93,7 +93,7 @@ let package = Package(
         ),
         .executableTarget(name: "campaign", dependencies: ["CampaignCommands"]),
         // Measurements for `make bench`; release builds only.
-        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "CampaignIO", "CampaignPlan", "PlanStream", "CampaignSend", "CampaignTLS", "GatewaySimulator"]),
+        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "CampaignIO", "CampaignPlan", "PlanStream", "CampaignSend", "CampaignTLS", "GatewaySimulator", "CampaignHTTP2"]),
         // The parsers of untrusted input as fuzz targets, and `campaign-fuzz`,
         // which replays inputs through them (or, built by `make fuzz`, runs libFuzzer).
         .target(name: "CampaignFuzzTargets", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream"]),

@@ -120,12 +120,15 @@ case "csv-tokenize":
     try tokenizeCSV(path: arguments.dropFirst().first ?? "-")
 case "writer":
     try runWriter(Array(arguments.dropFirst()))
+case "h2-sessions":
+    try runH2Sessions(Array(arguments.dropFirst()))
 default:
     print("""
     usage: campaign-bench simulator [--notifications N] [--connections C] [--record] [--format F] [--runs R]
            campaign-bench audience [--rows N] [--format csv|ndjson] [--seed S] [--bad-every K]
            campaign-bench csv-tokenize FILE
            campaign-bench writer --port P --certs DIR [--plan FILE | --notifications N]
+           campaign-bench h2-sessions [--requests N] [--streams S]
     """)
     exit(64)
 }
