@@ -368,7 +368,16 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 shared.fail(.credentialRefused("APNs says the provider token expired (403 ExpiredProviderToken), but this send uses a certificate: is --gateway an APNs host?"))
                 return
             }
-            connectionToken = tokens.expired(used)
+            let renewed = tokens.expired(used)
+            guard renewed.text != used.text else {
+                // Renewing a token younger than 20 minutes would earn 429
+                // TooManyProviderTokenUpdates, and sending it again the same 403.
+                ready.append(item)
+                let age = ProviderTokenSource.now() - used.issuedAt
+                shared.fail(.credentialRefused("APNs says the provider token expired (403 ExpiredProviderToken), but it was made \(age / 60) min \(age % 60) s ago (APNs accepts a token for an hour): check this machine's clock (it must be within minutes of the real time), then resume."))
+                return
+            }
+            connectionToken = renewed
             ready.append(item)
         case .tooManyTokenUpdates:
             // This connection is unusable; a new one with the same token, after a pause.

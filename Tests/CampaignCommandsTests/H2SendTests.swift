@@ -232,3 +232,71 @@ extension H2SendTests {
         #expect(state.outcome == "gave-up" && state.accepted == 300, "three connections, 100 answered on each: \(state.accepted)")
     }
 }
+
+extension H2SendTests {
+    /// A hand-made h2 plan whose payloads have no `aps`: APNs refuses each as malformed.
+    static func malformedPlan(count: Int, in dir: TemporaryDirectory) throws {
+        var text = #"{"header":{"version":1,"campaign":"bad","format":"h2","expiry":0,"priority":10,"maxPayload":4096,"shards":4,"created":1,"topic":"com.example.campaign","pushType":"alert","collapseId":null}}"# + "\n"
+        var records = ""
+        for i in 1...count {
+            let token = (0..<32).map { String(format: "%02x", ($0 * 7 + i) % 256) }.joined()
+            records += #"{"seq":\#(i),"shard":\#(i % 4),"token":"\#(token)","lang":"en","payload":{"notaps":\#(i)}}"# + "\n"
+        }
+        var crc = CRC32()
+        crc.update(Array(records.utf8))
+        text += records + #"{"trailer":{"records":\#(count),"crc32":"\#(crc.hex)","rows":\#(count),"rejected":0}}"# + "\n"
+        try text.write(toFile: dir.file("plan.ndjson"), atomically: true, encoding: .utf8)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aHundredMalformedRefusalsInARowStopTheSendWithExit65() throws {
+        let dir = TemporaryDirectory("h2malformed")
+        try Self.malformedPlan(count: 400, in: dir)
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, ["--connections", "1", "--streams", "10"])
+        let status = run.wait(timeout: 60)
+        let stderr = run.stderr
+        #expect(status == 65, "\(stderr)")
+        #expect(stderr.contains("APNs refused 100 requests in a row as malformed (the last: status 400 BadPayload)"), "\(stderr)")
+        #expect(stderr.contains("with status 400 BadPayload: a bug in the plan or in campaign"))
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.failures.count >= 100 && state.failures.count < 400)
+        #expect(state.failures.allSatisfy { $0.status == 400 && $0.httpReason == "BadPayload" && !$0.gaveUp })
+    }
+
+    static func tokenAuth(kid: String = DevelopmentCertificates.authKeyID) -> [String] {
+        ["--auth-key", TestCertificates.path(DevelopmentCertificates.authKey), "--key-id", kid,
+         "--team-id", DevelopmentCertificates.authTeamID, "--ca", TestCertificates.path("ca.pem")]
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aTokenAPNsDoesNotKnowStopsTheSendWithExit77() throws {
+        let dir = TemporaryDirectory("h2badkid")
+        _ = try Self.plan(count: 100, in: dir)
+        let simulator = try Self.simulator(in: dir, tokens: true)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, [], credentials: Self.tokenAuth(kid: "OTHERKEY00"))
+        #expect(run.wait(timeout: 60) == 77, "\(run.stderr)")
+        #expect(run.stderr.contains("APNs refused the provider token (403 InvalidProviderToken): check that --auth-key is the .p8 key whose id is --key-id"), "\(run.stderr)")
+        #expect(try Self.recorded(dir).isEmpty)
+        #expect(try Journal.read(directory: dir.file("journal")).failures.isEmpty, "nothing is final: a resume with the right key sends it all")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func anExpiredTokenTooYoungToRenewStopsTheSendAndNamesTheClock() throws {
+        let dir = TemporaryDirectory("h2expired")
+        _ = try Self.plan(count: 100, in: dir)
+        var configuration = SimulatorConfiguration(certificatesDirectory: TestCertificates.directory)
+        configuration.http2 = true
+        configuration.authKeysDirectory = TestCertificates.path(DevelopmentCertificates.authKeysDirectory)
+        configuration.tokenLifetimeSeconds = -1   // every token is too old: a server whose clock is ahead
+        let simulator = try GatewaySimulator(configuration: configuration)
+        try simulator.start()
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, [], credentials: Self.tokenAuth())
+        let status = run.wait(timeout: 60)
+        let stderr = run.stderr
+        #expect(status == 77, "\(stderr)")
+        #expect(stderr.contains("403 ExpiredProviderToken), but it was made 0 min"), "\(stderr)")
+        #expect(stderr.contains("check this machine's clock"))
+        #expect((simulator.currentStatistics().answers["403 ExpiredProviderToken"] ?? 0) <= 4, "one per connection at most, no storm of retries: \(simulator.currentStatistics().answers)")
+    }
+}

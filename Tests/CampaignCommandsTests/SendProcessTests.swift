@@ -17,6 +17,15 @@ final class CampaignProcess {
     let process = Process()
     private let exited = DispatchSemaphore(value: 0)
     let errors = Pipe()
+    /// Everything the process wrote to standard error so far, gathered as it comes.
+    private let gathered = Gathered()
+
+    final class Gathered: @unchecked Sendable {
+        private let lock = NSLock()
+        private var data = Data()
+        func append(_ d: Data) { lock.lock(); data.append(d); lock.unlock() }
+        var text: String { lock.lock(); defer { lock.unlock() }; return String(decoding: data, as: UTF8.self) }
+    }
 
     init(_ arguments: [String], in dir: String, executable: URL = SimulatorProcessTests.binary, input: String? = nil,
          inputPipe: Pipe? = nil, outputPipe: Pipe? = nil) throws {
@@ -27,7 +36,14 @@ final class CampaignProcess {
         if let input { process.standardInput = FileHandle(forReadingAtPath: input) }
         if let inputPipe { process.standardInput = inputPipe }
         process.standardOutput = outputPipe ?? FileHandle.nullDevice
-        process.terminationHandler = { [exited] _ in exited.signal() }
+        let gathered = self.gathered
+        errors.fileHandleForReading.readabilityHandler = { handle in gathered.append(handle.availableData) }
+        process.terminationHandler = { [exited, errors] _ in
+            // What is still in the pipe once the process is gone.
+            errors.fileHandleForReading.readabilityHandler = nil
+            gathered.append(errors.fileHandleForReading.availableData)
+            exited.signal()
+        }
         try process.run()
     }
 
@@ -42,7 +58,8 @@ final class CampaignProcess {
         _ = wait(timeout: 30)
     }
 
-    var stderr: String { String(decoding: errors.fileHandleForReading.availableData, as: UTF8.self) }
+    /// Standard error as gathered so far (all of it once ``wait(timeout:)`` has returned a status).
+    var stderr: String { gathered.text }
 }
 
 /// Starts a run (`next` chooses the command: a first run, or a resume),
