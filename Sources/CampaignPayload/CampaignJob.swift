@@ -35,8 +35,12 @@ public struct CampaignJob: Sendable {
     public var topic: String?
     /// h2: `apns-push-type` (alert unless the job says otherwise).
     public var pushType: String
-    /// h2: `apns-collapse-id`, at most 64 bytes.
+    /// h2: `apns-collapse-id`: literal text (at most 64 bytes), or a
+    /// template of audience columns rendered per row (a row whose rendering
+    /// is empty or over 64 bytes is rejected).
     public var collapseId: String?
+    /// `collapseId` compiled; nil when the job has none.
+    public var collapseTemplate: Template?
     public var fallback: [String]
     /// Message tags and their `aps` members, in job order.
     public var messages: [(tag: String, aps: [(key: String, value: JSONValue)])]
@@ -108,7 +112,11 @@ public struct CampaignJob: Sendable {
         pushType = try string("pushType") ?? "alert"
         guard Self.pushTypes.contains(pushType) else { throw fail("\"pushType\" must be one of \(Self.pushTypes.joined(separator: ", ")), not \"\(pushType)\"") }
         collapseId = try string("collapseId")
-        if let c = collapseId, c.isEmpty || c.utf8.count > 64 { throw fail("\"collapseId\" must be 1 to 64 bytes (APNs refuses longer ones)") }
+        collapseTemplate = nil
+        if let c = collapseId {
+            do { collapseTemplate = try Template(c) } catch { throw fail("\"collapseId\": \(error.reason)") }
+            if collapseTemplate!.isLiteral, c.isEmpty || c.utf8.count > 64 { throw fail("\"collapseId\" must be 1 to 64 bytes (APNs refuses longer ones)") }
+        }
         // HTTP/2: 4096 bytes, 5120 for VoIP.
         let payloadLimit = format == .h2 ? (pushType == "voip" ? 5120 : 4096) : format.maxPayloadBytes
         maxPayload = try integer("maxPayload", default: format == .h2 ? payloadLimit : 256, range: 1...payloadLimit)

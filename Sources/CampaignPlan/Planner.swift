@@ -65,7 +65,9 @@ public final class Planner {
             priority: job.format == .frame || job.format == .h2 ? job.priority : nil,
             maxPayload: maxPayload, shards: options.shards, created: options.now)
         if job.format == .h2 {
-            header.http2 = PlanHeader.HTTP2Fields(topic: job.topic, pushType: job.pushType, collapseId: job.collapseId)
+            let literal = job.collapseTemplate?.isLiteral ?? true
+            header.http2 = PlanHeader.HTTP2Fields(topic: job.topic, pushType: job.pushType, collapseId: literal ? job.collapseId : nil,
+                                                  collapseIdTemplate: literal ? nil : job.collapseId)
         }
         renderer = PayloadRenderer(job: job)
         selector = job.selector
@@ -111,7 +113,8 @@ public final class Planner {
         // A CSV header is the whole schema: a variable it cannot supply would
         // reject every row that uses it, so say so before reading a row.
         if let csv = reader as? CSVAudienceReader {
-            let missing = renderer.variables.filter { csv.schema.column(named: $0) == nil }
+            let needed = renderer.variables + (job.collapseTemplate?.variables ?? []).filter { !renderer.variables.contains($0) }
+            let missing = needed.filter { csv.schema.column(named: $0) == nil }
             if !missing.isEmpty {
                 throw AudienceError(path: csv.path, reason: "line 1: the header has no column for the job's variable\(missing.count == 1 ? "" : "s") \(missing.map { "{\($0)}" }.joined(separator: ", ")), so every row using \(missing.count == 1 ? "it" : "them") would be rejected (its columns are: \(csv.schema.names.joined(separator: ", ")))")
             }
@@ -123,7 +126,8 @@ public final class Planner {
         let plan = plans[0]
         let rowReader = RowReader(reader: reader)
         let preparer = RowPreparer(renderer: renderer, selector: selector, messageTags: messageTags,
-                                   format: job.format, maxPayload: header.maxPayload, shards: header.shards, parts: options.parts)
+                                   format: job.format, maxPayload: header.maxPayload, shards: header.shards, parts: options.parts,
+                                   collapse: job.collapseTemplate)
         let reading = BatchPipeline(batches: (0..<8).map { _ in PreparedBatch(size: 1024) }) { rowReader.fill($0) }
         let pipeline = BatchPipeline(after: reading) { preparer.prepare($0) }
         defer { pipeline.stop() }

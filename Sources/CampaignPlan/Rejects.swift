@@ -14,6 +14,8 @@ public enum RejectCode: String, CaseIterable, Sendable {
     case missingVariable = "missing_variable"
     case invalidBadge = "invalid_badge"
     case cannotFit = "cannot_fit"
+    /// h2: the rendered `collapseId` is empty or over 64 bytes.
+    case invalidCollapseId = "invalid_collapse_id"
 }
 
 /// Writes the rejects file: NDJSON `{"line":N,"token":"hex","code":"…","reason":"…"}`,

@@ -69,6 +69,9 @@ final class RowPreparer: @unchecked Sendable {
     private let maxPayload: Int
     private let shards: Int
     private let parts: Int
+    /// h2: a collapseId template with variables, rendered per row; its columns.
+    private let collapse: Template?
+    private var collapseColumns: [Int] = []
     private var languageCache = LanguageCache()
     private var schemaCount = -1
     private var columns: [Int] = []
@@ -79,7 +82,7 @@ final class RowPreparer: @unchecked Sendable {
     private let token = UnsafeMutablePointer<UInt8>.allocate(capacity: 128)
 
     init(renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
-         format: NotificationFormat, maxPayload: Int, shards: Int, parts: Int = 1) {
+         format: NotificationFormat, maxPayload: Int, shards: Int, parts: Int = 1, collapse: Template? = nil) {
         self.renderer = renderer
         self.selector = selector
         let tags = messageTags.flatMap { $0 }
@@ -92,6 +95,7 @@ final class RowPreparer: @unchecked Sendable {
         self.maxPayload = maxPayload
         self.shards = shards
         self.parts = parts
+        self.collapse = collapse.flatMap { $0.isLiteral ? nil : $0 }
     }
 
     deinit {
@@ -108,6 +112,7 @@ final class RowPreparer: @unchecked Sendable {
         if schema.count != schemaCount {
             schemaCount = schema.count
             columns = renderer.variables.map { schema.column(named: $0) ?? -1 }
+            collapseColumns = collapse?.variables.map { schema.column(named: $0) ?? -1 } ?? []
             tokenColumn = schema.column(anyOf: AudienceSchema.tokenAliases)
             langColumns = schema.columns(anyOf: AudienceSchema.languageAliases)
             registeredColumn = schema.column(anyOf: AudienceSchema.registeredAliases)
@@ -191,10 +196,30 @@ final class RowPreparer: @unchecked Sendable {
         p.message = Int32(message)
         p.lineStart = Int32(batch.arena.count)
         let tagRange = messageTagRanges[message]
+        var collapseId: [UInt8]? = nil
+        if let collapse {
+            var rendered: [UInt8] = []
+            for part in collapse.parts {
+                switch part {
+                case .literal(let bytes): rendered += bytes
+                case .variable(let name):
+                    let column = collapseColumns[collapse.variables.firstIndex(of: name)!]
+                    guard let r = row.range(of: column), !r.isEmpty else {
+                        return rejected(.rejectedUnlessDuplicate, .missingVariable, "missing variable {\(name)} (used by collapseId)", token: p, in: batch)
+                    }
+                    row.storage.withUnsafeBufferPointer { rendered += $0[r] }
+                }
+            }
+            guard !rendered.isEmpty, rendered.count <= 64 else {
+                return rejected(.rejectedUnlessDuplicate, .invalidCollapseId,
+                                "invalid collapse id: \(rendered.count) bytes after rendering, where APNs takes 1 to 64", token: p, in: batch)
+            }
+            collapseId = rendered
+        }
         let shard = Planner.shard(of: t, shards: shards)
         if parts > 1 { p.part = Int32(shard % parts) }
-        PlanRecord.appendFieldsBeforePayload(shard: shard, token: t,
-                                             lang: UnsafeBufferPointer(rebasing: messageTags[tagRange]), to: batch.arena)
+        PlanRecord.appendFieldsBeforePayload(shard: shard, token: t, lang: UnsafeBufferPointer(rebasing: messageTags[tagRange]),
+                                             collapseId: collapseId, to: batch.arena)
         let outcome = renderer.render(message: message, row: row, columns: columns, maxBytes: maxPayload, appendingTo: batch.arena)
         let failure: Rejection?
         switch outcome {

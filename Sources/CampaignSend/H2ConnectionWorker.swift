@@ -26,7 +26,10 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         /// Answers that asked for a retry (429, 500, 503) so far.
         var retries = 0
         var token: ArraySlice<UInt8> { bytes[1..<(1 + Int(bytes[0]))] }
-        var payload: ArraySlice<UInt8> { bytes[(1 + Int(bytes[0]))...] }
+        /// Where the collapse id's length is; the id follows it, then the payload.
+        var collapseAt: Int { 1 + Int(bytes[0]) }
+        var payloadStart: Int { collapseAt + 1 + Int(bytes[collapseAt]) }
+        var payload: ArraySlice<UInt8> { bytes[payloadStart...] }
     }
 
     /// Retries after 429/500/503: at most this many answers of that kind, then final.
@@ -178,8 +181,14 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             if readyHead > 4096, readyHead * 2 > ready.count { ready.removeFirst(readyHead); readyHead = 0 }
             do throws(H2Error) {
                 let tokenCount = Int(item.bytes[0])
+                let collapseAt = item.collapseAt, collapsePerRecord = fields.collapsePerRecord
                 let stream = try item.bytes.withUnsafeBufferPointer { bytes throws(H2Error) in
-                    try session.submitRequest(template!, body: item.bytes, bodyStart: 1 + tokenCount) { slot, room in
+                    try session.submitRequest(template!, body: item.bytes, bodyStart: item.payloadStart) { slot, room in
+                        if slot == 1 && collapsePerRecord {   // apns-collapse-id
+                            let n = Int(bytes[collapseAt])
+                            room.baseAddress!.update(from: bytes.baseAddress! + collapseAt + 1, count: min(n, room.count))
+                            return n
+                        }
                         if slot == 0 {   // :path
                             let prefix: StaticString = "/3/device/"
                             room.baseAddress!.update(from: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
@@ -220,6 +229,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         var f: [(name: String, value: String?, room: Int)] = [(":method", "POST", 0), (":scheme", "https", 0), (":path", nil, 10 + 200),
                                                               (":authority", settings.gatewayHost, 0)]
         for (name, value) in fields.common { f.append((name, value, 0)) }
+        if fields.collapsePerRecord { f.append(("apns-collapse-id", nil, 64)) }   // slot 1
         f.append(("apns-id", nil, 36))
         if let connectionToken { f.append(("authorization", "bearer " + connectionToken.text, 0)) }
         return RequestTemplate(f)

@@ -20,11 +20,15 @@ struct HTTP2Transport: NotificationTransport {
         }
     }
 
-    /// A queued notification: the token's length, the token, the payload.
+    /// A queued notification: the token's length, the token, the collapse
+    /// id's length and the collapse id (0 and none without a template), the payload.
     @inline(__always)
     func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
         bytes.append(UInt8(record.token.count))
         bytes.append(contentsOf: record.token)
+        let collapse = record.collapseId ?? UnsafeRawBufferPointer(start: nil, count: 0)
+        bytes.append(UInt8(min(collapse.count, 255)))
+        bytes.append(contentsOf: collapse.prefix(255))
         bytes.append(contentsOf: record.payload)
     }
 
@@ -39,6 +43,8 @@ struct RequestFields: Sendable {
     let common: [(name: String, value: String)]
     /// Names the plan in each notification's `apns-id` (its header: the same on every resume).
     let planIdentity: String
+    /// Each record carries its own `apns-collapse-id` (the job's collapseId is a template).
+    let collapsePerRecord: Bool
 
     init(header: PlanHeader) {
         var common: [(String, String)] = []
@@ -49,5 +55,6 @@ struct RequestFields: Sendable {
         if let collapse = header.http2?.collapseId { common.append(("apns-collapse-id", collapse)) }
         self.common = common
         planIdentity = String(decoding: header.json.serialized(), as: UTF8.self)
+        collapsePerRecord = header.http2?.collapseIdTemplate != nil
     }
 }

@@ -36,7 +36,7 @@ public struct H2Reply: Equatable, Sendable {
 
 /// A request as the simulator validates it, the way APNs does (the reference's
 /// status and reason table), before any fault applies.
-public struct H2Request: Sendable {
+public struct H2Request: Sendable, CustomStringConvertible {
     public var method: String?
     public var path: String?
     /// Every header but the pseudo-headers, in order, names lowercase.
@@ -56,6 +56,11 @@ public struct H2Request: Sendable {
     }
 
     public func field(_ name: String) -> String? { fields.first { $0.name == name }?.value }
+
+    /// Short, for logs and test names: method, path, the header names, the body's size.
+    public var description: String {
+        "\(method ?? "-") \((path ?? "-").prefix(40)) [\(fields.map(\.name).joined(separator: ", "))] \(body.count) bytes"
+    }
 
     /// The device token the path names, once the request is valid.
     public var tokenHex: String? {

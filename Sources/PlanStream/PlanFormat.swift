@@ -31,8 +31,10 @@ public struct PlanHeader: Equatable, Sendable {
         public var topic: String?
         public var pushType: String
         public var collapseId: String?
-        public init(topic: String?, pushType: String, collapseId: String?) {
-            (self.topic, self.pushType, self.collapseId) = (topic, pushType, collapseId)
+        /// When the job's collapseId is a template: its text; each record then carries its own `collapse_id`.
+        public var collapseIdTemplate: String?
+        public init(topic: String?, pushType: String, collapseId: String?, collapseIdTemplate: String? = nil) {
+            (self.topic, self.pushType, self.collapseId, self.collapseIdTemplate) = (topic, pushType, collapseId, collapseIdTemplate)
         }
     }
 
@@ -72,6 +74,7 @@ public struct PlanHeader: Equatable, Sendable {
         if let h = http2 {
             members += [("topic", h.topic.map { .string($0) } ?? .null), ("pushType", .string(h.pushType)),
                         ("collapseId", h.collapseId.map { .string($0) } ?? .null)]
+            if let t = h.collapseIdTemplate { members.append(("collapseIdTemplate", .string(t))) }
         }
         return .object([("header", .object(members))])
     }
@@ -104,7 +107,8 @@ public struct PlanHeader: Equatable, Sendable {
                   maxPayload: Int(maxPayload), shards: Int(shards), created: UInt32(created), part: part)
         if format == .h2 {
             guard let pushType = h["pushType"]?.stringValue else { throw .badHeader("an h2 plan needs pushType") }
-            http2 = HTTP2Fields(topic: h["topic"]?.stringValue, pushType: pushType, collapseId: h["collapseId"]?.stringValue)
+            http2 = HTTP2Fields(topic: h["topic"]?.stringValue, pushType: pushType, collapseId: h["collapseId"]?.stringValue,
+                                collapseIdTemplate: h["collapseIdTemplate"]?.stringValue)
         }
     }
 }
@@ -165,13 +169,16 @@ public struct PlanRecord: Equatable, Sendable {
     public var lang: String
     /// The payload's bytes exactly as they will be sent.
     public var payload: [UInt8]
+    /// h2, with a collapseId template: this record's `apns-collapse-id`.
+    public var collapseId: String?
 
-    public init(seq: UInt64, shard: Int, token: [UInt8], lang: String, payload: [UInt8]) {
+    public init(seq: UInt64, shard: Int, token: [UInt8], lang: String, payload: [UInt8], collapseId: String? = nil) {
         self.seq = seq
         self.shard = shard
         self.token = token
         self.lang = lang
         self.payload = payload
+        self.collapseId = collapseId
     }
 
     // A record's line, `{"seq":…,"shard":…,"token":"…","lang":"…","payload":{…}}\n`,
@@ -179,7 +186,8 @@ public struct PlanRecord: Equatable, Sendable {
     // the record later, on another thread (see SeqText). The payload comes
     // last so a reader can take its bytes without parsing them.
     @inline(__always)
-    package static func appendFieldsBeforePayload(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: UnsafeBufferPointer<UInt8>, to out: ByteArena) {
+    package static func appendFieldsBeforePayload(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: UnsafeBufferPointer<UInt8>,
+                                                  collapseId: [UInt8]? = nil, to out: ByteArena) {
         out.append(#","shard":"#)
         out.append(upTo: 20) { p in
             // Shards are below 65,536.
@@ -200,6 +208,12 @@ public struct PlanRecord: Equatable, Sendable {
         }
         out.append(#"","lang":"#)
         out.append(lang)
+        if let collapseId {
+            out.append(#","collapse_id":"#)
+            var quoted: [UInt8] = []
+            JSONText.appendString(collapseId, to: &quoted)
+            quoted.withUnsafeBufferPointer { out.append($0) }
+        }
         out.append(#","payload":"#)
     }
 

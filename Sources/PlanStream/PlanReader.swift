@@ -87,6 +87,8 @@ public final class PlanReader {
         /// The message chosen (the text inside the JSON string).
         public var lang: UnsafeRawBufferPointer
         public var payload: UnsafeRawBufferPointer
+        /// h2 with a collapseId template: this record's collapse id (decoded); nil otherwise.
+        public var collapseId: UnsafeRawBufferPointer? = nil
     }
 
     private var tokenScratch = [UInt8](repeating: 0, count: 128)
@@ -124,7 +126,7 @@ public final class PlanReader {
                 try check(seq: fast.seq, shard: fast.shard, tokenCount: fast.tokenCount, payloadCount: fast.payload.count, line: number)
                 try tokenScratch.withUnsafeBufferPointer { t in
                     try body(RecordView(seq: fast.seq, shard: fast.shard, token: UnsafeBufferPointer(rebasing: t[0..<fast.tokenCount]),
-                                        lang: fast.lang, payload: fast.payload))
+                                        lang: fast.lang, payload: fast.payload, collapseId: fast.collapseId))
                 }
                 return true
             }
@@ -133,10 +135,17 @@ public final class PlanReader {
                 let record = try lines.withCurrentLine { try Self.genericRecord($0, path: path, line: number) }
                 try check(seq: record.seq, shard: record.shard, tokenCount: record.token.count, payloadCount: record.payload.count, line: number)
                 var lang = Array(record.lang.utf8)
+                let collapse = record.collapseId.map { Array($0.utf8) }
                 try record.token.withUnsafeBufferPointer { t in
                     try record.payload.withUnsafeBytes { p in
                         try lang.withUnsafeMutableBytes { l in
-                            try body(RecordView(seq: record.seq, shard: record.shard, token: t, lang: UnsafeRawBufferPointer(l), payload: p))
+                            if let collapse {
+                                try collapse.withUnsafeBytes { c in
+                                    try body(RecordView(seq: record.seq, shard: record.shard, token: t, lang: UnsafeRawBufferPointer(l), payload: p, collapseId: c))
+                                }
+                            } else {
+                                try body(RecordView(seq: record.seq, shard: record.shard, token: t, lang: UnsafeRawBufferPointer(l), payload: p))
+                            }
                         }
                     }
                 }
@@ -173,7 +182,8 @@ public final class PlanReader {
         let number = lineNumber
         _ = try nextView { v in
             record = PlanRecord(seq: v.seq, shard: v.shard, token: Array(v.token),
-                                lang: String(decoding: v.lang, as: UTF8.self), payload: Array(v.payload))
+                                lang: String(decoding: v.lang, as: UTF8.self), payload: Array(v.payload),
+                                collapseId: v.collapseId.map { String(decoding: $0, as: UTF8.self) })
         }
         if let record, PayloadInspector.problem(in: record.payload) != nil {
             throw PlanError(path: path, line: max(number + 1, lineNumber), reason: .badRecord("the payload is not a JSON object with an aps dictionary"))
@@ -201,7 +211,7 @@ public final class PlanReader {
     /// The layout `PlanWriter` writes, read in place: the token decoded into
     /// `token`, the payload a slice of `b`.
     static func fastView(_ b: UnsafeRawBufferPointer, token: inout [UInt8])
-        -> (seq: UInt64, shard: Int, tokenCount: Int, lang: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer)? {
+        -> (seq: UInt64, shard: Int, tokenCount: Int, lang: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, collapseId: UnsafeRawBufferPointer?)? {
         var p = 0
         func expect(_ text: StaticString) -> Bool {
             let n = text.utf8CodeUnitCount
@@ -237,12 +247,21 @@ public final class PlanReader {
         guard p < b.count, b[p] == UInt8(ascii: "\"") else { return nil }
         let lang = UnsafeRawBufferPointer(rebasing: b[langStart..<p])
         p += 1
+        var collapseId: UnsafeRawBufferPointer? = nil
+        if expect(#","collapse_id":""#) {
+            // Without escapes the JSON text is the value; with one, the general reader decodes it.
+            let start = p
+            while p < b.count, b[p] != UInt8(ascii: "\""), b[p] != UInt8(ascii: "\\") { p += 1 }
+            guard p < b.count, b[p] == UInt8(ascii: "\"") else { return nil }
+            collapseId = UnsafeRawBufferPointer(rebasing: b[start..<p])
+            p += 1
+        }
         guard expect(#","payload":"#) else { return nil }
         var end = b.count
         while end > p, b[end - 1] == 0x0A || b[end - 1] == 0x0D { end -= 1 }
         guard end > p, b[end - 1] == UInt8(ascii: "}"), b[p] == UInt8(ascii: "{") else { return nil }
         end -= 1
-        return (seq, Int(shard), count, lang, UnsafeRawBufferPointer(rebasing: b[p..<end]))
+        return (seq, Int(shard), count, lang, UnsafeRawBufferPointer(rebasing: b[p..<end]), collapseId)
     }
 
     static func genericRecord(_ b: UnsafeRawBufferPointer, path: String, line: Int) throws -> PlanRecord {
@@ -255,7 +274,8 @@ public final class PlanReader {
               let lang = value["lang"]?.stringValue, let payload = value["payload"], payload.objectMembers != nil else {
             throw PlanError(path: path, line: line, reason: .badRecord("seq, shard, token, lang and payload are required"))
         }
-        return PlanRecord(seq: UInt64(seq), shard: Int(shard), token: token.bytes, lang: lang, payload: payload.serialized())
+        return PlanRecord(seq: UInt64(seq), shard: Int(shard), token: token.bytes, lang: lang, payload: payload.serialized(),
+                          collapseId: value["collapse_id"]?.stringValue)
     }
 }
 

@@ -299,4 +299,26 @@ extension H2SendTests {
         #expect(stderr.contains("check this machine's clock"))
         #expect((simulator.currentStatistics().answers["403 ExpiredProviderToken"] ?? 0) <= 4, "one per connection at most, no storm of retries: \(simulator.currentStatistics().answers)")
     }
+
+    @Test(.timeLimit(.minutes(2))) func aCollapseIdTemplateReachesAPNsPerNotification() throws {
+        let dir = TemporaryDirectory("h2collapse")
+        let (csv, _) = randomAudienceCSV(count: 300, seed: 9)
+        try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+        try #"{"campaign":"h2","format":"h2","topic":"com.example.campaign","collapseId":"offer-{n}","messages":{"en":{"alert":"N {n}"}}}"#
+            .write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        #expect(try PlanProcessTests.run(["plan", "job.json", "audience.csv", "--out", "plan.ndjson"], in: dir).status == 0)
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator)
+        #expect(run.wait(timeout: 60) == 0, "\(run.stderr)")
+        simulator.stop()
+        let lines = try String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 300)
+        for line in lines {
+            let v = try JSONValue.parse(String(line))
+            let payload = try JSONValue.parse(try #require(v["payload"]?.stringValue))
+            let n = try #require(payload["aps"]?["alert"]?.stringValue?.dropFirst(2))
+            #expect(v["collapse_id"]?.stringValue == "offer-\(n)")
+        }
+    }
 }

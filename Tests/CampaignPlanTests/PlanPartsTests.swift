@@ -171,3 +171,42 @@ import FeedbackStore
         #expect(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int == 0o600)
     }
 }
+
+/// h2 jobs whose collapseId is a template: rendered per row, carried by each record.
+@Suite struct CollapseIdTemplateTests {
+    static let job = #"{"campaign":"c","format":"h2","topic":"com.a","collapseId":"sale-{group}","fallback":["en"],"messages":{"en":{"alert":"Hi {name}"}}}"#
+
+    @Test func eachRecordCarriesItsRenderedCollapseIdAndBadOnesAreRejected() throws {
+        let dir = TemporaryDirectory("collapse")
+        var csv = "token,name,group\n"
+        csv += "\(PlanPartsTests.token(1)),Ann,north\n"                                   // line 2: sale-north
+        csv += "\(PlanPartsTests.token(2)),Bob,\n"                                        // line 3: no group
+        csv += "\(PlanPartsTests.token(3)),Cy,\(String(repeating: "g", count: 60))\n"     // line 4: 65 bytes
+        csv += "\(PlanPartsTests.token(4)),Di,\"q\"\"uote\"\n"                            // line 5: an escape in JSON
+        try csv.write(toFile: dir.file("a.csv"), atomically: true, encoding: .utf8)
+        let planner = try Planner(job: CampaignJob(json: JSONValue.parse(Self.job), path: "job"), options: PlanOptions(now: 1))
+        let rejects = try RejectsWriter(path: dir.file("rejects.ndjson"))
+        let summary = try planner.run(reader: AudienceFile.open(dir.file("a.csv")), plan: PlanWriter(path: dir.file("p.plan")), rejects: rejects)
+        #expect(summary.planned == 2)
+        #expect(summary.rejected[.missingVariable] == 1 && summary.rejected[.invalidCollapseId] == 1)
+        let reader = try PlanReader(path: dir.file("p.plan"))
+        #expect(reader.header.http2?.collapseIdTemplate == "sale-{group}" && reader.header.http2?.collapseId == nil)
+        var ids: [String] = []
+        while let r = try reader.next() { ids.append(try #require(r.collapseId)) }
+        #expect(ids == ["sale-north", #"sale-q"uote"#])
+        // The in-place reader sees the same, the escaped one decoded by the general path.
+        let view = try PlanReader(path: dir.file("p.plan"))
+        var viewed: [String] = []
+        while try view.nextView({ viewed.append(String(decoding: $0.collapseId ?? UnsafeRawBufferPointer(start: nil, count: 0), as: UTF8.self)) }) {}
+        #expect(viewed == ids)
+        let text = try String(contentsOfFile: dir.file("rejects.ndjson"), encoding: .utf8)
+        #expect(text.contains("missing variable {group} (used by collapseId)"))
+        #expect(text.contains("invalid collapse id: 65 bytes after rendering, where APNs takes 1 to 64"))
+    }
+
+    @Test func aLiteralCollapseIdStaysInTheHeader() throws {
+        let job = try CampaignJob(json: JSONValue.parse(#"{"campaign":"c","format":"h2","collapseId":"one","messages":{"en":{"alert":"a"}}}"#), path: "j")
+        let planner = try Planner(job: job, options: PlanOptions(now: 1))
+        #expect(planner.header.http2?.collapseId == "one" && planner.header.http2?.collapseIdTemplate == nil)
+    }
+}
