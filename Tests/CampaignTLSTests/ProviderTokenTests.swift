@@ -53,4 +53,39 @@ import Testing
         }
         #expect(Base64URL.decode("a") == nil && Base64URL.decode("ab=") == nil)
     }
+
+    /// An independent verifier: Python's `cryptography` (OpenSSL underneath,
+    /// but its own JWS handling) checks our r‖s signature over our encoding.
+    @Test func aTokenVerifiesWithPythonsCryptography() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("jwt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let key = try PrivateKey.generateP256()
+        try Data(key.publicKeyPEM()).write(to: dir.appendingPathComponent("pub.pem"))
+        let token = try ProviderToken(keyID: "ABC123DEFG", teamID: "DEF123GHIJ", issuedAt: 1_437_179_036, key: key)
+        let script = """
+        import base64, json, sys
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec, utils
+        def b64(s): return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+        h, c, sig = sys.argv[2].split(".")
+        key = serialization.load_pem_public_key(open(sys.argv[1], "rb").read())
+        raw = b64(sig)
+        der = utils.encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big"))
+        key.verify(der, (h + "." + c).encode(), ec.ECDSA(hashes.SHA256()))
+        print(json.dumps([json.loads(b64(h)), json.loads(b64(c))], sort_keys=True))
+        """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, dir.appendingPathComponent("pub.pem").path, token.text]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        try process.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(text.trimmingCharacters(in: .whitespacesAndNewlines)
+                == #"[{"alg": "ES256", "kid": "ABC123DEFG"}, {"iat": 1437179036, "iss": "DEF123GHIJ"}]"#)
+    }
 }
