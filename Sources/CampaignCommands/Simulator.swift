@@ -83,6 +83,9 @@ struct Simulator: ParsableCommand {
     @Option(help: ArgumentHelp("h2: on each connection, after N streams answered, stop reading and answering.", valueName: "N"))
     var stallAfter: Int?
 
+    @Option(help: ArgumentHelp("h2: answer the first request of each of the first N connections 429 TooManyProviderTokenUpdates.", valueName: "N"))
+    var tokenUpdateRefusals = 0
+
     func validate() throws {
         for (name, value) in [("--port", port), ("--feedback-port", feedbackPort)] where !(0...65535).contains(value) {
             throw ValidationError("\(name) must be between 0 and 65535.")
@@ -99,7 +102,8 @@ struct Simulator: ParsableCommand {
         }
         if protocolName != "h2" {
             let h2Only = [("--unregistered", unregistered != nil), ("--throttle-rate", throttleRate > 0), ("--goaway-after", goawayAfter != nil),
-                          ("--max-streams", maxStreams != nil), ("--stall-after", stallAfter != nil), ("--auth-keys", authKeys != nil)].filter(\.1).map(\.0)
+                          ("--max-streams", maxStreams != nil), ("--stall-after", stallAfter != nil), ("--auth-keys", authKeys != nil),
+                          ("--token-update-refusals", tokenUpdateRefusals > 0)].filter(\.1).map(\.0)
             if !h2Only.isEmpty { throw ValidationError("\(h2Only.joined(separator: ", ")) go with --protocol h2.") }
         } else {
             if shutdownAfter != nil { throw ValidationError("--shutdown-after is a binary-interface fault; with --protocol h2 use --goaway-after.") }
@@ -127,6 +131,7 @@ struct Simulator: ParsableCommand {
         configuration.faults.goAwayAfter = goawayAfter
         configuration.faults.maxStreams = maxStreams
         configuration.faults.stallAfter = stallAfter
+        configuration.faults.tokenUpdateRefusals = tokenUpdateRefusals
         configuration.authKeysDirectory = authKeys
         configuration.tokenLifetimeSeconds = tokenLifetime
         return configuration

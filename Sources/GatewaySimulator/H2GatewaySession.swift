@@ -135,6 +135,9 @@ struct H2GatewaySession {
 
     /// The answer to a request: validation first, then the faults, as a gateway would.
     mutating func answer(_ request: H2Request) -> H2Reply {
+        if index <= faults.tokenUpdateRefusals && streamsAnswered == 0 {
+            return H2Reply(status: 429, reason: "TooManyProviderTokenUpdates")
+        }
         let authentication: H2Request.Authentication
         if let certificateTopic {
             authentication = .certificate(topic: certificateTopic)

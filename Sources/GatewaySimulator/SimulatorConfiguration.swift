@@ -30,13 +30,16 @@ public struct FaultPlan: Sendable {
     public var maxStreams: Int? = nil
     /// After this many streams answered on a connection: stop reading and answering (a hung gateway).
     public var stallAfter: Int? = nil
+    /// The first request of each of the first N connections is answered 429
+    /// TooManyProviderTokenUpdates (as APNs answers a token renewed too often).
+    public var tokenUpdateRefusals = 0
 
     public init() {}
 
     /// Whether any fault is configured.
     public var isEmpty: Bool {
         badTokens.isEmpty && shutdownAfter == nil && dropEvery == nil && errorRate == 0 && readDelayMilliseconds == 0
-            && unregistered.isEmpty && throttleRate == 0 && goAwayAfter == nil && maxStreams == nil && stallAfter == nil
+            && unregistered.isEmpty && throttleRate == 0 && goAwayAfter == nil && maxStreams == nil && stallAfter == nil && tokenUpdateRefusals == 0
     }
 }
 

@@ -321,4 +321,43 @@ extension H2SendTests {
             #expect(v["collapse_id"]?.stringValue == "offer-\(n)")
         }
     }
+
+    @Test(.timeLimit(.minutes(2))) func tooManyTokenUpdatesRetiresTheConnectionAndTheNextOneDelivers() throws {
+        let dir = TemporaryDirectory("h2tmptu")
+        let tokens = try Self.plan(count: 800, in: dir)
+        var faults = FaultPlan()
+        faults.tokenUpdateRefusals = 3
+        let simulator = try Self.simulator(in: dir, faults: faults, tokens: true)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, ["--connections", "2"], credentials: Self.tokenAuth())
+        #expect(run.wait(timeout: 60) == 0, "\(run.stderr)")
+        simulator.stop()
+        let stats = simulator.currentStatistics()
+        #expect(stats.answers["429 TooManyProviderTokenUpdates"] == 3)
+        #expect(stats.connections.count >= 4, "each refused connection was retired for a new one")
+        let recorded = try Self.recorded(dir).map(\.token)
+        #expect(recorded.count == 800 && Set(recorded) == Set(tokens))
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.failures.isEmpty && state.duplicatesRisked == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aPayloadOverTheLimitIsRefusedWith413AndIsFinal() throws {
+        let dir = TemporaryDirectory("h2big")
+        let big = #"{"aps":{"alert":""# + String(repeating: "x", count: 4200) + #""}}"#
+        let token = String(repeating: "ab", count: 32)
+        let header = #"{"header":{"version":1,"campaign":"big","format":"h2","expiry":0,"priority":10,"maxPayload":5120,"shards":1,"created":1,"topic":"com.example.campaign","pushType":"alert","collapseId":null}}"#
+        let records = #"{"seq":1,"shard":0,"token":"\#(token)","lang":"en","payload":\#(big)}"# + "\n"
+            + #"{"seq":2,"shard":0,"token":"\#(String(repeating: "cd", count: 32))","lang":"en","payload":{"aps":{"alert":"ok"}}}"# + "\n"
+        var crc = CRC32()
+        crc.update(Array(records.utf8))
+        try (header + "\n" + records + #"{"trailer":{"records":2,"crc32":"\#(crc.hex)","rows":2,"rejected":0}}"# + "\n")
+            .write(toFile: dir.file("plan.ndjson"), atomically: true, encoding: .utf8)
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator)
+        #expect(run.wait(timeout: 60) == 0, "\(run.stderr)")
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.failures.map(\.status) == [413] && state.failures.first?.httpReason == "PayloadTooLarge")
+        #expect(state.accepted == 1)
+    }
 }
