@@ -8,6 +8,18 @@ out=out/demo
 rm -rf "$out"
 mkdir -p "$out"
 
+# Waits for the simulator started last ($simulator) to write its ready file
+# ($1) and prints its port; says why (its log, $2) when it did not start.
+await_simulator() {
+  for _ in $(seq 1 300); do
+    [ -s "$1" ] && break
+    kill -0 "$simulator" 2>/dev/null || { cat "$2" >&2; exit 1; }
+    sleep 0.05
+  done
+  [ -s "$1" ] || { echo "the simulator did not start ($2)" >&2; exit 1; }
+  sed -E 's/.*"port":([0-9]+).*/\1/' "$1"
+}
+
 echo "== development certificates"
 "$bin" certs "$out/certs" --bundle-id com.example.shop >/dev/null
 
@@ -17,13 +29,7 @@ echo "== simulator: 3 bad tokens, a shutdown every 700 notifications per connect
   --error-rate 0.001 --seed 7 --max-seconds 300 2>"$out/simulator.log" &
 simulator=$!
 trap 'kill "$simulator" 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do
-  [ -s "$out/ready.json" ] && break
-  kill -0 "$simulator" 2>/dev/null || { cat "$out/simulator.log" >&2; exit 1; }
-  sleep 0.05
-done
-[ -s "$out/ready.json" ] || { echo "the simulator did not start" >&2; exit 1; }
-port=$(sed -E 's/.*"port":([0-9]+).*/\1/' "$out/ready.json")
+port=$(await_simulator "$out/ready.json" "$out/simulator.log")
 
 echo "== plan jobs/spring.json samples/audience.csv | send"
 "$bin" plan jobs/spring.json samples/audience.csv --rejects "$out/rejects.ndjson" --summary "$out/plan-summary.json" \
@@ -49,13 +55,7 @@ echo "== HTTP/2: simulator --protocol h2 with provider-token auth, 3 bad tokens,
   --error-rate 0.01 --seed 7 --max-seconds 300 2>"$out/h2-simulator.log" &
 simulator=$!
 trap 'kill "$simulator" 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do
-  [ -s "$out/h2-ready.json" ] && break
-  kill -0 "$simulator" 2>/dev/null || { cat "$out/h2-simulator.log" >&2; exit 1; }
-  sleep 0.05
-done
-[ -s "$out/h2-ready.json" ] || { echo "the HTTP/2 simulator did not start" >&2; exit 1; }
-port=$(sed -E 's/.*"port":([0-9]+).*/\1/' "$out/h2-ready.json")
+port=$(await_simulator "$out/h2-ready.json" "$out/h2-simulator.log")
 
 echo "== plan jobs/spring-h2.json samples/audience.csv | send (token auth: AuthKey_DEVKEY0001.p8)"
 "$bin" plan jobs/spring-h2.json samples/audience.csv --rejects "$out/h2-rejects.ndjson" \

@@ -169,19 +169,26 @@ public final class GatewaySimulator: @unchecked Sendable {
 
     // MARK: - Gateway
 
-    private func serveGateway(_ socket: Socket) {
+    /// The TLS handshake on an accepted socket, and the connection's number
+    /// and statistics; nil (counted) when the handshake fails.
+    private func acceptConnection(_ socket: Socket) -> (TLSConnection, Int)? {
         let connection: TLSConnection
         do {
             connection = try TLSConnection.accept(socket: socket, context: context, cancellation: cancellation)
         } catch {
             update { $0.handshakeFailures += 1 }
-            return
+            return nil
         }
         lock.lock()
         let index = nextConnection
         nextConnection += 1
         statistics.connections.append(ConnectionStatistics(connection: index))
         lock.unlock()
+        return (connection, index)
+    }
+
+    private func serveGateway(_ socket: Socket) {
+        guard let (connection, index) = acceptConnection(socket) else { return }
         var session = GatewaySession(
             index: index, faults: configuration.faults, limits: configuration.limits,
             recording: record != nil)
@@ -222,18 +229,7 @@ public final class GatewaySimulator: @unchecked Sendable {
     // MARK: - HTTP/2
 
     private func serveHTTP2(_ socket: Socket) {
-        let connection: TLSConnection
-        do {
-            connection = try TLSConnection.accept(socket: socket, context: context, cancellation: cancellation)
-        } catch {
-            update { $0.handshakeFailures += 1 }
-            return
-        }
-        lock.lock()
-        let index = nextConnection
-        nextConnection += 1
-        statistics.connections.append(ConnectionStatistics(connection: index))
-        lock.unlock()
+        guard let (connection, index) = acceptConnection(socket) else { return }
         // The certificate's topic is its UID, as in an APNs provider
         // certificate. With keys, tokens authenticate (a certificate is optional).
         let topic = connection.peerSubject.flatMap { subject in
