@@ -76,12 +76,27 @@ public struct FeedbackStore {
     /// parts (and `feedback`) that share one store never lose each other's
     /// entries. The lock is held only for the load and the save (milliseconds
     /// to a second), never across network waits, so waiting for it is bounded.
-    public static func update<R>(path: String, _ body: (inout FeedbackStore) throws -> R) throws -> R {
+    /// How long ``update(path:_:)`` waits for the store's lock.
+    public static let lockWaitSeconds = 30.0
+
+    public static func update<R>(path: String, lockWaitSeconds: Double = FeedbackStore.lockWaitSeconds,
+                                 _ body: (inout FeedbackStore) throws -> R) throws -> R {
         let lockPath = path + ".lock"
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, SecureFile.privateMode)
         guard fd >= 0 else { throw IOError(path: lockPath, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
-        _ = try syscall("flock", path: lockPath) { flock(fd, LOCK_EX) }
+        // Bounded: another holder only loads and saves, so a lock held for
+        // long means a stuck process, which is said rather than waited for.
+        let deadline = Deadline.after(seconds: lockWaitSeconds)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else {
+                throw IOError(path: lockPath, operation: "flock", errno: errno)
+            }
+            guard Deadline.now() < deadline else {
+                throw IOError(path: path, reason: "is locked by another process (\(lockPath)) for over \(format(lockWaitSeconds)) s; is a feedback or send stuck?")
+            }
+            usleep(5_000)
+        }
         defer { flock(fd, LOCK_UN) }
         var store = try load(path: path)
         let result = try body(&store)
@@ -93,4 +108,8 @@ public struct FeedbackStore {
     public func save(path: String) throws {
         try SecureFile.write(serialized(), to: path, mode: SecureFile.privateMode)
     }
+}
+
+private func format(_ seconds: Double) -> String {
+    seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
 }

@@ -210,3 +210,30 @@ import FeedbackStore
         #expect(planner.header.http2?.collapseId == "one" && planner.header.http2?.collapseIdTemplate == nil)
     }
 }
+
+extension SharedFeedbackStoreTests {
+    @Test(.timeLimit(.minutes(1))) func aStoreLockedForLongIsReportedNotWaitedForForEver() throws {
+        let dir = TemporaryDirectory("lockedstore")
+        let path = dir.file("store.ndjson")
+        // Another process's lock: a child holds it while this one tries.
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        holder.arguments = [path + ".lock", "sleep", "4"]   // it lets go by itself
+        try holder.run()
+        defer { holder.waitUntilExit() }
+        // Held once the child has it: a non-blocking attempt fails.
+        let probe = open(path + ".lock", O_RDWR | O_CREAT, 0o600)
+        defer { close(probe) }
+        let deadline = Date().addingTimeInterval(10)
+        while flock(probe, LOCK_EX | LOCK_NB) == 0 {
+            flock(probe, LOCK_UN)
+            #expect(Date() < deadline)
+            if Date() >= deadline { return }
+            usleep(10_000)
+        }
+        let started = Date()
+        let error = #expect(throws: IOError.self) { try FeedbackStore.update(path: path, lockWaitSeconds: 0.5) { _ in } }
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(error?.description.contains("is locked by another process") == true)
+    }
+}
