@@ -273,9 +273,11 @@ enum FuzzPlan {
         do {
             let reader = try PlanReader(source: MemorySource(bytes, chunkSize: 7), path: "plan")
             if views {
-                while try reader.nextView({ out.append("\($0.seq) \($0.shard) \(Array($0.token)) \(Array($0.payload))") }) {}
+                while try reader.nextView({
+                    out.append("\($0.seq) \($0.shard) \(Array($0.token)) \(Array($0.payload)) \($0.collapseId.map { Array($0) } ?? [])")
+                }) {}
             } else {
-                while let r = try reader.next() { out.append("\(r.seq) \(r.shard) \(r.token) \(r.payload)") }
+                while let r = try reader.next() { out.append("\(r.seq) \(r.shard) \(r.token) \(r.payload) \(Array((r.collapseId ?? "").utf8))") }
             }
             out.append(reader.isComplete ? "complete" : "incomplete")
         } catch {

@@ -214,6 +214,10 @@ final class RowPreparer: @unchecked Sendable {
                 return rejected(.rejectedUnlessDuplicate, .invalidCollapseId,
                                 "invalid collapse id: \(rendered.count) bytes after rendering, where APNs takes 1 to 64", token: p, in: batch)
             }
+            guard !rendered.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
+                return rejected(.rejectedUnlessDuplicate, .invalidCollapseId,
+                                "invalid collapse id: it holds a control character, which a header cannot carry", token: p, in: batch)
+            }
             collapseId = rendered
         }
         let shard = Planner.shard(of: t, shards: shards)

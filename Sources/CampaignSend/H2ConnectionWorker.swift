@@ -337,8 +337,17 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                     ready.append(item)
                     shared.count(resends: 1)
                 } else {
-                    ready.append(item)
-                    shared.count(resends: 1, duplicatesRisked: 1)
+                    // Reset without an answer (it may have been processed): again,
+                    // as a possible duplicate, and final after three such resets,
+                    // so a request the server always resets cannot loop for ever.
+                    var item = item
+                    item.retries += 1
+                    if item.retries >= Self.maxAttempts {
+                        fail(item, H2Answer(status: 0, reason: "RST_STREAM \(code)"), gaveUp: true)
+                    } else {
+                        ready.append(item)
+                        shared.count(resends: 1, duplicatesRisked: 1)
+                    }
                 }
             case .goAway(let last, let code):
                 goingAway = true

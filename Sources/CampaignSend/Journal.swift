@@ -109,6 +109,7 @@ public struct SendFailure: Equatable, Sendable {
 
     /// A status in words: a binary status's meaning, or an HTTP/2 status and its reason.
     public static func meaning(status: Int, httpReason: String? = nil) -> String {
+        if status == 0, let reason = httpReason { return "no answer: the server reset the stream (\(reason))" }
         if status >= 256 || httpReason != nil { return "HTTP \(status)" + (httpReason.map { " \($0)" } ?? "") }
         return ErrorResponse.Status(rawValue: UInt8(status)).meaning
     }

@@ -254,6 +254,9 @@ public final class PlanReader {
             while p < b.count, b[p] != UInt8(ascii: "\""), b[p] != UInt8(ascii: "\\") { p += 1 }
             guard p < b.count, b[p] == UInt8(ascii: "\"") else { return nil }
             collapseId = UnsafeRawBufferPointer(rebasing: b[start..<p])
+            // Anything but a plain valid value is left to the general reader, which says what is wrong.
+            guard collapseProblem(collapseId!) == nil,
+                  PayloadInspector.isValidUTF8(UnsafeBufferPointer(start: collapseId!.baseAddress?.assumingMemoryBound(to: UInt8.self), count: collapseId!.count)) else { return nil }
             p += 1
         }
         guard expect(#","payload":"#) else { return nil }
@@ -262,6 +265,16 @@ public final class PlanReader {
         guard end > p, b[end - 1] == UInt8(ascii: "}"), b[p] == UInt8(ascii: "{") else { return nil }
         end -= 1
         return (seq, Int(shard), count, lang, UnsafeRawBufferPointer(rebasing: b[p..<end]), collapseId)
+    }
+
+    /// Why a collapse id cannot be sent as `apns-collapse-id`: 1 to 64 bytes,
+    /// no control characters (a header value cannot hold them), and no
+    /// U+FFFD (what invalid UTF-8 in the plan was read as).
+    static func collapseProblem(_ bytes: some Collection<UInt8>) -> String? {
+        guard (1...64).contains(bytes.count) else { return "collapse_id is \(bytes.count) bytes, where APNs takes 1 to 64" }
+        if bytes.contains(where: { $0 < 0x20 || $0 == 0x7F }) { return "collapse_id holds a control character" }
+        if Array(bytes).firstRange(of: [0xEF, 0xBF, 0xBD]) != nil { return "collapse_id is not valid UTF-8" }
+        return nil
     }
 
     static func genericRecord(_ b: UnsafeRawBufferPointer, path: String, line: Int) throws -> PlanRecord {
@@ -274,8 +287,14 @@ public final class PlanReader {
               let lang = value["lang"]?.stringValue, let payload = value["payload"], payload.objectMembers != nil else {
             throw PlanError(path: path, line: line, reason: .badRecord("seq, shard, token, lang and payload are required"))
         }
+        var collapseId: String? = nil
+        if let c = value["collapse_id"] {
+            guard let text = c.stringValue else { throw PlanError(path: path, line: line, reason: .badRecord("collapse_id must be a string")) }
+            if let problem = collapseProblem(Array(text.utf8)) { throw PlanError(path: path, line: line, reason: .badRecord(problem)) }
+            collapseId = text
+        }
         return PlanRecord(seq: UInt64(seq), shard: Int(shard), token: token.bytes, lang: lang, payload: payload.serialized(),
-                          collapseId: value["collapse_id"]?.stringValue)
+                          collapseId: collapseId)
     }
 }
 
