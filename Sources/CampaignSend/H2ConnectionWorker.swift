@@ -62,6 +62,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var out: [UInt8] = []
     private var written = 0
     private var goingAway = false
+    /// When the oldest unwritten frame was framed (for --batch-delay-ms).
+    private var batchStartedAt: UInt64?
     private var settingsReceived = false
     private var acceptedOnConnection = false
     private var lastReadAt: UInt64 = 0
@@ -148,6 +150,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         acceptedOnConnection = false
         out.removeAll(keepingCapacity: true)
         written = 0
+        batchStartedAt = nil
         lastReadAt = now
         pingSentAt = nil
         return true
@@ -250,16 +253,31 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             shared.markSent(shards: marks.unmarked, below: marks.below)
             marks.markedAll()
         }
-        if written < out.count {
-            guard (try? connection.writeAvailable(out, from: &written)) == true else { connectionLost(); return }
-            if written == out.count { out.removeAll(keepingCapacity: true); written = 0 }
-        }
+        // Frames are coalesced into writes as on the binary interface: a
+        // write when --batch-bytes are waiting, --batch-delay-ms after the
+        // first of them, or at once when nothing more can join them (the
+        // queue has nothing now, or the stream limit is reached) or the
+        // connection is ending.
         let t = now
+        var writeDue: UInt64? = nil
+        if written < out.count {
+            if batchStartedAt == nil { batchStartedAt = t }
+            let due = batchStartedAt! + UInt64(settings.batchDelayMilliseconds) * 1_000_000
+            let moreCanJoin = !goingAway && !shared.isStopping && pingSentAt == nil && !inputFinished
+                && (readyCount > 0 || !queueEmpty) && inFlight.count < streamLimit(session)
+            if out.count - written >= settings.batchBytes || !moreCanJoin || t >= due {
+                guard (try? connection.writeAvailable(out, from: &written)) == true else { connectionLost(); return }
+                if written == out.count { out.removeAll(keepingCapacity: true); written = 0; batchStartedAt = nil }
+            } else {
+                writeDue = due
+            }
+        }
         var timeout: Int32 = 1000
+        if let writeDue { timeout = Int32(max(0, min(1000, (Int64(writeDue) - Int64(t)) / 1_000_000 + 1))) }
         if let due = waiting.map(\.due).min() { timeout = min(timeout, Int32(max(0, min(1000, (Int64(due) - Int64(t)) / 1_000_000 + 1)))) }
         if bucket != nil && hasWork { timeout = min(timeout, 5) }
         let canTakeMore = !goingAway && !inputFinished && queueEmpty && readyCount == 0 && inFlight.count < streamLimit(session)
-        var fds = [pollfd(fd: connection.socket.fd, events: Int16(POLLIN) | (written < out.count ? Int16(POLLOUT) : 0), revents: 0),
+        var fds = [pollfd(fd: connection.socket.fd, events: Int16(POLLIN) | (written < out.count && writeDue == nil ? Int16(POLLOUT) : 0), revents: 0),
                    pollfd(fd: shared.cancellation.pollDescriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: shared.isStopping ? -1 : shared.halt.pollDescriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: queue.doorbell.pollDescriptor, events: Int16(POLLIN), revents: 0)]
@@ -480,6 +498,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         session = nil
         out.removeAll(keepingCapacity: true)
         written = 0
+        batchStartedAt = nil
         goingAway = false
         pingSentAt = nil
     }
