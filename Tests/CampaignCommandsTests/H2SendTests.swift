@@ -361,3 +361,27 @@ extension H2SendTests {
         #expect(state.accepted == 1)
     }
 }
+
+extension H2SendTests {
+    /// A plan larger than the queues, a first SIGTERM mid-send: exit 75 within
+    /// seconds, then the resume delivers everything, each once.
+    @Test(.timeLimit(.minutes(2))) func aSignalMidSendExits75SoonAndTheResumeDeliversEachOnce() throws {
+        let dir = TemporaryDirectory("h2signal")
+        let tokens = try Self.plan(count: 20_000, in: dir)
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, ["--rate", "3000"])
+        #expect(ScaleOutTests.eventually(within: 60) { ((try? Journal.read(directory: dir.file("journal")))?.doneCount ?? 0) > 0 })
+        let signalled = Date()
+        kill(run.process.processIdentifier, SIGTERM)
+        let status = run.wait(timeout: 30)
+        #expect(status == 75, "\(run.stderr)")
+        #expect(Date().timeIntervalSince(signalled) < 10)
+        let resumed = try CampaignProcess(["send", "--resume", "journal"] + SendProcessTests.credentials(), in: dir.path)
+        #expect(resumed.wait(timeout: 90) == 0, "\(resumed.stderr)")
+        simulator.stop()
+        let recorded = try Self.recorded(dir).map(\.token)
+        #expect(Set(recorded) == Set(tokens))
+        #expect(recorded.count == 20_000, "a graceful stop waits for the answers in flight: no duplicates")
+    }
+}
