@@ -23,13 +23,12 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         var shard: Int32
         var ordinal: Int32
         var bytes: [UInt8]
-        /// Answers that asked for a retry (429, 500, 503) so far.
+        /// Answers that asked for a retry (429, 500, 503), and resets without an answer, so far.
         var retries = 0
         var token: ArraySlice<UInt8> { bytes[1..<(1 + Int(bytes[0]))] }
         /// Where the collapse id's length is; the id follows it, then the payload.
         var collapseAt: Int { 1 + Int(bytes[0]) }
         var payloadStart: Int { collapseAt + 1 + Int(bytes[collapseAt]) }
-        var payload: ArraySlice<UInt8> { bytes[payloadStart...] }
     }
 
     /// Retries after 429/500/503: at most this many answers of that kind, then final.
