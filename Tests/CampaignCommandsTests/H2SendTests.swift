@@ -13,14 +13,7 @@ import GatewaySimulator
 /// the outcome table, asserted from the simulator's record.
 @Suite(.serialized) struct H2SendTests {
     static func simulator(in dir: TemporaryDirectory, faults: FaultPlan = FaultPlan(), tokens: Bool = false) throws -> GatewaySimulator {
-        var configuration = SimulatorConfiguration(certificatesDirectory: TestCertificates.directory)
-        configuration.http2 = true
-        configuration.recordPath = dir.file("record.ndjson")
-        configuration.faults = faults
-        if tokens { configuration.authKeysDirectory = TestCertificates.path(DevelopmentCertificates.authKeysDirectory) }
-        let simulator = try GatewaySimulator(configuration: configuration)
-        try simulator.start()
-        return simulator
+        try startHTTP2Simulator(in: dir, faults: faults, tokens: tokens)
     }
 
     /// An h2 plan of `count` random devices; returns the tokens.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import CampaignTestSupport
 @testable import CampaignTLS
 
 /// ES256 provider tokens (issue 15's first piece): the encoding against
@@ -75,16 +76,8 @@ import Testing
         key.verify(der, (h + "." + c).encode(), ec.ECDSA(hashes.SHA256()))
         print(json.dumps([json.loads(b64(h)), json.loads(b64(c))], sort_keys=True))
         """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script, dir.appendingPathComponent("pub.pem").path, token.text]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(text)")
+        let (status, text) = try runTool("python3", ["-c", script, dir.appendingPathComponent("pub.pem").path, token.text])
+        #expect(status == 0, "\(text)")
         #expect(text.trimmingCharacters(in: .whitespacesAndNewlines)
                 == #"[{"alg": "ES256", "kid": "ABC123DEFG"}, {"iat": 1437179036, "iss": "DEF123GHIJ"}]"#)
     }

@@ -94,27 +94,11 @@ import CampaignTestSupport
 /// Standard HTTP/2 clients against `--protocol h2`: curl and nghttp2's h2load.
 @Suite(.serialized) struct H2SimulatorClientTests {
     static func start(_ dir: TemporaryDirectory, tokens: Bool = false, faults: FaultPlan = FaultPlan()) throws -> GatewaySimulator {
-        var configuration = SimulatorConfiguration(certificatesDirectory: TestCertificates.directory)
-        configuration.http2 = true
-        configuration.recordPath = dir.file("record.ndjson")
-        configuration.faults = faults
-        if tokens { configuration.authKeysDirectory = TestCertificates.path(DevelopmentCertificates.authKeysDirectory) }
-        let simulator = try GatewaySimulator(configuration: configuration)
-        try simulator.start()
-        return simulator
+        try startHTTP2Simulator(in: dir, faults: faults, tokens: tokens)
     }
 
     static func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, out: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [tool] + arguments
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
+        try runTool(tool, arguments)
     }
 
     static let token = String(repeating: "0f", count: 32)

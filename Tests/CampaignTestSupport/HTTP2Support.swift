@@ -1,0 +1,31 @@
+import Foundation
+import CampaignTLS
+import GatewaySimulator
+
+/// The simulator's HTTP/2 provider API, in-process on port 0, recording to
+/// `dir/record.ndjson`; with `tokens`, provider tokens are checked against
+/// the test certificates' development key.
+public func startHTTP2Simulator(in dir: TemporaryDirectory, faults: FaultPlan = FaultPlan(), tokens: Bool = false) throws -> GatewaySimulator {
+    var configuration = SimulatorConfiguration(certificatesDirectory: TestCertificates.directory)
+    configuration.http2 = true
+    configuration.recordPath = dir.file("record.ndjson")
+    configuration.faults = faults
+    if tokens { configuration.authKeysDirectory = TestCertificates.path(DevelopmentCertificates.authKeysDirectory) }
+    let simulator = try GatewaySimulator(configuration: configuration)
+    try simulator.start()
+    return simulator
+}
+
+/// Runs a program found on PATH to its end; its standard output and error together.
+public func runTool(_ tool: String, _ arguments: [String]) throws -> (status: Int32, out: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = [tool] + arguments
+    let out = Pipe()
+    process.standardOutput = out
+    process.standardError = out
+    try process.run()
+    let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    return (process.terminationStatus, text)
+}
