@@ -52,6 +52,12 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("h2 plans: PING a connection with requests open and nothing heard for S seconds (default 30); no answer within S/3 (at most 10 s) drops it, and three dropped in a row end the send (exit 69, resumable).", valueName: "s"))
     var pingAfter: Double?
 
+    @Option(help: ArgumentHelp("h2 plans: a request unanswered for S seconds (or work waiting that long on a server that allows no stream) drops its connection, and what was open on it goes again as possible duplicates; also the TLS handshake's limit, at most 10 s (default 30).", valueName: "s"))
+    var answerTimeout: Double?
+
+    @Option(help: ArgumentHelp("h2 plans: when the gateway has failed for S seconds with nothing accepted (5xx, 429, resets, refused streams, connections that achieve nothing), stop with exit 69 and leave the rest for --resume (default 120).", valueName: "s"))
+    var outageLimit: Double?
+
     @Option(help: "Parallel connections; each owns a share of the plan's shards (default 4).")
     var connections: Int?
 
@@ -88,12 +94,14 @@ struct Send: ParsableCommand {
         }
         if authKey != nil || keyId != nil || teamId != nil {
             guard authKey != nil, let k = keyId, let t = teamId else { throw ValidationError("--auth-key, --key-id and --team-id go together.") }
-            for (name, value) in [("--key-id", k), ("--team-id", t)] where value.count != 10 || !value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) {
-                throw ValidationError("\(name) must be 10 letters or digits, as Apple's are, not \"\(value)\".")
+            for (name, value) in [("--key-id", k), ("--team-id", t)] where value.utf8.count != 10 || !value.utf8.allSatisfy({ (0x41...0x5A).contains($0) || (0x30...0x39).contains($0) }) {
+                throw ValidationError("\(name) must be 10 upper-case letters or digits, as Apple's are (the developer account shows it), not \"\(value)\".")
             }
         }
         if let n = streams, !(1...10_000).contains(n) { throw ValidationError("--streams must be between 1 and 10000.") }
         if let s = pingAfter, !(0.3...3600).contains(s) { throw ValidationError("--ping-after must be between 0.3 and 3600 seconds.") }
+        if let s = answerTimeout, !(0.5...3600).contains(s) { throw ValidationError("--answer-timeout must be between 0.5 and 3600 seconds.") }
+        if let s = outageLimit, !(1...86_400).contains(s) { throw ValidationError("--outage-limit must be between 1 and 86400 seconds.") }
         if journal != nil {
             guard credentials.cert != nil || authKey != nil else { throw ValidationError("--cert (or, for an h2 plan, --auth-key) is required.") }
             guard (gateway == nil) != (environment == nil) else {
@@ -138,9 +146,9 @@ struct Send: ParsableCommand {
         if let dir = resume {
             let adjust: (inout SendSettings) -> Void = { settings in
                 // Flags may override what the journal remembers: credentials, and tuning.
-                if let c = credentials.cert { settings.certificate = c }
-                if let k = credentials.key { settings.key = k }
-                if let a = credentials.ca { settings.caFile = a }
+                if let c = credentials.cert { settings.certificate = absolutePath(c) }
+                if let k = credentials.key { settings.key = absolutePath(k) }
+                if let a = credentials.ca { settings.caFile = absolutePath(a) }
                 if let g = gateway.flatMap(GatewayAddress.parse) { (settings.gatewayHost, settings.gatewayPort) = g }
                 apply(to: &settings)
             }
@@ -151,9 +159,11 @@ struct Send: ParsableCommand {
             start = .resume(journal: dir, replan: replan, plan: plan == "-" ? nil : plan, adjust: adjust)
         } else {
             let (host, port) = gateway.flatMap(GatewayAddress.parse) ?? GatewayAddress.environment(environment!, feedback: false)!
-            settings = SendSettings(gatewayHost: host, gatewayPort: port, certificate: credentials.cert ?? "")
-            settings.key = credentials.key
-            settings.caFile = credentials.ca
+            // Every file by absolute path: the journal keeps them, and
+            // `--resume` may run from any directory.
+            settings = SendSettings(gatewayHost: host, gatewayPort: port, certificate: credentials.cert.map(absolutePath) ?? "")
+            settings.key = credentials.key.map(absolutePath)
+            settings.caFile = credentials.ca.map(absolutePath)
             apply(to: &settings)
             start = .new(plan: plan, journal: journal!, settings: settings)
         }
@@ -176,7 +186,8 @@ struct Send: ParsableCommand {
             }
             if let key = settings.authKey {
                 // The key is read now, so a wrong path fails before anything is sent.
-                _ = try PrivateKey.load(pemFile: key, passphrase: nil)
+                let loaded = try PrivateKey.load(pemFile: key, passphrase: nil)
+                guard ProviderToken.isProviderTokenKey(loaded) else { throw TLSError(.notAProviderTokenKey(path: key)) }
             }
             madeContext = try CredentialOptions.context(cert: settings.certificate, key: settings.key, ca: settings.caFile,
                                                         passphrase: passphrase, http2: http2)
@@ -202,16 +213,21 @@ struct Send: ParsableCommand {
         if let v = rate { settings.rate = v }
         if let v = checkpointEvery { settings.checkpointEvery = v }
         if let v = checkpointSeconds { settings.checkpointMilliseconds = Int((v * 1000).rounded()) }
-        if let v = feedbackStore { settings.feedbackStore = v }
+        if let v = feedbackStore { settings.feedbackStore = absolutePath(v) }
+        if let v = answerTimeout { settings.answerTimeoutSeconds = v }
+        if let v = outageLimit { settings.outageLimitSeconds = v }
         if let v = streams { settings.streams = v }
         if let v = pingAfter { settings.pingAfterSeconds = v }
         if let v = authKey {
-            settings.authKey = URL(fileURLWithPath: v).standardizedFileURL.path
+            settings.authKey = absolutePath(v)
             settings.keyID = keyId
             settings.teamID = teamId
         }
     }
 }
+
+/// `path` made absolute against the current directory, as the journal keeps it.
+func absolutePath(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path }
 
 /// First signal: stop gracefully. Second: exit at once; the journal is
 /// append-only with a checksum per record, so it is consistent at any moment.

@@ -45,17 +45,40 @@ public final class H2Session {
         public static let protocolError: UInt32 = 1
         public static let refusedStream: UInt32 = 7
         public static let enhanceYourCalm: UInt32 = 11
+
+        /// RFC 9113 §7's name for a code ("CANCEL"), or the number for one it does not define.
+        public static func name(_ code: UInt32) -> String {
+            let names = ["NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED",
+                         "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
+                         "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED"]
+            return code < names.count ? names[Int(code)] : "error \(code)"
+        }
     }
 
     public let role: Role
     private var session: OpaquePointer?
     private var events: [Event] = []
-    /// Header blocks and bodies of streams whose message is still arriving.
-    private var partial: [Int32: (headers: [Header], body: [UInt8])] = [:]
+    /// A message still arriving: its fields, its body, and what the limits count.
+    private struct Incoming {
+        var headers: [Header] = []
+        var body: [UInt8] = []
+        /// Bytes of header fields received on the stream, as RFC 9113 counts them (name + value + 32).
+        var headerBytes = 0
+        /// The fields of the current block are not kept: an informational (1xx) response, or trailers.
+        var skipBlock = false
+    }
+    /// Streams whose message is still arriving.
+    private var partial: [Int32: Incoming] = [:]
     /// Bodies still to send, by stream: the bytes (shared, not copied) and how far they have been sent.
     private var outgoing: [Int32: (body: [UInt8], offset: Int)] = [:]
-    /// The largest body a message may have; more resets its stream.
+    /// The largest body a message may have; more ends the session
+    /// (``receive(_:)`` throws, naming it): a peer that sends it is not one to trust further.
     public var maxBodyBytes = 1 << 20
+    /// The most header bytes (RFC 9113's size: name + value + 32 per field)
+    /// a stream may receive over all its header blocks; more ends the session.
+    public var maxHeaderBytes = 1 << 20
+    /// Why the session was ended by one of our own limits, for the error ``receive(_:)`` throws.
+    public private(set) var violation: String?
     /// When set, only these header names are kept in messages (a client that
     /// reads `:status` and `retry-after` need not make strings of the rest).
     public var keptHeaders: [[UInt8]]? = nil
@@ -68,28 +91,50 @@ public final class H2Session {
         guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else { throw H2Error("cannot allocate nghttp2 callbacks") }
         defer { nghttp2_session_callbacks_del(callbacks) }
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
-            H2Session.from(user).partial[frame!.pointee.hd.stream_id] = ([], [])
+            let me = H2Session.from(user)
+            let stream = frame!.pointee.hd.stream_id
+            if me.partial[stream] == nil {
+                me.partial[stream] = Incoming()
+            } else {
+                // A second block on the stream: the final response after an
+                // informational one (kept), or trailers after it (skipped, so
+                // the response's `:status` is not lost).
+                me.partial[stream]!.skipBlock = me.role == .client && me.partial[stream]!.headers.contains { $0.name == ":status" }
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameCount, value, valueCount, _, user in
             let me = H2Session.from(user)
             let stream = frame!.pointee.hd.stream_id
+            guard var p = me.partial[stream] else { return 0 }
+            p.headerBytes += nameCount + valueCount + 32
+            if p.headerBytes > me.maxHeaderBytes {
+                me.violation = "the peer sent more than \(me.maxHeaderBytes) bytes of header fields on stream \(stream)"
+                return Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+            }
+            if me.role == .client, nameCount == 7, valueCount > 0, value![0] == UInt8(ascii: "1"),
+               UnsafeBufferPointer(start: name, count: nameCount).elementsEqual(":status".utf8) {
+                // An informational response (RFC 9110 §15.2): the final one follows.
+                p.headers.removeAll()
+                p.skipBlock = true
+            }
+            me.partial[stream] = p
+            if p.skipBlock { return 0 }
             if let kept = me.keptHeaders {
                 let n = UnsafeBufferPointer(start: name, count: nameCount)
                 guard kept.contains(where: { $0.elementsEqual(n) }) else { return 0 }
             }
             let header = Header(String(decoding: UnsafeBufferPointer(start: name, count: nameCount), as: UTF8.self),
                                 String(decoding: UnsafeBufferPointer(start: value, count: valueCount), as: UTF8.self))
-            me.partial[stream, default: ([], [])].headers.append(header)
+            me.partial[stream]!.headers.append(header)
             return 0
         }
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { session, _, stream, data, count, user in
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, stream, data, count, user in
             let me = H2Session.from(user)
             guard var p = me.partial[stream] else { return 0 }
             if p.body.count + count > me.maxBodyBytes {
-                me.partial[stream] = nil
-                return nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, UInt32(NGHTTP2_CANCEL.rawValue)) == 0
-                    ? 0 : Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+                me.violation = "the peer sent a body of more than \(me.maxBodyBytes) bytes on stream \(stream)"
+                return Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
             }
             me.partial[stream] = nil   // so the append does not copy
             p.body.append(contentsOf: UnsafeBufferPointer(start: data, count: count))
@@ -141,6 +186,7 @@ public final class H2Session {
     public func receive(_ bytes: UnsafeRawBufferPointer) throws(H2Error) {
         guard bytes.count > 0 else { return }
         let n = nghttp2_session_mem_recv(session, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count)
+        if let violation { throw H2Error(violation) }
         if n < 0 { throw H2Error(code: Int32(n), "the peer broke the HTTP/2 protocol") }
     }
 

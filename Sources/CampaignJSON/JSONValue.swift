@@ -40,6 +40,12 @@ public indirect enum JSONValue: Sendable, Equatable {
         return nil
     }
 
+    /// The value as a floating-point number, when it is a number.
+    public var doubleValue: Double? {
+        if case .number(let text) = self { return Double(text) }
+        return nil
+    }
+
     public var objectMembers: [(key: String, value: JSONValue)]? {
         if case .object(let members) = self { return members }
         return nil

@@ -285,7 +285,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         requeue(resolution.resend)
         if resolution.wasShutdown { shared.count(shutdowns: 1) }
         shared.record(resolution.outcome)
-        if resolution.outcome.accepted > 0 { strikes.clear() }
+        if resolution.outcome.accepted > 0 { strikes.clear(); dialer.productive() }
         closeConnection(abort: false)
     }
 

@@ -9,7 +9,14 @@ import CampaignTLS
 final class GatewayDialer {
     private let settings: SendSettings
     private let shared: SendShared
+    /// The pause before the next attempt: it grows with failed attempts and
+    /// with connections that achieved nothing, and shrinks only when a
+    /// connection gets an answer about a notification (a handshake alone
+    /// proves nothing: a server that drops every connection after it would
+    /// otherwise be dialled in a tight loop).
     private var backoff = ReconnectBackoff()
+    /// Failed connection attempts in a row (a handshake that succeeds ends the run).
+    private var failedAttempts = 0
     /// The next connection, opened while a proof is awaited on this one.
     private var spare: PendingConnection?
     /// Failed attempts in a row after which a gateway never reached in this run is given up on (about 1.5 s of backoff).
@@ -30,7 +37,7 @@ final class GatewayDialer {
         }
         do {
             return connected(try TLSConnection.connect(host: settings.gatewayHost, port: settings.gatewayPort,
-                                                       context: shared.context, timeout: 30, cancellation: shared.halt))
+                                                       context: shared.context, timeout: handshakeSeconds, cancellation: shared.halt))
         } catch {
             if error.kind == .cancelled { return nil }
             if error.isCredentialOrTrustFailure {
@@ -38,11 +45,14 @@ final class GatewayDialer {
                 return nil
             }
             let delay = backoff.failed()
+            failedAttempts += 1
             // A gateway never reached in this run (no such name, refused,
-            // unreachable) is given up on after a few quick tries, not after
-            // half a minute of backoff: it is most likely the wrong address.
-            let neverReached = !shared.hasConnected && { if case .connectionFailed = error.kind { true } else { false } }()
-            if backoff.failures > shared.maxConnectAttempts || (neverReached && backoff.failures >= Self.firstContactAttempts) {
+            // unreachable, silent) is given up on after a few quick tries, not
+            // after minutes of backoff: it is most likely the wrong address.
+            let neverReached = !shared.hasConnected && {
+                switch error.kind { case .connectionFailed, .timedOut: true; default: false }
+            }()
+            if failedAttempts > shared.maxConnectAttempts || (neverReached && failedAttempts >= Self.firstContactAttempts) {
                 shared.fail(.unreachable(error))
                 return nil
             }
@@ -66,8 +76,22 @@ final class GatewayDialer {
     }
 
     private func connected(_ connection: TLSConnection) -> TLSConnection {
-        backoff.succeeded()
+        failedAttempts = 0
         shared.connected()
         return connection
+    }
+
+    /// The TLS handshake's limit: the answer timeout, at most 10 s (Apple's
+    /// handshake takes a few round trips; a server that never speaks TLS
+    /// must not hold a send for minutes).
+    var handshakeSeconds: Double { min(10, settings.answerTimeoutSeconds) }
+
+    /// A connection got an answer about a notification: the next pause starts small.
+    func productive() { backoff.succeeded() }
+
+    /// A connection ended having achieved nothing: pause before the next, as
+    /// after a failed attempt (watching the stop).
+    func backOffAfterFruitlessConnection() {
+        _ = sleep(until: .after(seconds: backoff.failed()), cancellation: shared.halt)
     }
 }

@@ -19,9 +19,26 @@ public struct H2Answer: Equatable, Sendable {
     /// or empty) and its `retry-after` header.
     public init(status: Int, body: [UInt8], retryAfter: String? = nil) {
         let value = body.isEmpty ? nil : try? JSONValue.parse(body)
-        self.init(status: status, reason: value?["reason"]?.stringValue,
+        self.init(status: status, reason: value?["reason"]?.stringValue.map(Self.boundedReason),
                   timestampMilliseconds: value?["timestamp"]?.integerValue,
-                  retryAfterSeconds: retryAfter.flatMap { Int($0.trimmingWhitespace()) }.map { max(0, $0) })
+                  retryAfterSeconds: retryAfter.flatMap { Int($0.trimmingWhitespace()) }.map { min(Self.maxRetryAfterSeconds, max(0, $0)) })
+    }
+
+    /// The longest `retry-after` obeyed: a longer one (a server asking for
+    /// days) is read as this, and the outage limit decides when to stop.
+    public static let maxRetryAfterSeconds = 60
+
+    /// The longest reason kept. Apple's reasons are identifiers of a few
+    /// dozen letters; anything else is the server's text, which must not
+    /// reach a journal or a terminal as it came.
+    public static let maxReasonLength = 64
+
+    /// A reason as it may be journaled and printed: an identifier of at most
+    /// ``maxReasonLength`` printable ASCII characters, or a note of what came instead.
+    public static func boundedReason(_ text: String) -> String {
+        let bytes = text.utf8
+        if bytes.count <= maxReasonLength, !bytes.isEmpty, bytes.allSatisfy({ (0x21...0x7E).contains($0) }) { return text }
+        return "(a reason of \(bytes.count) bytes that is not an identifier)"
     }
 
     /// What becomes of the notification.
@@ -33,8 +50,10 @@ public struct H2Answer: Equatable, Sendable {
         /// 400 BadDeviceToken, DeviceTokenNotForTopic: final and recorded, not
         /// suppressed (the token may belong to the other environment).
         case refusedForItsToken
-        /// Another 400, or 404, 405, 413: final, reported loudly (a bug in the
-        /// plan or in us); many in a row stop the send.
+        /// Another 400, or 404, 405, 413: final once the server has shown it is
+        /// sane (it accepted something since), reported loudly (a bug in the
+        /// plan or in us); many in a row stop the send and stay pending (the
+        /// `--gateway` may be another HTTP/2 server that refuses everything).
         case refusedAsMalformed
         /// 403 (but an expired token) and TopicDisallowed: stop the send; a credential is wrong.
         case credentialRefused
@@ -42,9 +61,10 @@ public struct H2Answer: Equatable, Sendable {
         case providerTokenExpired
         /// 429 TooManyProviderTokenUpdates: a new connection with the same token, after a backoff.
         case tooManyTokenUpdates
-        /// 429 TooManyRequests, 500, 503: again after a backoff (`retry-after` when given), 3 attempts in all.
+        /// 429 TooManyRequests, 500, 503: the server's state, never final: again
+        /// after a backoff (`retry-after` when given, at most ``maxRetryAfterSeconds``).
         case retryLater(afterSeconds: Int?)
-        /// A status the API does not define: retried like a server error.
+        /// A status the API does not define (or none): retried like a server error.
         case unknown
     }
 

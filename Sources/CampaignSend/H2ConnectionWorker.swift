@@ -23,16 +23,20 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         var shard: Int32
         var ordinal: Int32
         var bytes: [UInt8]
-        /// Answers that asked for a retry (429, 500, 503), and resets without an answer, so far.
+        /// Answers that asked for a retry (429, 5xx, refused streams) so far: the backoff's exponent.
         var retries = 0
+        /// Connections lost (or streams reset) while it was open: it may have been processed each time.
+        var losses = 0
+        /// Whether it has been counted as a possible duplicate (once, however often it is lost).
+        var risked = false
+        /// When it was last submitted (for the answer timeout).
+        var sentAt: UInt64 = 0
         var token: ArraySlice<UInt8> { bytes[1..<(1 + Int(bytes[0]))] }
         /// Where the collapse id's length is; the id follows it, then the payload.
         var collapseAt: Int { 1 + Int(bytes[0]) }
         var payloadStart: Int { collapseAt + 1 + Int(bytes[collapseAt]) }
     }
 
-    /// Retries after 429/500/503: at most this many answers of that kind, then final.
-    static let maxAttempts = 3
 
     let index: Int
     let queue: WorkQueue
@@ -68,6 +72,14 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var lastReadAt: UInt64 = 0
     private var pingSentAt: UInt64?
     private var silentConnections = 0
+    /// Whether this connection got an answer about a notification (accepted or finally refused).
+    private var productive = false
+    /// No request is submitted on this connection before this (a `retry-after`).
+    private var pausedUntil: UInt64 = 0
+    /// Since when work has waited on a connection whose server allows no stream.
+    private var stalledSince: UInt64?
+    /// When in-flight requests were last checked against the answer timeout.
+    private var lastAnswerCheck: UInt64 = 0
     private var answers = ProofOutcome()
     private var frames: [UInt8] = []
     private var taken: [(QueuedFrame, Int)] = []
@@ -103,6 +115,16 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             }
             let idle = !hasWork && inFlight.isEmpty
             if idle && (shared.isStopping || (inputFinished && waiting.isEmpty)) { break }
+            if shared.isStopping && shared.stopGraceIsOver {
+                // What is still open stays pending for the resume: a server
+                // that never answers must not hold a stop for ever.
+                if !inFlight.isEmpty {
+                    shared.log("connection \(index + 1): \(inFlight.count) request\(inFlight.count == 1 ? "" : "s") still unanswered \(Int(SendShared.stopGraceSeconds)) s after the stop; left for --resume")
+                    riskAll(inFlight.values)
+                    inFlight.removeAll()
+                }
+                break
+            }
             if connection == nil {
                 if !hasWork {
                     // Nothing to send now: the next retry's time, or new frames.
@@ -119,6 +141,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             pump()
         }
         if let connection { inFlight.isEmpty ? connection.close() : connection.abort() }
+        if !inFlight.isEmpty { riskAll(inFlight.values) }
         connection = nil
         flushAnswers()
         dialer.dropSpare()
@@ -142,11 +165,16 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             shared.log("connection \(index + 1): \(error)")
             return false
         }
+        session!.maxHeaderBytes = Self.maxAnswerHeaderBytes
+        session!.maxBodyBytes = Self.maxAnswerBodyBytes
         connection = c
         connectionToken = tokens?.current()
         goingAway = false
         settingsReceived = false
         acceptedOnConnection = false
+        productive = false
+        stalledSince = nil
+        lastAnswerCheck = now
         out.removeAll(keepingCapacity: true)
         written = 0
         batchStartedAt = nil
@@ -157,8 +185,14 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     // MARK: - Requests
 
+    /// Apple's answers carry a few hundred bytes of header fields and a JSON
+    /// body of a reason and a timestamp; far more is not APNs, and reading it
+    /// all would let a server hold the connection's thread.
+    static let maxAnswerHeaderBytes = 64 << 10
+    static let maxAnswerBodyBytes = 64 << 10
+
     private func submitRequests() {
-        guard let session, !goingAway, !shared.isStopping else { return }
+        guard let session, !goingAway, !shared.isStopping, now >= pausedUntil else { return }
         if template == nil { template = makeTemplate() }
         let limit = streamLimit(session)
         while inFlight.count < limit {
@@ -178,7 +212,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 queueEmpty = n == 0 || queue.isEmpty
                 if n == 0 { break }
             }
-            let item = ready[readyHead]
+            var item = ready[readyHead]
+            item.sentAt = now
             readyHead += 1
             if readyHead > 4096, readyHead * 2 > ready.count { ready.removeFirst(readyHead); readyHead = 0 }
             do throws(H2Error) {
@@ -274,6 +309,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         var timeout: Int32 = 1000
         if let writeDue { timeout = Int32(max(0, min(1000, (Int64(writeDue) - Int64(t)) / 1_000_000 + 1))) }
         if let due = waiting.map(\.due).min() { timeout = min(timeout, Int32(max(0, min(1000, (Int64(due) - Int64(t)) / 1_000_000 + 1)))) }
+        if pausedUntil > t { timeout = min(timeout, Int32(max(0, min(1000, (Int64(pausedUntil) - Int64(t)) / 1_000_000 + 1)))) }
         if bucket != nil && hasWork { timeout = min(timeout, 5) }
         let canTakeMore = !goingAway && !inputFinished && queueEmpty && readyCount == 0 && inFlight.count < streamLimit(session)
         var fds = [pollfd(fd: connection.socket.fd, events: Int16(POLLIN) | (written < out.count && writeDue == nil ? Int16(POLLOUT) : 0), revents: 0),
@@ -294,6 +330,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         flushAnswers()
         guard self.connection != nil else { return }
         let after = now
+        if checkAnswerTimeout(session, at: after) { return }
         if !inFlight.isEmpty {
             let pingTimeout = min(10, settings.pingAfterSeconds / 3)
             if let sent = pingSentAt {
@@ -311,15 +348,43 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         }
     }
 
+    /// Drops the connection when a request has waited longer than the answer
+    /// timeout (a server that holds streams, never grows its window, drips
+    /// its answer or floods frames instead of answering), or when work has
+    /// waited that long on a server that allows no stream. Checked once a second.
+    private func checkAnswerTimeout(_ session: H2Session, at t: UInt64) -> Bool {
+        let limit = settings.answerTimeoutSeconds
+        if readyCount > 0, inFlight.isEmpty, !goingAway, !shared.isStopping, t >= pausedUntil, streamLimit(session) == 0 {
+            if stalledSince == nil { stalledSince = t }
+            if Double(t - stalledSince!) / 1e9 > limit {
+                silent("the server has allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(format1(limit)) s")
+                return true
+            }
+        } else {
+            stalledSince = nil
+        }
+        guard !inFlight.isEmpty, t - lastAnswerCheck >= 1_000_000_000 || limit < 2 else { return false }
+        lastAnswerCheck = t
+        let oldest = inFlight.values.lazy.map(\.sentAt).min() ?? t
+        if Double(t - min(t, oldest)) / 1e9 > limit {
+            silent("a request has had no answer for \(format1(limit)) s (--answer-timeout)")
+            return true
+        }
+        return false
+    }
+
+    /// Reads what has arrived, at most this many reads a turn, so a server
+    /// that floods frames cannot keep the loop from its stop and time checks.
+    static let readsPerTurn = 32
+
     private func readAnswers() {
         guard let connection, let session else { return }
-        while true {
+        for _ in 0..<Self.readsPerTurn {
             let result: TLSConnection.IOResult
             do { result = try readBuffer.withUnsafeMutableBytes { try connection.tryRead(into: $0) } } catch { connectionLost(); return }
             switch result {
             case .bytes(let n):
                 lastReadAt = now
-                pingSentAt = nil
                 do throws(H2Error) { try session.receive(readBuffer, count: n) } catch {
                     shared.log("connection \(index + 1): \(error); reconnecting")
                     handle(session.drainEvents())
@@ -348,23 +413,20 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 let status = headers.first { $0.name == ":status" }.flatMap { Int($0.value) } ?? 0
                 answered(item, H2Answer(status: status, body: body, retryAfter: headers.first { $0.name == "retry-after" }?.value))
             case .streamClosed(let stream, let code):
-                guard let item = inFlight.removeValue(forKey: stream) else { continue }
+                guard var item = inFlight.removeValue(forKey: stream) else { continue }
                 if code == H2Session.ErrorCode.refusedStream {
-                    // RFC 9113 §8.7: never processed, so sent again exactly.
-                    ready.append(item)
-                    shared.count(resends: 1)
-                } else {
-                    // Reset without an answer (it may have been processed): again,
-                    // as a possible duplicate, and final after three such resets,
-                    // so a request the server always resets cannot loop for ever.
-                    var item = item
+                    // RFC 9113 §8.7: never processed, so sent again exactly,
+                    // after a backoff (a server refusing every stream must not
+                    // turn this loop into a busy one).
                     item.retries += 1
-                    if item.retries >= Self.maxAttempts {
-                        fail(item, H2Answer(status: 0, reason: "RST_STREAM \(code)"), gaveUp: true)
-                    } else {
-                        ready.append(item)
-                        shared.count(resends: 1, duplicatesRisked: 1)
-                    }
+                    later(item, afterSeconds: nil)
+                    shared.serverTrouble("RST_STREAM REFUSED_STREAM", limitSeconds: settings.outageLimitSeconds)
+                } else {
+                    // Reset without an answer: it may have been processed, so
+                    // again as a possible duplicate, after a backoff, and not
+                    // in this run once it was lost this way too often.
+                    shared.serverTrouble("RST_STREAM \(H2Session.ErrorCode.name(code))", limitSeconds: settings.outageLimitSeconds)
+                    if let again = lost(item) { later(again, afterSeconds: nil) }
                 }
             case .goAway(let last, let code):
                 goingAway = true
@@ -384,17 +446,21 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         switch answer.verdict {
         case .accepted:
             acceptedOnConnection = true
+            becameProductive()
             answers.acceptedOrdinals[item.shard, default: []].append(Int(item.ordinal))
             answers.accepted += 1
         case .unregistered(let at):
-            fail(item, answer)
-            answers.suppress.append((Array(item.token), at ?? UInt32(clamping: ProviderTokenSource.now())))
+            becameProductive()
+            // A time in the future (a server's mistake) would keep the token out of every plan until then.
+            let arrived = UInt32(clamping: ProviderTokenSource.now())
+            fail(item, answer, unregisteredAt: min(at ?? arrived, arrived))
         case .refusedForItsToken:
+            becameProductive()
             fail(item, answer)
         case .refusedAsMalformed:
-            fail(item, answer)
+            // Final only once the server shows it is sane (SendShared holds it until then).
             shared.log("connection \(index + 1): APNs refused plan record \(item.seq) with \(answer.description): a bug in the plan or in campaign; it will not be sent again")
-            shared.malformedAnswer(answer.description)
+            shared.malformedAnswer(failure(item, answer), what: answer.description)
         case .credentialRefused:
             ready.append(item)   // not final: a resume with the right credential sends it
             shared.fail(.credentialRefused(Self.sentence(for: answer, topic: fields.common.first { $0.name == "apns-topic" }?.value, tokenAuth: tokens != nil)))
@@ -417,31 +483,48 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             ready.append(item)
         case .tooManyTokenUpdates:
             // This connection is unusable; a new one with the same token, after a pause.
-            waiting.append((now + 1_000_000_000, item))
+            item.retries += 1
+            later(item, afterSeconds: nil)
             goingAway = true
+            shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
         case .retryLater(let after):
-            retry(&item, answer, afterSeconds: after)
+            item.retries += 1
+            later(item, afterSeconds: after)
+            // The server asked this connection to wait: it does, the others go on.
+            if let after { pausedUntil = max(pausedUntil, now + UInt64(after) * 1_000_000_000) }
+            shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
         case .unknown:
-            retry(&item, answer, afterSeconds: nil)
+            item.retries += 1
+            later(item, afterSeconds: nil)
+            shared.serverTrouble(answer.status == 0 ? "an answer without a :status" : answer.description, limitSeconds: settings.outageLimitSeconds)
         }
     }
 
-    private func retry(_ item: inout Item, _ answer: H2Answer, afterSeconds: Int?) {
-        item.retries += 1
-        if item.retries >= Self.maxAttempts {
-            fail(item, answer, gaveUp: true)
-            return
-        }
-        // Bounded exponential backoff with jitter, or what the server asked for.
-        let base = afterSeconds.map(Double.init) ?? min(30, 0.25 * Double(1 << min(item.retries, 7))) * Double.random(in: 0.5...1.5)
-        waiting.append((now + UInt64(min(3600, base) * 1e9), item))
+    /// Puts `item` back after a backoff: what the server asked for, or
+    /// bounded exponential backoff with jitter. Never final: the server's
+    /// trouble says nothing about the notification.
+    private func later(_ item: Item, afterSeconds: Int?) {
+        let base = afterSeconds.map(Double.init)
+            ?? min(30, 0.25 * Double(1 << min(max(item.retries, 1) - 1, 7))) * Double.random(in: 0.5...1.5)
+        waiting.append((now + UInt64(base * 1e9), item))
         shared.count(resends: 1)
     }
 
-    private func fail(_ item: Item, _ answer: H2Answer, gaveUp: Bool = false) {
-        answers.failures.append(SendFailure(seq: item.seq, shard: Int(item.shard), ordinal: Int(item.ordinal), status: answer.status,
-                                            httpReason: answer.reason ?? "", token: Array(item.token), gaveUp: gaveUp,
-                                            attempts: gaveUp ? item.retries : item.retries + 1))
+    private func failure(_ item: Item, _ answer: H2Answer, unregisteredAt: UInt32? = nil) -> SendFailure {
+        SendFailure(seq: item.seq, shard: Int(item.shard), ordinal: Int(item.ordinal), status: answer.status,
+                    httpReason: answer.reason ?? "", token: Array(item.token), gaveUp: false,
+                    attempts: item.retries + item.losses + 1, unregisteredAt: unregisteredAt)
+    }
+
+    private func fail(_ item: Item, _ answer: H2Answer, unregisteredAt: UInt32? = nil) {
+        answers.failures.append(failure(item, answer, unregisteredAt: unregisteredAt))
+    }
+
+    private func becameProductive() {
+        if !productive {
+            productive = true
+            dialer.productive()
+        }
     }
 
     /// Journals the answers gathered since the last time, together.
@@ -459,8 +542,10 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             return "APNs refused the provider certificate \(what): it is for the other environment; use --environment to match it, or the certificate for this environment."
         case "BadCertificate":
             return "APNs refused the provider certificate \(what): check --cert (and --key) is the app's APNs certificate, not expired or revoked."
-        case "InvalidProviderToken", "MissingProviderToken":
+        case "InvalidProviderToken", "MissingProviderToken" where tokenAuth:
             return "APNs refused the provider token \(what): check that --auth-key is the .p8 key whose id is --key-id, and --team-id is the team that owns it."
+        case "InvalidProviderToken", "MissingProviderToken":
+            return "APNs refused the provider certificate \(what): it wants a provider token, so the certificate was not taken as one for this app; check --cert (and --key), or send with --auth-key."
         case "TopicDisallowed", "Forbidden":
             return "APNs refused to send to topic \(topic ?? "(the certificate's)") \(what): check the job's topic is the app's bundle id and the \(tokenAuth ? "key's team" : "certificate") may send to it."
         default:
@@ -481,18 +566,51 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         }
     }
 
+    /// `item` was open when its connection or stream was lost: it may have
+    /// been processed. Counted as a possible duplicate (once), and returned
+    /// to send again, unless it has now been lost ``H2NotificationLimits/maxLosses``
+    /// times: then it is not sent again in this run (a server that takes
+    /// each request and drops the connection must not get it thousands of times).
+    private func lost(_ item: Item) -> Item? {
+        var item = item
+        item.losses += 1
+        if !item.risked {
+            item.risked = true
+            shared.count(duplicatesRisked: 1)
+        }
+        if item.losses >= H2NotificationLimits.maxLosses {
+            shared.parked()
+            shared.log("connection \(index + 1): plan record \(item.seq) was open on \(item.losses) lost connections; it is not sent again in this run (resume to send it)")
+            return nil
+        }
+        return item
+    }
+
+    /// Counts what is left open at a stop as possible duplicates (once each).
+    private func riskAll<S: Sequence>(_ items: S) where S.Element == Item {
+        let n = items.reduce(0) { $0 + ($1.risked ? 0 : 1) }
+        if n > 0 { shared.count(duplicatesRisked: n) }
+    }
+
     /// The connection ended with streams open: they may have been processed,
     /// so they go again, counted as possible duplicates.
     private func connectionLost() {
         let open = inFlight.values.sorted { $0.seq < $1.seq }
         inFlight.removeAll()
-        ready.append(contentsOf: open)
-        if !open.isEmpty { shared.count(resends: open.count, duplicatesRisked: open.count, drops: 1) }
+        let again = open.compactMap(lost)
+        // First on the next connection, oldest first: the longer they wait
+        // behind new work, the likelier a later loss catches them open again.
+        ready.insert(contentsOf: again, at: readyHead)
+        if !open.isEmpty {
+            shared.count(resends: again.count, drops: 1)
+            shared.serverTrouble("a connection lost with \(open.count) request\(open.count == 1 ? "" : "s") open", limitSeconds: settings.outageLimitSeconds)
+        }
         closeConnection(abort: true)
     }
 
     private func closeConnection(abort: Bool) {
         if let connection { abort ? connection.abort() : connection.close() }
+        let wasOpen = connection != nil
         connection = nil
         session = nil
         out.removeAll(keepingCapacity: true)
@@ -500,5 +618,20 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         batchStartedAt = nil
         goingAway = false
         pingSentAt = nil
+        pausedUntil = 0
+        if wasOpen && !productive && !shared.isStopping {
+            // Nothing accepted or finally refused on it (GOAWAY 0, floods,
+            // resets, protocol errors): past a run of these the send ends
+            // (69, resumable), and the next connection waits a growing pause.
+            _ = shared.connectionWasFruitless()
+            shared.serverTrouble("a connection that achieved nothing", limitSeconds: settings.outageLimitSeconds)
+            dialer.backOffAfterFruitlessConnection()
+        }
     }
+}
+
+/// How often one notification may be lost with its connection before a
+/// run stops sending it.
+public enum H2NotificationLimits {
+    public static let maxLosses = 3
 }

@@ -40,6 +40,15 @@ public struct SendSettings: Equatable, Sendable {
     /// HTTP/2: a connection with streams open and nothing read for this long
     /// gets a PING; unanswered within a third of it (at most 10 s), it is dropped.
     public var pingAfterSeconds = 30.0
+    /// HTTP/2: how long a request may go unanswered (and a connection that
+    /// allows no stream may stall) before its connection counts as silent:
+    /// dropped, and what was open on it sent again as possible duplicates.
+    /// Also the TLS handshake's limit, at most 10 s.
+    public var answerTimeoutSeconds = 30.0
+    /// HTTP/2: how long the gateway may keep failing (5xx, 429, resets,
+    /// refused streams, connections that achieve nothing) with nothing
+    /// accepted before the send stops with 69, the rest left for `--resume`.
+    public var outageLimitSeconds = 120.0
     /// HTTP/2 token authentication: the `.p8` key, its id and the team id.
     public var authKey: String?
     public var keyID: String?
@@ -62,6 +71,8 @@ public struct SendSettings: Equatable, Sendable {
             ("cert", .string(certificate)), ("key", s(key)), ("ca", s(caFile)), ("feedback_store", s(feedbackStore)),
         ] + (authKey == nil && streams == 1000 ? [] : [
             ("streams", n(streams)), ("auth_key", s(authKey)), ("key_id", s(keyID)), ("team_id", s(teamID)),
+        ]) + (answerTimeoutSeconds == 30 && outageLimitSeconds == 120 ? [] : [
+            ("answer_timeout", .number(String(answerTimeoutSeconds))), ("outage_limit", .number(String(outageLimitSeconds))),
         ]))
     }
 
@@ -83,6 +94,8 @@ public struct SendSettings: Equatable, Sendable {
         authKey = v["auth_key"]?.stringValue
         keyID = v["key_id"]?.stringValue
         teamID = v["team_id"]?.stringValue
+        answerTimeoutSeconds = v["answer_timeout"]?.doubleValue ?? 30
+        outageLimitSeconds = v["outage_limit"]?.doubleValue ?? 120
     }
 }
 
@@ -101,10 +114,16 @@ public struct SendFailure: Equatable, Sendable {
     /// Times it was sent: 1, or more after retries (4 for status 1 given up,
     /// 5 for one quarantined for heading lost connections).
     public var attempts: Int
+    /// When the token stopped being valid (UNIX seconds), for the suppression
+    /// store: HTTP/2 410 (its timestamp, never later than the answer) and
+    /// binary status 8 (when it came). Journaled, so a kill loses none.
+    public var unregisteredAt: UInt32?
 
-    public init(seq: UInt64, shard: Int, ordinal: Int, status: Int, httpReason: String? = nil, token: [UInt8], gaveUp: Bool, attempts: Int = 1) {
+    public init(seq: UInt64, shard: Int, ordinal: Int, status: Int, httpReason: String? = nil, token: [UInt8], gaveUp: Bool, attempts: Int = 1,
+                unregisteredAt: UInt32? = nil) {
         (self.seq, self.shard, self.ordinal, self.status, self.httpReason, self.token, self.gaveUp, self.attempts) =
             (seq, shard, ordinal, status, httpReason, token, gaveUp, attempts)
+        self.unregisteredAt = unregisteredAt
     }
 
     /// A status in words: a binary status's meaning, or an HTTP/2 status and its reason.
@@ -152,6 +171,8 @@ public struct JournalState: Sendable {
     public var tornOffset: Int? = nil
 
     public var doneCount: Int { done.values.reduce(0) { $0 + $1.count } }
+    /// Every suppression the journal holds (token, when it stopped being valid), over all runs.
+    public var suppressions: [([UInt8], UInt32)] { failures.compactMap { f in f.unregisteredAt.map { (f.token, $0) } } }
     /// Per run (in order), its timeline: counts once a second.
     public var timeline: [[JournalRecord.Tick]] = []
 }

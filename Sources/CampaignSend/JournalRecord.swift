@@ -56,7 +56,7 @@ public enum JournalRecord: Equatable, Sendable {
             return .object([("t", .string("fail")), ("seq", .number(String(f.seq))), ("shard", n(f.shard)),
                             ("ordinal", n(f.ordinal)), ("status", n(f.status))] + (f.httpReason.map { [("http_reason", JSONValue.string($0))] } ?? []) + [
                             ("token", .string(String(decoding: token, as: UTF8.self))), ("gave_up", .bool(f.gaveUp)),
-                            ("attempts", n(f.attempts))])
+                            ("attempts", n(f.attempts))] + (f.unregisteredAt.map { [("unregistered_at", n(Int($0)))] } ?? []))
         case .plan(let records, let crc32, let incomplete):
             return .object([("t", .string("plan")), ("records", n(records)), ("crc32", crc32.map { .string($0) } ?? .null),
                             ("incomplete", .bool(incomplete))])
@@ -100,7 +100,8 @@ public enum JournalRecord: Equatable, Sendable {
                                      token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [],
                                      gaveUp: v["gave_up"] == .bool(true),
                                      // Journals before `attempts` was recorded: 1, or 3 for one given up then.
-                                     attempts: v["attempts"]?.integerValue.map { Int($0) } ?? (v["gave_up"] == .bool(true) ? 3 : 1)))
+                                     attempts: v["attempts"]?.integerValue.map { Int($0) } ?? (v["gave_up"] == .bool(true) ? 3 : 1),
+                                     unregisteredAt: v["unregistered_at"]?.integerValue.flatMap { UInt32(exactly: $0) }))
         case "plan":
             self = .plan(records: int("records"), crc32: v["crc32"]?.stringValue, incomplete: v["incomplete"] == .bool(true))
         case "counters":

@@ -14,6 +14,12 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
     case credentialRefused(String)
     /// HTTP/2: this many requests in a row were refused as malformed (a bug in the plan or in us).
     case malformedRequests(count: Int, last: String)
+    /// HTTP/2: the gateway kept failing (5xx, 429, resets, connections that
+    /// achieved nothing) for this long with nothing accepted: resumable.
+    case serverTrouble(seconds: Int, count: Int, last: String)
+    /// HTTP/2: notifications were open on too many lost connections each; not
+    /// sent again in this run (possible duplicates), left for `--resume`.
+    case notificationsParked(count: Int)
 
     public var description: String {
         switch self {
@@ -23,7 +29,11 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
             "Giving up: the gateway ended \(n) connections in a row without accepting or refusing anything (is it an APNs gateway?)"
         case .credentialRefused(let sentence): sentence
         case .malformedRequests(let n, let last):
-            "Stopping: APNs refused \(n) requests in a row as malformed (the last: \(last)); the plan or campaign is wrong, and sending the rest would fail the same way"
+            "Stopping: APNs refused \(n) requests in a row as malformed (the last: \(last)); the plan or campaign is wrong, or --gateway is not APNs; none of those refusals is final, and sending the rest would fail the same way"
+        case .serverTrouble(let seconds, let count, let last):
+            "Stopping: the gateway has been failing for \(seconds) s with nothing accepted (\(count) times; the last: \(last)); nothing it failed is final: resume later with `campaign send --resume`"
+        case .notificationsParked(let n):
+            "Stopping: \(n) notification\(n == 1 ? " was" : "s were") open on \(H2NotificationLimits.maxLosses) lost connections each and not sent again in this run (possible duplicates); resume later to send \(n == 1 ? "it" : "them")"
         }
     }
 }

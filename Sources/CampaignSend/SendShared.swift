@@ -28,7 +28,16 @@ final class SendShared: @unchecked Sendable {
     /// Connections the send runs.
     let connections: Int
     private var sentBelow: [Int32: Int32] = [:]
-    var feedbackTokens: [([UInt8], UInt32)] = []
+    /// Suppressions answered in this run (410, binary status 8), in order; under the mutex.
+    private var feedbackTokens: [([UInt8], UInt32)] = []
+
+    /// The suppressions answered since `cursor` (moved past them).
+    func suppressions(after cursor: inout Int) -> [([UInt8], UInt32)] {
+        mutex.lock(); defer { mutex.unlock() }
+        let new = Array(feedbackTokens[min(cursor, feedbackTokens.count)...])
+        cursor = feedbackTokens.count
+        return new
+    }
     private var journalError: Error?
     /// The connections' queues, abandoned as soon as the send stops or gives
     /// up, so the plan reader never waits for room that will not come.
@@ -73,11 +82,29 @@ final class SendShared: @unchecked Sendable {
 
     /// A graceful stop: no new notifications; prove what is in flight.
     func requestStop() {
-        stop { stopping = true }
+        stop { stopping = true; if stoppedAt == nil { stoppedAt = Deadline.now().nanoseconds } }
+    }
+
+    private var stoppedAt: UInt64?
+
+    /// How long, after a stop or a failure, a connection waits for answers
+    /// to what it has in flight before leaving them pending (possible
+    /// duplicates): the first signal must end a send within 10 s whatever
+    /// the server does.
+    static let stopGraceSeconds = 5.0
+
+    /// Whether the grace for in-flight answers after a stop or failure has run out.
+    var stopGraceIsOver: Bool {
+        mutex.lock(); defer { mutex.unlock() }
+        guard let at = stoppedAt else { return false }
+        return Double(Deadline.now().nanoseconds - at) / 1e9 >= Self.stopGraceSeconds
     }
 
     func fail(_ reason: SendFailureReason) {
-        stop { if failure == nil { failure = reason } }
+        stop {
+            if failure == nil { failure = reason }
+            if stoppedAt == nil { stoppedAt = Deadline.now().nanoseconds }
+        }
         if case .credentials = reason { cancellation.cancel() }
     }
 
@@ -113,17 +140,88 @@ final class SendShared: @unchecked Sendable {
     }
 
     private var malformedInARow = 0
+    /// Refusals as malformed not yet journaled: final only once the server
+    /// has shown it is sane (it accepted something since), or at the end of
+    /// a run that the malformed stop did not end. A `--gateway` naming some
+    /// other HTTP/2 server refuses everything, and none of that is final.
+    private var heldMalformed: [SendFailure] = []
     /// Requests refused as malformed in a row (HTTP/2) after which the send stops.
     static let malformedLimit = 100
 
     /// An HTTP/2 request refused as malformed; past ``malformedLimit`` in a row the send stops (exit 65).
-    func malformedAnswer(_ what: String) {
+    func malformedAnswer(_ refusal: SendFailure, what: String) {
         mutex.lock()
         malformedInARow += 1
+        heldMalformed.append(refusal)
         let n = malformedInARow
         mutex.unlock()
         if n >= Self.malformedLimit { fail(.malformedRequests(count: n, last: what)) }
     }
+
+    /// Journals the held refusals as final (the run ends and the server was not refusing everything).
+    func releaseHeldRefusals() {
+        mutex.lock()
+        let held = heldMalformed
+        heldMalformed = []
+        mutex.unlock()
+        if !held.isEmpty {
+            var outcome = ProofOutcome()
+            outcome.failures = held
+            record(outcome)
+        }
+    }
+
+    /// Refusals left pending by the malformed stop.
+    var heldRefusals: Int { mutex.lock(); defer { mutex.unlock() }; return heldMalformed.count }
+
+    // MARK: - Server trouble
+
+    private var troubleSince: UInt64?
+    private var troubleLast: UInt64 = 0
+    private var troubleCount = 0
+    private var troubleWhat = ""
+    private var parkedCount = 0
+
+    /// The gateway failed us without saying anything about a notification (a
+    /// 5xx or 429, a reset, a refused stream, a lost, silent or fruitless
+    /// connection): the notification is retried, never final. When such
+    /// trouble has lasted ``SendSettings/outageLimitSeconds`` with nothing
+    /// accepted or finally refused in between, the send stops with 69 and
+    /// leaves the rest for `--resume`.
+    func serverTrouble(_ what: String, limitSeconds: Double) {
+        let now = Deadline.now().nanoseconds
+        mutex.lock()
+        if troubleSince == nil { troubleSince = now; troubleCount = 0 }
+        troubleCount += 1
+        troubleLast = now
+        troubleWhat = what
+        mutex.unlock()
+        checkOutage(limitSeconds: limitSeconds)
+    }
+
+    /// Stops the send when trouble has lasted the limit (called on each
+    /// trouble and once a second): a streak is still going while its last
+    /// trouble is more recent than the longest wait between two of them.
+    func checkOutage(limitSeconds: Double) {
+        let now = Deadline.now().nanoseconds
+        mutex.lock()
+        guard let since = troubleSince else { mutex.unlock(); return }
+        let lasted = Double(now - since) / 1e9
+        let live = Double(now - troubleLast) / 1e9 <= limitSeconds + Double(H2Answer.maxRetryAfterSeconds) + 30
+        let (count, what) = (troubleCount, troubleWhat)
+        mutex.unlock()
+        if lasted >= limitSeconds && live {
+            fail(.serverTrouble(seconds: Int(lasted.rounded()), count: count, last: what))
+        }
+    }
+
+    /// A notification that was open on too many lost connections: not sent
+    /// again in this run, left pending (a possible duplicate already).
+    func parked() {
+        mutex.lock(); parkedCount += 1; mutex.unlock()
+    }
+
+    var parkedNotifications: Int { mutex.lock(); defer { mutex.unlock() }; return parkedCount }
 
     private var fruitless = 0
     private var gatewayHasAnswered = false
@@ -150,20 +248,30 @@ final class SendShared: @unchecked Sendable {
     func record(_ outcome: ProofOutcome) {
         mutex.lock()
         defer { mutex.unlock() }
-        if outcome.accepted > 0 { malformedInARow = 0 }
+        var released: [SendFailure] = []
+        if outcome.accepted > 0 {
+            malformedInARow = 0
+            released = heldMalformed
+            heldMalformed = []
+        }
         if outcome.accepted > 0 || outcome.failures.contains(where: { !$0.gaveUp }) {
             fruitless = 0
             gatewayHasAnswered = true
+            troubleSince = nil
         }
-        feedbackTokens += outcome.suppress
         counts.accepted += outcome.accepted
         counts.presumed += outcome.presumed
-        for f in outcome.failures {
-            counts.failedByStatus[f.status, default: 0] += 1
-            if f.httpReason == nil, f.status == Int(ErrorResponse.Status.invalidToken.rawValue) { feedbackTokens.append((f.token, UInt32(time(nil)))) }
+        var failures = released + outcome.failures
+        for i in failures.indices {
+            counts.failedByStatus[failures[i].status, default: 0] += 1
+            if failures[i].httpReason == nil, failures[i].status == Int(ErrorResponse.Status.invalidToken.rawValue) {
+                failures[i].unregisteredAt = UInt32(time(nil))
+            }
+            // Journaled with the failure, so the store gets it even after a kill (a resume merges the journal's).
+            if let at = failures[i].unregisteredAt { feedbackTokens.append((failures[i].token, at)) }
         }
         do {
-            for f in outcome.failures { try journal.append(.fail(f)) }
+            for f in failures { try journal.append(.fail(f)) }
             for (shard, ordinals) in outcome.acceptedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: false) }
             for (shard, ordinals) in outcome.presumedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: true) }
             try journal.flush()

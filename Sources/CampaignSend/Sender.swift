@@ -124,11 +124,16 @@ public final class Sender: @unchecked Sendable {
         defer { shared.syncer.stop() }
         // The run's timeline: its counts journaled once a second, for `status --html`.
         let tickerStop = try CancellationPipe()
-        let ticker = startThread { [shared] in
+        let outageLimit = settings.outageLimitSeconds
+        let ticker = startThread { [shared, self] in
             var second = 0
             while sleep(until: .after(seconds: Double(second + 1) - Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9),
                         cancellation: tickerStop) {
                 second += 1
+                shared.checkOutage(limitSeconds: outageLimit)
+                // 410s reach the store while the send runs, not only at its end
+                // (they are journaled too, and any later run merges them all).
+                if second % Self.storeMergeSeconds == 0 { mergeSuppressions() }
                 let c = shared.report
                 try? shared.journal.append(.tick(.init(second: second, accepted: c.accepted + c.presumed, failed: c.failed,
                                                         resent: c.resends, connections: c.reconnects)))
@@ -193,6 +198,12 @@ public final class Sender: @unchecked Sendable {
         }
         for t in threads { pthread_join(t, nil) }
         stopTicker()   // before the run's last records: no tick after its end
+        if shared.failureReason == nil, shared.parkedNotifications > 0 {
+            shared.fail(.notificationsParked(count: shared.parkedNotifications))
+        }
+        // Refusals as malformed are final unless the malformed stop said the
+        // server refuses everything; then they stay pending for the resume.
+        if case .malformedRequests? = shared.failureReason {} else { shared.releaseHeldRefusals() }
         shared.syncer.stop()
 
         let counts = shared.report
@@ -209,10 +220,13 @@ public final class Sender: @unchecked Sendable {
         if let failure = shared.failureReason {
             switch failure {
             case .credentials, .credentialRefused: report.outcome = .credentials
-            case .unreachable, .unproductive: report.outcome = .gaveUp
+            case .unreachable, .unproductive, .serverTrouble, .notificationsParked: report.outcome = .gaveUp
             case .malformedRequests: report.outcome = .malformed
             }
             report.message = failure.description
+            if case .malformedRequests = failure {
+                report.message! += " (\(shared.heldRefusals) refusals left pending)"
+            }
         } else if shared.journalFailure != nil || cancellation.isCancelled || shared.isStopping {
             report.outcome = .interrupted
         } else if readError != nil || !plan.isComplete {
@@ -230,12 +244,38 @@ public final class Sender: @unchecked Sendable {
         return report
     }
 
-    private func updateFeedbackStore() throws {
-        guard let path = settings.feedbackStore, !shared.feedbackTokens.isEmpty else { return }
-        // Under the store's lock: the parts of one plan may share it.
-        try FeedbackStore.update(path: path) { store in
-            for (token, ts) in shared.feedbackTokens { store.record(token: token, timestamp: ts) }
+    /// Seconds between merges of new suppressions into the store while a run sends.
+    static let storeMergeSeconds = 30
+    private var mergedSuppressions = 0
+    private let storeMutex = Lock()
+
+    /// Merges the suppressions answered since the last merge; a failure is
+    /// logged (the journal holds them, and the run's end merges again).
+    private func mergeSuppressions() {
+        guard let path = settings.feedbackStore else { return }
+        storeMutex.lock()
+        defer { storeMutex.unlock() }
+        var cursor = mergedSuppressions
+        let new = shared.suppressions(after: &cursor)
+        guard !new.isEmpty else { return }
+        do {
+            try FeedbackStore.update(path: path) { store in for (token, ts) in new { store.record(token: token, timestamp: ts) } }
+            mergedSuppressions = cursor
+        } catch {
+            logger("cannot update the suppression store yet: \(error)")
         }
     }
 
+    /// Every suppression the journal holds, from every run (a run killed
+    /// before its end left its 410s in the journal only), and this run's.
+    private func updateFeedbackStore() throws {
+        guard let path = settings.feedbackStore else { return }
+        var cursor = 0
+        let all = (resumeState?.suppressions ?? []) + shared.suppressions(after: &cursor)
+        guard !all.isEmpty else { return }
+        // Under the store's lock: the parts of one plan may share it.
+        try FeedbackStore.update(path: path) { store in
+            for (token, ts) in all { store.record(token: token, timestamp: ts) }
+        }
+    }
 }

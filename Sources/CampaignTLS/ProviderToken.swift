@@ -20,9 +20,14 @@ public struct ProviderToken: Sendable, Equatable {
         return Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
     }
 
+    /// Whether `key` can sign provider tokens: a P-256 key, as Apple's `.p8` files hold.
+    public static func isProviderTokenKey(_ key: PrivateKey) -> Bool {
+        EVP_PKEY_get_base_id(key.pointer) == EVP_PKEY_EC && EVP_PKEY_get_bits(key.pointer) == 256
+    }
+
     /// Signs a new token with `key` (a P-256 key, as Apple's `.p8` files hold).
     public init(keyID: String, teamID: String, issuedAt: Int64, key: PrivateKey) throws(TLSError) {
-        guard EVP_PKEY_get_base_id(key.pointer) == EVP_PKEY_EC, EVP_PKEY_get_bits(key.pointer) == 256 else {
+        guard Self.isProviderTokenKey(key) else {
             throw TLSError(.openSSL(operation: "Signing a provider token", reason: "the key is not a P-256 (ES256) key, as an APNs .p8 key is"))
         }
         let input = Self.signingInput(keyID: keyID, teamID: teamID, issuedAt: issuedAt)

@@ -9,6 +9,8 @@ public struct TLSError: Error, Hashable, Sendable, CustomStringConvertible {
         case fileUnreadable(path: String, reason: String)
         case invalidCertificate(path: String)
         case invalidKey(path: String)
+        /// A key that cannot sign provider tokens (not P-256).
+        case notAProviderTokenKey(path: String)
         case wrongPassphrase(path: String)
         case passphraseNeeded(path: String)
         case keyDoesNotMatchCertificate(certificate: String, key: String)
@@ -35,7 +37,7 @@ public struct TLSError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Whether the failure is about credentials or trust: retrying will not help.
     public var isCredentialOrTrustFailure: Bool {
         switch kind {
-        case .fileMissing, .fileUnreadable, .invalidCertificate, .invalidKey, .wrongPassphrase,
+        case .fileMissing, .fileUnreadable, .invalidCertificate, .invalidKey, .notAProviderTokenKey, .wrongPassphrase,
              .passphraseNeeded, .keyDoesNotMatchCertificate, .certificateExpired,
              .certificateNotYetValid, .serverNotTrusted, .hostNameMismatch, .clientRefused, .clientNotTrusted:
             true
@@ -50,6 +52,7 @@ public struct TLSError: Error, Hashable, Sendable, CustomStringConvertible {
         case .fileUnreadable(let path, let reason): "The file \(path) cannot be read: \(reason)."
         case .invalidCertificate(let path): "The file \(path) holds no PEM certificate that OpenSSL can read."
         case .invalidKey(let path): "The file \(path) holds no private key that OpenSSL can read."
+        case .notAProviderTokenKey(let path): "The key in \(path) is not a P-256 (ES256) key, as an APNs .p8 key is: give --auth-key the AuthKey_<KEY ID>.p8 file from the developer account's Keys page."
         case .wrongPassphrase(let path): "The passphrase for \(path) is wrong."
         case .passphraseNeeded(let path): "The file \(path) is encrypted: give its passphrase with --passphrase-env or --passphrase-file."
         case .keyDoesNotMatchCertificate(let cert, let key): "The private key in \(key) does not match the certificate in \(cert)."

@@ -88,7 +88,7 @@ import GatewaySimulator
         #expect(String(decoding: failures.out, as: UTF8.self).contains(#""status":410,"reason":"HTTP 410 Unregistered""#))
     }
 
-    @Test(.timeLimit(.minutes(2))) func serverErrorsAndThrottlingAreRetriedAndGivenUpAfterThreeAttempts() throws {
+    @Test(.timeLimit(.minutes(2))) func serverErrorsAndThrottlingAreRetriedUntilAcceptedNeverMadeFinal() throws {
         let dir = TemporaryDirectory("h2retry")
         let tokens = try Self.plan(count: 1_500, in: dir)
         var faults = FaultPlan()
@@ -106,10 +106,10 @@ import GatewaySimulator
         let recorded = try Self.recorded(dir).map(\.token)
         #expect(recorded.count == Set(recorded).count, "a refused request was not processed: no duplicates")
         let state = try Journal.read(directory: dir.file("journal"))
-        // Each notification ends accepted, or given up after three answers asking for a retry.
-        #expect(Set(recorded).union(state.failures.map { $0.token.map { String(format: "%02x", $0) }.joined() }) == Set(tokens))
-        #expect(state.failures.allSatisfy { $0.gaveUp && $0.attempts == 3 && [429, 500, 503].contains($0.status) })
-        #expect(state.accepted + state.failures.count == 1_500)
+        // The server's trouble says nothing about a notification: each is retried until accepted.
+        #expect(Set(recorded) == Set(tokens))
+        #expect(state.failures.isEmpty, "\(state.failures.count) made final by a server error")
+        #expect(state.accepted == 1_500 && state.outcome == "complete")
     }
 
     @Test(.timeLimit(.minutes(2))) func goAwayAndRefusedStreamsAreResentWithoutDuplicates() throws {
@@ -138,11 +138,19 @@ import GatewaySimulator
         faults.dropEvery = 400
         let simulator = try Self.simulator(in: dir, faults: faults)
         defer { simulator.stop() }
-        let run = try Self.send(dir, simulator, ["--connections", "2"])
-        #expect(run.wait(timeout: 90) == 0, "\(run.stderr)")
+        // A notification open on three lost connections is left for the
+        // resume (this server processes requests and then drops the
+        // connection before answering): each run delivers more, none is lost.
+        var status = try Self.send(dir, simulator, ["--connections", "2"]).wait(timeout: 90)
+        var runs = 1
+        while status == 69 && runs < 6 {
+            status = try CampaignProcess(["send", "--resume", "journal"], in: dir.path).wait(timeout: 90)
+            runs += 1
+        }
+        #expect(status == 0, "still \(status) after \(runs) runs")
         simulator.stop()
         let recorded = try Self.recorded(dir).map(\.token)
-        #expect(Set(recorded) == Set(tokens))
+        #expect(Set(recorded) == Set(tokens), "\(Set(tokens).subtracting(recorded).count) never delivered")
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(recorded.count - Set(recorded).count <= state.duplicatesRisked)
         #expect(state.duplicatesRisked > 0, "requests answered but never written back were at risk")
@@ -253,8 +261,9 @@ extension H2SendTests {
         #expect(stderr.contains("APNs refused 100 requests in a row as malformed (the last: status 400 BadPayload)"), "\(stderr)")
         #expect(stderr.contains("with status 400 BadPayload: a bug in the plan or in campaign"))
         let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.failures.count >= 100 && state.failures.count < 400)
-        #expect(state.failures.allSatisfy { $0.status == 400 && $0.httpReason == "BadPayload" && !$0.gaveUp })
+        // A server that refuses everything may not be APNs: none of it is final.
+        #expect(state.failures.isEmpty && state.doneCount == 0, "\(state.failures.count) made final")
+        #expect(stderr.contains("refusals left pending"), "\(stderr)")
     }
 
     static func tokenAuth(kid: String = DevelopmentCertificates.authKeyID) -> [String] {
