@@ -1,9 +1,13 @@
-# campaign: bulk APNs campaigns over the binary provider interface.
+# campaign: bulk APNs campaigns over the HTTP/2 provider API and the binary interface.
 #   make test    install what is missing, build, run every test
 #   make demo    certificates, simulator, plan | send, report (out/demo/)
+#   make nightly (feedback →) plan → send for one campaign, from cron (scripts/nightly.sh)
 
 SWIFT        ?= swift
-APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev libnghttp2-dev pkg-config parallel nghttp2-client curl
+# What building and running campaign needs (GNU parallel sends plan parts)…
+RUNTIME_APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev libnghttp2-dev pkg-config parallel
+# …and what only the tests and the bench start.
+APT_PACKAGES := $(RUNTIME_APT_PACKAGES) nghttp2-client curl
 # Offline validation of deploy/k8s against Kubernetes' schemas (it carries
 # them); a Python HTTP/2 client (httpx with h2) for the simulator's tests and the bench.
 PIP_PACKAGES := kubernetes-validate==1.37.0 httpx[http2]==0.28.1
@@ -12,13 +16,13 @@ RELEASE_BIN  := .build/release/campaign
 
 PREFIX       ?= /usr/local
 
-.PHONY: deps build release install test bench demo nightly sanitize fuzz clean
+.PHONY: deps deps-runtime build release install test bench demo nightly nightly-build sanitize fuzz clean
 
 # Installs only the Debian packages that are missing; a machine that has them
 # all runs no apt command at all.
-deps:
+define install_missing
 	@missing=""; \
-	for p in $(APT_PACKAGES); do \
+	for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -26,12 +30,20 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+# What a build and a nightly run need: Debian packages only, nothing from PyPI.
+deps-runtime:
+	$(call install_missing,$(RUNTIME_APT_PACKAGES))
+
+deps:
+	$(call install_missing,$(APT_PACKAGES))
 	@python3 -c 'import kubernetes_validate, httpx, h2' 2>/dev/null || python3 -m pip install -q $(if $(SUDO),--user) $(PIP_PACKAGES)
 
-build: deps
+build: deps-runtime
 	$(SWIFT) build
 
-release: deps
+release: deps-runtime
 	$(SWIFT) build -c release
 
 # The release binary into $(PREFIX)/bin (make install PREFIX=$$HOME/.local for no root).
@@ -98,11 +110,15 @@ demo: deps
 	$(SWIFT) build -c release --product campaign
 	bash scripts/demo.sh
 
-# feedback → plan → send for one campaign; see scripts/nightly.sh for the variables
-# (PARTS=N: the plan in N parts, sent by deploy/parallel.sh, JOBS at a time).
-nightly: deps
+# (feedback →) plan → send for one campaign; see scripts/nightly.sh for the
+# variables (PARTS=N: the plan in N parts, sent by deploy/parallel.sh, JOBS at
+# a time). With BIN=/path/to/campaign (an installed binary) nothing is built or
+# installed: it runs under cron's bare environment without a Swift toolchain.
+nightly: $(if $(BIN),,nightly-build)
+	BIN="$(or $(BIN),$(RELEASE_BIN))" bash scripts/nightly.sh
+
+nightly-build: deps-runtime
 	$(SWIFT) build -c release --product campaign
-	bash scripts/nightly.sh
 
 clean:
 	rm -rf .build out

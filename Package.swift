@@ -109,7 +109,7 @@ let package = Package(
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignIO", "CampaignTestSupport"]),
-        .testTarget(name: "CampaignHTTP2Tests", dependencies: ["CampaignHTTP2"]),
+        .testTarget(name: "CampaignHTTP2Tests", dependencies: ["CampaignHTTP2", "CampaignTestSupport"]),
         .testTarget(
             name: "GatewaySimulatorTests",
             dependencies: ["GatewaySimulator", "APNSWire", "CampaignTLS", "CampaignTestSupport", "CampaignIO", "CampaignJSON"]

@@ -1,27 +1,43 @@
 #!/usr/bin/env bash
-# make nightly JOB=jobs/x.json AUDIENCE=path [GATEWAY=host:port FEEDBACK=host:port | ENVIRONMENT=production]
-#              CERT=… [KEY=…] [CA=…] [PASSPHRASE_ENV=VAR] [OUT=out] [BIN=.build/release/campaign]
+# make nightly JOB=jobs/x.json AUDIENCE=path (ENVIRONMENT=sandbox|production | GATEWAY=host:port [FEEDBACK=host:port])
+#              (AUTH_KEY=AuthKey_KID.p8 KEY_ID=… TEAM_ID=… | CERT=… [KEY=…] [PASSPHRASE_ENV=VAR]) [CA=…]
+#              [PLAN_ARGS='--delimiter ;'] [SEND_ARGS='--connections 8'] [OUT=out] [BIN=/usr/local/bin/campaign]
 #              [PARTS=N [JOBS=J] [HOSTS=host1,host2]]
 #
-# feedback → plan → send, with everything under $OUT/<campaign>/<UTC date>/ and
-# the suppression store at $OUT/<campaign>/suppressed.ndjson. Safe to run
-# twice a day: if today's journal exists it is resumed (a complete send sends
-# nothing again). A lock refuses a second concurrent run of the same campaign.
-# With PARTS=N the plan is made in N parts (plan --parts) and deploy/parallel.sh
-# sends them, JOBS at a time (default N), on HOSTS over ssh when given; a second
-# run resumes the parts that did not finish.
+# (feedback →) plan → send, with everything under $OUT/<campaign>/<UTC date>/ and
+# the suppression store at $OUT/<campaign>/suppressed.ndjson. An h2 job (what
+# Apple runs) sends with a provider token (AUTH_KEY, KEY_ID, TEAM_ID) or a
+# certificate (CERT); its 410 answers feed the store, so the binary feedback
+# service is read only for binary jobs (CERT). Safe to run twice a day: if
+# today's journal exists it is resumed (a complete send sends nothing again).
+# A lock refuses a second concurrent run of the same campaign. With PARTS=N
+# the plan is made in N parts (plan --parts) and deploy/parallel.sh sends
+# them, JOBS at a time (default N), on HOSTS over ssh when given; a second run
+# resumes the parts that did not finish. PLAN_ARGS and SEND_ARGS are split on
+# spaces and passed to plan and send. Needs only bash, coreutils, flock and
+# the campaign binary (BIN): it runs under cron's bare environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${JOB:?JOB=jobs/….json is required}" "${AUDIENCE:?AUDIENCE=… is required}" "${CERT:?CERT=… is required}"
+: "${JOB:?JOB=jobs/….json is required}" "${AUDIENCE:?AUDIENCE=… is required}"
 bin=${BIN:-.build/release/campaign}
 out=${OUT:-out}
+[ -x "$bin" ] || { echo "nightly: $bin is not an executable campaign binary (make release, or BIN=/path/to/campaign)" >&2; exit 69; }
+read -r -a plan_args <<< "${PLAN_ARGS:-}"
+read -r -a send_args <<< "${SEND_ARGS:-}"
 
-credentials=(--cert "$CERT")
-[ -n "${KEY:-}" ] && credentials+=(--key "$KEY")
+format=$("$bin" validate "$JOB" --format)
+if [ -n "${AUTH_KEY:-}" ]; then
+  [ "$format" = h2 ] || { echo "nightly: $JOB is a $format job: the binary interface needs CERT=, provider tokens (AUTH_KEY) are for h2 jobs" >&2; exit 64; }
+  : "${KEY_ID:?KEY_ID=… (the key's 10-character id) goes with AUTH_KEY}" "${TEAM_ID:?TEAM_ID=… goes with AUTH_KEY}"
+  credentials=(--auth-key "$AUTH_KEY" --key-id "$KEY_ID" --team-id "$TEAM_ID")
+else
+  : "${CERT:?CERT=… (or, for an h2 job, AUTH_KEY= KEY_ID= TEAM_ID=) is required}"
+  credentials=(--cert "$CERT")
+  [ -n "${KEY:-}" ] && credentials+=(--key "$KEY")
+  [ -n "${PASSPHRASE_ENV:-}" ] && credentials+=(--passphrase-env "$PASSPHRASE_ENV")
+fi
 [ -n "${CA:-}" ] && credentials+=(--ca "$CA")
-[ -n "${PASSPHRASE_ENV:-}" ] && credentials+=(--passphrase-env "$PASSPHRASE_ENV")
 if [ -n "${GATEWAY:-}" ]; then gateway=(--gateway "$GATEWAY"); else gateway=(--environment "${ENVIRONMENT:?GATEWAY=host:port or ENVIRONMENT=sandbox|production}"); fi
-if [ -n "${FEEDBACK:-}" ]; then feedback=(--feedback "$FEEDBACK"); else feedback=(--environment "${ENVIRONMENT:?FEEDBACK=host:port or ENVIRONMENT=sandbox|production}"); fi
 
 campaign=$("$bin" validate "$JOB" --campaign-name)
 day=$(date -u +%Y-%m-%d)
@@ -36,17 +52,20 @@ if ! flock -n 9; then
   exit 75
 fi
 
-echo "nightly: $campaign $day in $dir"
-"$bin" feedback --store "$store" "${feedback[@]}" "${credentials[@]}"
+echo "nightly: $campaign $day in $dir ($format)"
+if [ "$format" != h2 ]; then
+  if [ -n "${FEEDBACK:-}" ]; then feedback=(--feedback "$FEEDBACK"); else feedback=(--environment "${ENVIRONMENT:?FEEDBACK=host:port or ENVIRONMENT=sandbox|production}"); fi
+  "$bin" feedback --store "$store" "${feedback[@]}" "${credentials[@]}"
+fi
 
 if [ -n "${PARTS:-}" ]; then
-  send_options=("${gateway[@]}" "${credentials[@]}" --feedback-store "$(cd "$base" && pwd)/suppressed.ndjson")
+  send_options=("${gateway[@]}" "${credentials[@]}" --feedback-store "$(cd "$base" && pwd)/suppressed.ndjson" "${send_args[@]}")
   engine=(-j "${JOBS:-$PARTS}")
   [ -n "${HOSTS:-}" ] && engine+=(-S "$HOSTS")
   if [ -f "$dir/parts/manifest.json" ]; then
     echo "nightly: today's parts exist: resuming those not complete"
   else
-    "$bin" plan "$JOB" "$AUDIENCE" --parts "$PARTS" --out "$dir/parts" --summary "$dir/plan-summary.json" --feedback-store "$store"
+    "$bin" plan "$JOB" "$AUDIENCE" --parts "$PARTS" --out "$dir/parts" --summary "$dir/plan-summary.json" --feedback-store "$store" "${plan_args[@]}"
   fi
   CAMPAIGN="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")" bash deploy/parallel.sh "$dir/parts" "$dir/journals" "${engine[@]}" -- "${send_options[@]}"
   exit 0
@@ -54,11 +73,11 @@ fi
 
 if [ -s "$dir/journal/journal.log" ]; then
   echo "nightly: today's journal exists: resuming it"
-  "$bin" send --resume "$dir/journal" "${credentials[@]}"
+  "$bin" send --resume "$dir/journal" "${credentials[@]}" "${send_args[@]}"
 else
   "$bin" plan "$JOB" "$AUDIENCE" --out "$dir/plan.ndjson" --rejects "$dir/rejects.ndjson" \
-    --summary "$dir/plan-summary.json" --feedback-store "$store"
+    --summary "$dir/plan-summary.json" --feedback-store "$store" "${plan_args[@]}"
   "$bin" send "$dir/plan.ndjson" --journal "$dir/journal" "${gateway[@]}" "${credentials[@]}" \
-    --feedback-store "$store" --report "$dir/report.json"
+    --feedback-store "$store" --report "$dir/report.json" "${send_args[@]}"
 fi
 "$bin" status "$dir/journal"

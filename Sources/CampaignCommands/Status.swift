@@ -147,7 +147,13 @@ struct JournalView {
 
     init(directory: String) throws {
         self.directory = directory
-        state = try Journal.read(directory: directory)
+        var state = try Journal.read(directory: directory)
+        if state.planRecords == nil, let plan = state.settings.planPath, !plan.hasSuffix(".gz"),
+           let records = try? PlanReader.checkComplete(path: plan), records >= 0 {
+            // A plan file's trailer holds its count before the send reads it through.
+            state.planRecords = records
+        }
+        self.state = state
         running = state.outcome == nil ? Journal.runningSend(directory: directory) : nil
     }
 

@@ -22,7 +22,11 @@ struct Validate: ParsableCommand {
     @Flag(help: "Print only the job's campaign name (for scripts), after checking the job.")
     var campaignName = false
 
+    @Flag(help: "Print only the job's format (h2, frame, enhanced or simple: for scripts), after checking the job.")
+    var format = false
+
     func validate() throws {
+        if campaignName && format { throw ValidationError("Give one of --campaign-name or --format.") }
         for s in samples where !s.contains("=") { throw ValidationError("--sample takes NAME=VALUE, not \"\(s)\".") }
     }
 
@@ -30,6 +34,10 @@ struct Validate: ParsableCommand {
         let jobFile = try reportingErrors(as: "validate") { try CampaignJob.load(path: job) }
         if campaignName {
             print(jobFile.campaign)
+            return
+        }
+        if format {
+            print(jobFile.format)
             return
         }
         var values = jobFile.samples

@@ -123,7 +123,7 @@ final class SendShared: @unchecked Sendable {
     func logFailedAttempt(_ message: String) {
         let now = Deadline.now().nanoseconds
         mutex.lock()
-        let due = lastAttemptLog == 0 || now - lastAttemptLog >= 1_000_000_000
+        let due = lastAttemptLog == 0 || now &- min(now, lastAttemptLog) >= 1_000_000_000
         let skipped = attemptsNotLogged
         if due { lastAttemptLog = now; attemptsNotLogged = 0 } else { attemptsNotLogged += 1 }
         mutex.unlock()
@@ -189,8 +189,8 @@ final class SendShared: @unchecked Sendable {
     /// accepted or finally refused in between, the send stops with 69 and
     /// leaves the rest for `--resume`.
     func serverTrouble(_ what: String, limitSeconds: Double) {
-        let now = Deadline.now().nanoseconds
         mutex.lock()
+        let now = Deadline.now().nanoseconds
         if troubleSince == nil { troubleSince = now; troubleCount = 0 }
         troubleCount += 1
         troubleLast = now
@@ -203,11 +203,12 @@ final class SendShared: @unchecked Sendable {
     /// trouble and once a second): a streak is still going while its last
     /// trouble is more recent than the longest wait between two of them.
     func checkOutage(limitSeconds: Double) {
-        let now = Deadline.now().nanoseconds
         mutex.lock()
+        // Read under the lock: another thread may have moved troubleLast past a `now` taken before it.
+        let now = Deadline.now().nanoseconds
         guard let since = troubleSince else { mutex.unlock(); return }
-        let lasted = Double(now - since) / 1e9
-        let live = Double(now - troubleLast) / 1e9 <= limitSeconds + Double(H2Answer.maxRetryAfterSeconds) + 30
+        let lasted = Double(now &- min(now, since)) / 1e9
+        let live = Double(now &- min(now, troubleLast)) / 1e9 <= limitSeconds + Double(H2Answer.maxRetryAfterSeconds) + 30
         let (count, what) = (troubleCount, troubleWhat)
         mutex.unlock()
         if lasted >= limitSeconds && live {

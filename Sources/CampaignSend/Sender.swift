@@ -79,10 +79,15 @@ public final class Sender: @unchecked Sendable {
         }
         var ordinals = [Int](repeating: 0, count: scan.header.shards)
         var risked = 0
+        // Over HTTP/2 a run that ended (its end record written) counted each
+        // notification it left open on a lost connection, once; the rest it
+        // handed over were answered as not processed (403, 429, 5xx, refused
+        // streams). Only a run that was killed leaves some uncounted.
+        let countedByTheLastRun = scan.header.format == .h2 && state.outcome != nil
         while let record = try scan.next() {
             let ordinal = ordinals[record.shard]
             ordinals[record.shard] += 1
-            if ordinal < (state.sentBelow[record.shard] ?? 0), !(state.done[record.shard]?.contains(ordinal) ?? false) {
+            if !countedByTheLastRun, ordinal < (state.sentBelow[record.shard] ?? 0), !(state.done[record.shard]?.contains(ordinal) ?? false) {
                 risked += 1
             }
         }

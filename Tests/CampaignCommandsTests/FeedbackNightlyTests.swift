@@ -159,6 +159,37 @@ import GatewaySimulator
         #expect(Set(recorded).count == recorded.count)
     }
 
+    /// An HTTP/2 nightly with a provider token, as cron runs it: a bare
+    /// environment (`env -i PATH=/usr/bin:/bin`), `make nightly` with an
+    /// installed binary (BIN=): nothing built or installed, no feedback step,
+    /// SEND_ARGS passed through; twice the same day, each notification once.
+    @Test(.timeLimit(.minutes(3))) func anHTTP2NightlyWithAKeyRunsUnderCronsEnvironment() throws {
+        let dir = TemporaryDirectory("nightly-h2")
+        let simulator = try startHTTP2Simulator(in: dir, tokens: true)
+        defer { simulator.stop() }
+        func nightly() throws -> (status: Int32, out: String) {
+            try runTool("env", ["-i", "PATH=/usr/bin:/bin", "HOME=\(dir.path)", "make", "-s", "-C", Self.repo, "nightly",
+                                "JOB=\(Self.repo)/jobs/spring-h2.json", "AUDIENCE=\(Self.repo)/samples/audience.csv",
+                                "GATEWAY=127.0.0.1:\(simulator.port)", "AUTH_KEY=\(TestCertificates.path(DevelopmentCertificates.authKey))",
+                                "KEY_ID=\(DevelopmentCertificates.authKeyID)", "TEAM_ID=\(DevelopmentCertificates.authTeamID)",
+                                "CA=\(TestCertificates.path("ca.pem"))", "OUT=\(dir.file("out"))", "BIN=\(SimulatorProcessTests.binary.path)",
+                                "SEND_ARGS=--connections 2 --streams 50"])
+        }
+        let first = try nightly()
+        #expect(first.status == 0, "\(first.out)")
+        #expect(!first.out.contains("feedback") && !first.out.contains("Installing") && !first.out.contains("pip"), "\(first.out)")
+        #expect(first.out.contains("(h2)"), "\(first.out)")
+        let second = try nightly()
+        #expect(second.status == 0, "\(second.out)")
+        #expect(second.out.contains("today's journal exists: resuming it"))
+        simulator.stop()
+        let recorded = try H2SendTests.recorded(dir).map(\.token)
+        #expect(recorded.count == 2991 && Set(recorded).count == recorded.count, "\(recorded.count)")
+        let journal = try FileManager.default.contentsOfDirectory(atPath: dir.file("out/spring-sale-h2")).filter { $0.hasPrefix("20") }
+        let state = try Journal.read(directory: dir.file("out/spring-sale-h2/\(journal.first ?? "")/journal"))
+        #expect(state.settings.connections == 2 && state.settings.streams == 50, "SEND_ARGS reached send")
+    }
+
     @Test func aSecondConcurrentNightlyRunIsRefused() throws {
         let dir = TemporaryDirectory("nightly-lock")
         let simulator = try Self.simulator(in: dir, feedback: [])

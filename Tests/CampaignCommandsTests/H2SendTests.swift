@@ -18,6 +18,8 @@ import GatewaySimulator
 
     /// An h2 plan of `count` random devices; returns the tokens.
     static func plan(count: Int, in dir: TemporaryDirectory, seed: UInt64 = 5, topic: String = "com.example.campaign") throws -> [String] {
+        // The test credentials under certs/, for commands given relative paths.
+        try? FileManager.default.createSymbolicLink(atPath: dir.file("certs"), withDestinationPath: TestCertificates.directory)
         let (csv, tokens) = randomAudienceCSV(count: count, seed: seed)
         try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
         try #"{"campaign":"h2","format":"h2","topic":"\#(topic)","messages":{"en":{"alert":"Notification {n}"}}}"#
@@ -385,5 +387,38 @@ extension H2SendTests {
         let recorded = try Self.recorded(dir).map(\.token)
         #expect(Set(recorded) == Set(tokens))
         #expect(recorded.count == 20_000, "a graceful stop waits for the answers in flight: no duplicates")
+    }
+}
+
+extension H2SendTests {
+    /// A kill -9 loses no suppression: every 410 is journaled with its time,
+    /// and the resume (from another directory: every path in the journal is
+    /// absolute) merges all the journal holds into the store.
+    @Test(.timeLimit(.minutes(2))) func aKilledSendLosesNoSuppressionAndResumesFromAnywhere() throws {
+        let dir = TemporaryDirectory("h2kill410")
+        let tokens = try Self.plan(count: 3_000, in: dir)
+        var faults = FaultPlan()
+        let gone = stride(from: 0, to: 3_000, by: 10).map { tokens[$0] }
+        for (i, t) in gone.enumerated() { faults.unregistered[DeviceToken(hex: t)!.bytes] = 1_700_000_000 + UInt32(i) }
+        let simulator = try Self.simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        // Relative paths, as a user types them.
+        try FileManager.default.createDirectory(atPath: dir.file("out"), withIntermediateDirectories: true)
+        let run = try Self.send(dir, simulator, ["--feedback-store", "out/store.ndjson", "--rate", "600", "--connections", "2"],
+                                credentials: ["--cert", "certs/client.pem", "--key", "certs/client.key", "--ca", "certs/ca.pem"])
+        #expect(HostileHTTP2Tests.eventually(30) { ((try? Journal.read(directory: dir.file("journal")))?.failures.count ?? 0) >= 40 })
+        run.kill9()
+        let killed = try Journal.read(directory: dir.file("journal"))
+        #expect(killed.outcome == nil && killed.doneCount < 3_000, "killed mid-send")
+        let other = TemporaryDirectory("elsewhere")
+        let resume = try CampaignProcess(["send", "--resume", dir.file("journal")], in: other.path)
+        #expect(resume.wait(timeout: 60) == 0, "\(resume.stderr)")
+        simulator.stop()
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.outcome == "complete" && state.failures.count == gone.count)
+        let store = try FeedbackStore.load(path: dir.file("out/store.ndjson"))
+        #expect(store.count == gone.count, "\(gone.count - store.count) suppressions lost")
+        for (i, t) in gone.enumerated() { #expect(store.entries[DeviceToken(hex: t)!.bytes] == 1_700_000_000 + UInt32(i)) }
+        #expect(!FileManager.default.fileExists(atPath: other.file("out")), "nothing written relative to the resume's directory")
     }
 }

@@ -81,7 +81,10 @@ import GatewaySimulator
         server.stop()
         #expect(status == 69, "\(behaviour): \(status.map(String.init) ?? "still running after 60 s") \(run.stderr.suffix(2000))")
         #expect(seconds < 45, "\(behaviour): \(Int(seconds)) s")
-        #expect(server.requests <= 3 * 300, "\(behaviour): \(server.requests) requests for 300 notifications")
+        // A request the server says it did not process (REFUSED_STREAM, 429)
+        // goes again after a growing backoff; one it may have processed, at most 3 times.
+        let unprocessed = [Behaviour.refusedStreamForever, .tokenUpdatesForever, .throttledForever].contains(behaviour)
+        #expect(server.requests <= (unprocessed ? 8 : 3) * 300, "\(behaviour): \(server.requests) requests for 300 notifications")
         #expect(server.connections < 60, "\(behaviour): \(server.connections) connections")
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(state.failures.isEmpty && state.outcome == "gave-up", "\(behaviour): \(state.failures.count) made final")
@@ -108,7 +111,7 @@ import GatewaySimulator
         let seconds = Date().timeIntervalSince(signalled)
         if status == nil { run.kill9() }
         server.stop()
-        #expect(status == 75, "\(behaviour): \(status.map(String.init) ?? "still running 20 s after SIGTERM") \(run.stderr.suffix(1500))")
+        #expect(status == 75, "\(behaviour): \(status.map(String.init) ?? "still running 20 s after SIGTERM") \(run.stderr.prefix(1500))")
         #expect(seconds < 10, "\(behaviour): \(String(format: "%.1f", seconds)) s after SIGTERM")
     }
 
@@ -130,10 +133,10 @@ import GatewaySimulator
         if status == nil { run.kill9() }
         server.stop()
         let refusesEverything = [Behaviour.notFoundEverything, .badRequestNotJSON].contains(behaviour)
-        #expect(status == (refusesEverything ? 65 : 69), "\(behaviour): \(status.map(String.init) ?? "still running") \(run.stderr.suffix(1500))")
+        #expect(status == (refusesEverything ? 65 : 69), "\(behaviour): \(status.map(String.init) ?? "still running") \(run.stderr.prefix(1500))")
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(state.failures.isEmpty && state.doneCount == 0, "\(behaviour): \(state.failures.count) made final by the server's trouble")
-        #expect(server.requests <= 3 * 300 || !behaviour.rawValue.hasPrefix("reset"), "\(behaviour): \(server.requests) requests")
+        #expect(server.requests <= 8 * 300, "\(behaviour): \(server.requests) requests for 300 notifications in 4 s: not a busy loop")
         try Self.resumeDeliversEachOnce(dir, tokens: tokens)
     }
 
@@ -158,7 +161,7 @@ import GatewaySimulator
         let server = try HostileHTTP2Server(.okWithTrailers)
         defer { server.stop() }
         let run = try Self.send(dir, port: server.port, Self.quick)
-        #expect(run.wait(timeout: 60) == 0, "\(run.stderr.suffix(1500))")
+        #expect(run.wait(timeout: 60) == 0, "\(run.stderr.prefix(1500))")
         server.stop()
         #expect(server.requests == 300, "\(server.requests - 300) sent again")
         let state = try Journal.read(directory: dir.file("journal"))
@@ -172,7 +175,7 @@ import GatewaySimulator
         let server = try HostileHTTP2Server(behaviour)
         defer { server.stop() }
         let run = try Self.send(dir, port: server.port, ["--connections", "1"] + Self.quick)
-        #expect(run.wait(timeout: 60) == 0, "\(behaviour): \(run.stderr.suffix(1500))")
+        #expect(run.wait(timeout: 60) == 0, "\(behaviour): \(run.stderr.prefix(1500))")
         server.stop()
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(state.failures.count == 60 && state.accepted == 240, "\(behaviour): \(state.failures.count) failed")
@@ -194,7 +197,7 @@ import GatewaySimulator
         defer { server.stop() }
         let before = UInt32(Date().timeIntervalSince1970)
         let run = try Self.send(dir, port: server.port, ["--feedback-store", "store.ndjson"] + Self.quick)
-        #expect(run.wait(timeout: 60) == 0, "\(run.stderr.suffix(1500))")
+        #expect(run.wait(timeout: 60) == 0, "\(run.stderr.prefix(1500))")
         let after = UInt32(Date().timeIntervalSince1970) + 1
         let store = try FeedbackStore.load(path: dir.file("store.ndjson"))
         #expect(store.count == tokens.count)

@@ -1,4 +1,5 @@
 import Testing
+import CampaignTestSupport
 @testable import CampaignHTTP2
 
 /// A client and a server session wired back to back in memory.
@@ -94,5 +95,63 @@ struct H2Pair {
         _ = try pair.client.submitRequest(headers: Self.request("/big"), body: body)
         let events = try pair.exchange().server
         #expect(events.contains { if case .message(1, _, let b) = $0 { b == body } else { false } })
+    }
+}
+
+/// What a client session makes of answers a server writes by hand (frames
+/// nghttp2's own server would never send), and the limits that protect it.
+@Suite struct H2ClientAnswerTests {
+    /// A client with request 1 sent, and the server's (empty) SETTINGS received.
+    static func client(maxHeaderBytes: Int = 1 << 20, maxBodyBytes: Int = 1 << 20) throws -> H2Session {
+        let client = try H2Session(role: .client)
+        client.maxHeaderBytes = maxHeaderBytes
+        client.maxBodyBytes = maxBodyBytes
+        #expect(try client.submitRequest(headers: H2SessionTests.request("/3/device/ab"), body: [0x7B, 0x7D]) == 1)
+        var out: [UInt8] = []
+        try client.send(into: &out)
+        try feed(client, Frame.settings([]).bytes)
+        return client
+    }
+
+    static func feed(_ session: H2Session, _ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { try session.receive($0) }
+    }
+
+    static func messages(_ events: [H2Session.Event]) -> [[H2Session.Header]] {
+        events.compactMap { if case .message(_, let headers, _) = $0 { headers } else { nil } }
+    }
+
+    @Test func anInformationalAnswerIsSkippedAndTrailersKeepTheStatus() throws {
+        let client = try Self.client()
+        try Self.feed(client, Frame.headers(stream: 1, status: "103", extra: [("link", "</x>")], endStream: false).bytes
+            + Frame.headers(stream: 1, status: "200", extra: [("apns-id", "A")], endStream: false).bytes
+            + Frame(type: 1, flags: 0x5, stream: 1, payload: HPACK.literal("x-trailer", "1")).bytes)
+        let messages = Self.messages(client.drainEvents())
+        #expect(messages.count == 1)
+        #expect(messages.first?.filter { $0.name == ":status" } == [.init(":status", "200")], "\(messages)")
+        #expect(messages.first?.contains(.init("x-trailer", "1")) == false, "trailers are not the response's fields")
+    }
+
+    @Test func headerFieldsOverTheLimitEndTheSessionNamingIt() throws {
+        let client = try Self.client(maxHeaderBytes: 8_192)
+        var block = HPACK.status("200")
+        for i in 0..<4 { block += HPACK.literal("x-big-\(i)", String(repeating: "b", count: 3_000)) }
+        #expect(throws: H2Error("the peer sent more than 8192 bytes of header fields on stream 1")) {
+            try Self.feed(client, Frame.headerBlock(stream: 1, block: block, endStream: true))
+        }
+        #expect(Self.messages(client.drainEvents()).isEmpty)
+    }
+
+    @Test func aBodyOverTheLimitEndsTheSessionNamingIt() throws {
+        let client = try Self.client(maxBodyBytes: 1_000)
+        let data = Frame(type: 0, flags: 1, stream: 1, payload: [UInt8](repeating: 0x20, count: 1_001)).bytes
+        #expect(throws: H2Error("the peer sent a body of more than 1000 bytes on stream 1")) {
+            try Self.feed(client, Frame.headers(stream: 1, status: "400", extra: [], endStream: false).bytes + data)
+        }
+    }
+
+    @Test func errorCodesHaveTheirRFCNames() {
+        #expect(H2Session.ErrorCode.name(7) == "REFUSED_STREAM" && H2Session.ErrorCode.name(8) == "CANCEL")
+        #expect(H2Session.ErrorCode.name(99) == "error 99")
     }
 }

@@ -35,4 +35,19 @@ import Testing
         #expect(H2Answer(status: 410, body: []).verdict == .unregistered(unregisteredAt: nil))
         #expect(H2Answer(status: 410, reason: "Unregistered").description == "status 410 Unregistered")
     }
+
+    @Test func aReasonIsAShortPrintableIdentifierOrANoteOfItsLength() {
+        #expect(H2Answer(status: 400, body: Array(#"{"reason":"BadDeviceToken"}"#.utf8)).reason == "BadDeviceToken")
+        #expect(H2Answer(status: 400, body: Array("{\"reason\":\"\\u001b[31mRED\\u0007\"}".utf8)).reason == "(a reason of 9 bytes that is not an identifier)")
+        let long = String(repeating: "A", count: 100_000)
+        #expect(H2Answer(status: 400, body: Array(#"{"reason":"\#(long)"}"#.utf8)).reason == "(a reason of 100000 bytes that is not an identifier)")
+        #expect(H2Answer.boundedReason(String(repeating: "B", count: 64)).count == 64)
+        #expect(H2Answer.boundedReason("has space").hasPrefix("(a reason of 9 bytes"))
+    }
+
+    @Test func retryAfterIsCappedAndAServersTroubleIsNeverFinal() {
+        #expect(verdict(429, #"{"reason":"TooManyRequests"}"#, retryAfter: "1000000000000") == .retryLater(afterSeconds: H2Answer.maxRetryAfterSeconds))
+        #expect(verdict(503, retryAfter: "-5") == .retryLater(afterSeconds: 0))
+        for status in [0, 301, 502, 504, 999] { #expect(verdict(status) == .unknown, "\(status)") }
+    }
 }

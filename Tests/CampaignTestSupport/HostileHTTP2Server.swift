@@ -223,31 +223,35 @@ public final class HostileHTTP2Server: @unchecked Sendable {
 
 private func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8((v >> 16) & 0xFF), UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)] }
 
-/// One HTTP/2 frame (RFC 9113 §4.1).
-struct Frame {
-    var type: UInt8
-    var flags: UInt8
-    var stream: UInt32
-    var payload: [UInt8]
+/// One HTTP/2 frame (RFC 9113 §4.1), written by hand.
+public struct Frame {
+    public var type: UInt8
+    public var flags: UInt8
+    public var stream: UInt32
+    public var payload: [UInt8]
 
-    var bytes: [UInt8] {
+    public init(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8]) {
+        (self.type, self.flags, self.stream, self.payload) = (type, flags, stream, payload)
+    }
+
+    public var bytes: [UInt8] {
         let n = payload.count
         return [UInt8((n >> 16) & 0xFF), UInt8((n >> 8) & 0xFF), UInt8(n & 0xFF), type, flags] + be32(stream & 0x7FFF_FFFF) + payload
     }
 
-    static func settings(_ entries: [(UInt16, UInt32)]) -> Frame {
+    public static func settings(_ entries: [(UInt16, UInt32)]) -> Frame {
         Frame(type: 4, flags: 0, stream: 0, payload: entries.flatMap { [UInt8($0.0 >> 8), UInt8($0.0 & 0xFF)] + be32($0.1) })
     }
 
     /// A response's HEADERS (END_HEADERS; END_STREAM when `endStream`).
-    static func headers(stream: UInt32, status: String, extra: [(String, String)], endStream: Bool) -> Frame {
+    public static func headers(stream: UInt32, status: String, extra: [(String, String)], endStream: Bool) -> Frame {
         var block = HPACK.status(status)
         for (name, value) in extra { block += HPACK.literal(name, value) }
         return Frame(type: 1, flags: 0x4 | (endStream ? 0x1 : 0), stream: stream, payload: block)
     }
 
     /// A header block of any size: HEADERS, then CONTINUATION frames of at most 16 KB.
-    static func headerBlock(stream: UInt32, block: [UInt8], endStream: Bool) -> [UInt8] {
+    public static func headerBlock(stream: UInt32, block: [UInt8], endStream: Bool) -> [UInt8] {
         var out: [UInt8] = []
         var offset = 0
         repeat {
@@ -264,7 +268,7 @@ struct Frame {
 }
 
 /// Enough HPACK (RFC 7541) to write answers: literals without indexing, no Huffman.
-enum HPACK {
+public enum HPACK {
     static func integer(_ value: Int, prefixBits: Int, first: UInt8) -> [UInt8] {
         let max = (1 << prefixBits) - 1
         if value < max { return [first | UInt8(value)] }
@@ -278,9 +282,9 @@ enum HPACK {
     static func string(_ s: String) -> [UInt8] { integer(s.utf8.count, prefixBits: 7, first: 0) + Array(s.utf8) }
 
     /// `:status` by the static table's name (index 8).
-    static func status(_ value: String) -> [UInt8] { integer(8, prefixBits: 4, first: 0) + string(value) }
+    public static func status(_ value: String) -> [UInt8] { integer(8, prefixBits: 4, first: 0) + string(value) }
 
-    static func literal(_ name: String, _ value: String) -> [UInt8] { [0] + string(name) + string(value) }
+    public static func literal(_ name: String, _ value: String) -> [UInt8] { [0] + string(name) + string(value) }
 }
 
 /// Splits what a client sends into frames, after its 24-byte preface.
