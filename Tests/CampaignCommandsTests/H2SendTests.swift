@@ -422,3 +422,47 @@ extension H2SendTests {
         #expect(!FileManager.default.fileExists(atPath: other.file("out")), "nothing written relative to the resume's directory")
     }
 }
+
+extension H2SendTests {
+    /// A 403 answers that nothing was processed: no possible duplicates, in
+    /// this run or in the resume that follows with the right key; `status`
+    /// knows the plan's size from its trailer although the send stopped early.
+    @Test(.timeLimit(.minutes(2))) func aRefusedKeyRisksNoDuplicateAndTheResumeWithTheRightOneDeliversEachOnce() throws {
+        let dir = TemporaryDirectory("h2403")
+        let tokens = try Self.plan(count: 400, in: dir)
+        let simulator = try Self.simulator(in: dir, tokens: true)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, [], credentials: Self.tokenAuth(kid: "OTHERKEY00"))
+        #expect(run.wait(timeout: 60) == 77, "\(run.stderr)")
+        let status = try PlanProcessTests.run(["status", "journal", "--json"], in: dir)
+        let json = try JSONValue.parse(Array(status.out))
+        #expect(json["duplicates_risked"]?.integerValue == 0, "\(String(decoding: status.out, as: UTF8.self))")
+        #expect(json["plan_records"]?.integerValue == 400 && json["remaining"]?.integerValue == 400)
+        let resume = try CampaignProcess(["send", "--resume", "journal"] + Self.tokenAuth(), in: dir.path)
+        #expect(resume.wait(timeout: 60) == 0, "\(resume.stderr)")
+        simulator.stop()
+        let recorded = try Self.recorded(dir).map(\.token)
+        #expect(recorded.count == 400 && Set(recorded) == Set(tokens))
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.duplicatesRisked == 0 && state.outcome == "complete", "\(state.duplicatesRisked) possible duplicates")
+    }
+
+    /// Credentials that cannot work are refused before anything is sent or journaled.
+    @Test(.timeLimit(.minutes(2))) func aKeyThatIsNotP256AndIdsThatAreNotApplesAreRefusedBeforeAnyJournal() throws {
+        let dir = TemporaryDirectory("h2badkey")
+        _ = try Self.plan(count: 10, in: dir)
+        try SecureFile.write(try PrivateKey.generateRSA(bits: 2048).pem(), to: dir.file("AuthKey_RSA.p8"))
+        let rsa = try CampaignProcess(["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:9", "--auth-key", "AuthKey_RSA.p8",
+                                       "--key-id", DevelopmentCertificates.authKeyID, "--team-id", DevelopmentCertificates.authTeamID], in: dir.path)
+        #expect(rsa.wait(timeout: 30) == 77, "\(rsa.stderr)")
+        #expect(rsa.stderr.contains("is not a P-256 (ES256) key, as an APNs .p8 key is"), "\(rsa.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("journal")))
+        for (kid, team) in [("devkey0001", DevelopmentCertificates.authTeamID), (DevelopmentCertificates.authKeyID, "devteam001"), ("SHORT", "TEAM")] {
+            let run = try CampaignProcess(["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:9", "--auth-key",
+                                           TestCertificates.path(DevelopmentCertificates.authKey), "--key-id", kid, "--team-id", team], in: dir.path)
+            #expect(run.wait(timeout: 30) == 64, "\(kid) \(team): \(run.stderr)")
+            #expect(run.stderr.contains("must be 10 upper-case letters or digits"), "\(run.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: dir.file("journal")))
+        }
+    }
+}
