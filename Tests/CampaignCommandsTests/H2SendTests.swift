@@ -375,7 +375,7 @@ extension H2SendTests {
         let simulator = try Self.simulator(in: dir)
         defer { simulator.stop() }
         let run = try Self.send(dir, simulator, ["--rate", "3000"])
-        #expect(ScaleOutTests.eventually(within: 60) { ((try? Journal.read(directory: dir.file("journal")))?.doneCount ?? 0) > 0 })
+        #expect(eventually(within: 60) { ((try? Journal.read(directory: dir.file("journal")))?.doneCount ?? 0) > 0 })
         let signalled = Date()
         kill(run.process.processIdentifier, SIGTERM)
         let status = run.wait(timeout: 30)
@@ -406,7 +406,7 @@ extension H2SendTests {
         try FileManager.default.createDirectory(atPath: dir.file("out"), withIntermediateDirectories: true)
         let run = try Self.send(dir, simulator, ["--feedback-store", "out/store.ndjson", "--rate", "600", "--connections", "2"],
                                 credentials: ["--cert", "certs/client.pem", "--key", "certs/client.key", "--ca", "certs/ca.pem"])
-        #expect(HostileHTTP2Tests.eventually(30) { ((try? Journal.read(directory: dir.file("journal")))?.failures.count ?? 0) >= 40 })
+        #expect(eventually(within: 30) { ((try? Journal.read(directory: dir.file("journal")))?.failures.count ?? 0) >= 40 })
         run.kill9()
         let killed = try Journal.read(directory: dir.file("journal"))
         #expect(killed.outcome == nil && killed.doneCount < 3_000, "killed mid-send")

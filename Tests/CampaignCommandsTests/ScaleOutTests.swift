@@ -21,16 +21,6 @@ import PlanStream
         return tokens
     }
 
-    /// Waits (bounded) until `condition` holds, checking every 20 ms.
-    static func eventually(within seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(20_000)
-        }
-        return condition()
-    }
-
     @Test func planPartsWritesCompletePartsAManifestAndTheRejectsOnce() throws {
         let dir = TemporaryDirectory("planparts")
         let audience = try String(contentsOfFile: PlanProcessTests.repo + "/samples/audience.csv", encoding: .utf8)
@@ -88,7 +78,7 @@ import PlanStream
         #expect(part0.wait(timeout: 60) == 0, "\(part0.stderr)")
         let part1 = try CampaignProcess(["send", "node-a/plan/part-001.plan", "--journal", "node-a/j/001", "--rate", "1500"] + gateway, in: dir.path)
         // Killed once its journal has proven some of the part, mid-send.
-        #expect(Self.eventually(within: 60) { ((try? Journal.read(directory: dir.file("node-a/j/001")))?.doneCount ?? 0) > 0 })
+        #expect(eventually(within: 60) { ((try? Journal.read(directory: dir.file("node-a/j/001")))?.doneCount ?? 0) > 0 })
         part1.kill9()
 
         // node-a is gone; what it held reaches node-b under other paths.
@@ -187,7 +177,7 @@ import PlanStream
         let (first, firstOutput) = try script()
         // Part 002 runs in the first wave; kill -9 its send once it has proven some.
         let victim = dir.file("journals/002")
-        #expect(Self.eventually(within: 60) { ((try? Journal.read(directory: victim))?.doneCount ?? 0) > 0 })
+        #expect(eventually(within: 60) { ((try? Journal.read(directory: victim))?.doneCount ?? 0) > 0 })
         let pid = try #require(Journal.runningSend(directory: victim))
         #expect(pid > 0)
         kill(pid, SIGKILL)

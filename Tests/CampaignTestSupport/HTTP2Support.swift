@@ -29,3 +29,13 @@ public func runTool(_ tool: String, _ arguments: [String]) throws -> (status: In
     process.waitUntilExit()
     return (process.terminationStatus, text)
 }
+
+/// Waits (bounded) until `condition` holds, checking every 20 ms; whether it did.
+public func eventually(within seconds: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(20_000)
+    }
+    return condition()
+}
