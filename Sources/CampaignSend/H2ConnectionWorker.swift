@@ -542,7 +542,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             return "APNs refused the provider certificate \(what): it is for the other environment; use --environment to match it, or the certificate for this environment."
         case "BadCertificate":
             return "APNs refused the provider certificate \(what): check --cert (and --key) is the app's APNs certificate, not expired or revoked."
-        case "InvalidProviderToken", "MissingProviderToken" where tokenAuth:
+        case let reason? where tokenAuth && ["InvalidProviderToken", "MissingProviderToken"].contains(reason):
             return "APNs refused the provider token \(what): check that --auth-key is the .p8 key whose id is --key-id, and --team-id is the team that owns it."
         case "InvalidProviderToken", "MissingProviderToken":
             return "APNs refused the provider certificate \(what): it wants a provider token, so the certificate was not taken as one for this app; check --cert (and --key), or send with --auth-key."

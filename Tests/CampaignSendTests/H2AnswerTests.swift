@@ -50,4 +50,12 @@ import Testing
         #expect(verdict(503, retryAfter: "-5") == .retryLater(afterSeconds: 0))
         for status in [0, 301, 502, 504, 999] { #expect(verdict(status) == .unknown, "\(status)") }
     }
+
+    @Test func aRefusedCredentialSentenceNamesTheCredentialInUse() {
+        let refused = H2Answer(status: 403, reason: "InvalidProviderToken")
+        let token = H2ConnectionWorker.sentence(for: refused, topic: "com.example.campaign", tokenAuth: true)
+        let certificate = H2ConnectionWorker.sentence(for: refused, topic: "com.example.campaign", tokenAuth: false)
+        #expect(token.contains("--auth-key") && !token.contains("--cert"), "\(token)")
+        #expect(certificate.contains("--cert") && !certificate.contains("check that --auth-key"), "\(certificate)")
+    }
 }
