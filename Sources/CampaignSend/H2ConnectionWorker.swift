@@ -413,13 +413,12 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 let status = headers.first { $0.name == ":status" }.flatMap { Int($0.value) } ?? 0
                 answered(item, H2Answer(status: status, body: body, retryAfter: headers.first { $0.name == "retry-after" }?.value))
             case .streamClosed(let stream, let code):
-                guard var item = inFlight.removeValue(forKey: stream) else { continue }
+                guard let item = inFlight.removeValue(forKey: stream) else { continue }
                 if code == H2Session.ErrorCode.refusedStream {
                     // RFC 9113 §8.7: never processed, so sent again exactly,
                     // after a backoff (a server refusing every stream must not
                     // turn this loop into a busy one).
-                    item.retries += 1
-                    later(item, afterSeconds: nil)
+                    retryLater(item, afterSeconds: nil)
                     shared.serverTrouble("RST_STREAM REFUSED_STREAM", limitSeconds: settings.outageLimitSeconds)
                 } else {
                     // Reset without an answer: it may have been processed, so
@@ -442,7 +441,6 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     }
 
     private func answered(_ item: Item, _ answer: H2Answer) {
-        var item = item
         switch answer.verdict {
         case .accepted:
             acceptedOnConnection = true
@@ -483,21 +481,25 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             ready.append(item)
         case .tooManyTokenUpdates:
             // This connection is unusable; a new one with the same token, after a pause.
-            item.retries += 1
-            later(item, afterSeconds: nil)
+            retryLater(item, afterSeconds: nil)
             goingAway = true
             shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
         case .retryLater(let after):
-            item.retries += 1
-            later(item, afterSeconds: after)
+            retryLater(item, afterSeconds: after)
             // The server asked this connection to wait: it does, the others go on.
             if let after { pausedUntil = max(pausedUntil, now + UInt64(after) * 1_000_000_000) }
             shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
         case .unknown:
-            item.retries += 1
-            later(item, afterSeconds: nil)
+            retryLater(item, afterSeconds: nil)
             shared.serverTrouble(answer.status == 0 ? "an answer without a :status" : answer.description, limitSeconds: settings.outageLimitSeconds)
         }
+    }
+
+    /// An answer asked for a retry: one more for the backoff's exponent.
+    private func retryLater(_ item: Item, afterSeconds: Int?) {
+        var item = item
+        item.retries += 1
+        later(item, afterSeconds: afterSeconds)
     }
 
     /// Puts `item` back after a backoff: what the server asked for, or

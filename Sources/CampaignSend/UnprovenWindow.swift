@@ -43,9 +43,8 @@ struct ProofOutcome {
     var presumedOrdinals: [Int32: [Int]] = [:]
     var accepted = 0
     var presumed = 0
+    /// Refused for good; those with `unregisteredAt` go into the suppression store too.
     var failures: [SendFailure] = []
-    /// Tokens for the suppression store, with when they stopped being valid (HTTP/2 410 answers).
-    var suppress: [([UInt8], UInt32)] = []
 
     /// `e` failed for good; `attempts` is how many times it was sent (by
     /// default, its refusals so far and this one).
