@@ -83,6 +83,9 @@ struct Simulator: ParsableCommand {
     @Option(help: ArgumentHelp("h2: on each connection, after N streams answered, stop reading and answering.", valueName: "N"))
     var stallAfter: Int?
 
+    @Option(name: .customLong("latency-ms"), help: ArgumentHelp("Hold every byte received and sent this long (one way): a round trip of twice this, as from far away (0: none).", valueName: "ms"))
+    var latencyMilliseconds = 0
+
     @Option(help: ArgumentHelp("h2: answer the first request of each of the first N connections 429 TooManyProviderTokenUpdates.", valueName: "N"))
     var tokenUpdateRefusals = 0
 
@@ -94,6 +97,7 @@ struct Simulator: ParsableCommand {
         if let n = dropEvery, n < 1 { throw ValidationError("--drop-every must be at least 1.") }
         guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must be between 0 and 1.") }
         guard readDelayMilliseconds >= 0 else { throw ValidationError("--read-delay-ms must not be negative.") }
+        guard (0...10_000).contains(latencyMilliseconds) else { throw ValidationError("--latency-ms must be between 0 and 10000.") }
         if let s = maxSeconds, s <= 0 { throw ValidationError("--max-seconds must be positive.") }
         guard ["binary", "h2"].contains(protocolName) else { throw ValidationError("--protocol must be binary or h2.") }
         guard (0...1).contains(throttleRate) else { throw ValidationError("--throttle-rate must be between 0 and 1.") }
@@ -123,6 +127,7 @@ struct Simulator: ParsableCommand {
         configuration.faults.errorRate = errorRate
         configuration.faults.seed = seed
         configuration.faults.readDelayMilliseconds = readDelayMilliseconds
+        configuration.latencyMilliseconds = latencyMilliseconds
         if let badTokens { configuration.faults.badTokens = try FaultPlan.readTokens(path: badTokens) }
         if let feedback { configuration.feedback = try SimulatorConfiguration.readFeedback(path: feedback) }
         configuration.http2 = protocolName == "h2"

@@ -30,6 +30,7 @@ public final class GatewaySimulator: @unchecked Sendable {
     private var threads = 0
     private var stopped = false
     private var gatewayListener: Listener?
+    private var relayListener: Listener?
     /// HTTP/2 token authentication: public keys by key id.
     private let authKeys: [String: PublicKey]
 
@@ -64,9 +65,22 @@ public final class GatewaySimulator: @unchecked Sendable {
     /// Listens on both ports, writes the ready file, and serves until ``stop()``.
     /// With HTTP/2 there is no feedback service (410 answers replace it): one port.
     public func start() throws {
-        let gateway = try Listener(host: configuration.host, port: configuration.port)
+        // With --latency-ms the gateway listens on a port of its own, behind
+        // the relay that delays every byte.
+        let gateway = try Listener(host: configuration.host, port: configuration.latencyMilliseconds > 0 ? 0 : configuration.port)
         gatewayListener = gateway
         port = gateway.port
+        if configuration.latencyMilliseconds > 0 {
+            let front = try Listener(host: configuration.host, port: configuration.port)
+            relayListener = front
+            port = front.port
+            let relay = LatencyRelay(delayNanoseconds: UInt64(configuration.latencyMilliseconds) * 1_000_000)
+            let (host, behind) = (configuration.host, gateway.port)
+            spawn { self.acceptLoop(front) { client in
+                guard let server = try? Socket.connect(host: host, port: behind, deadline: .after(seconds: 5), cancellation: self.cancellation) else { return }
+                relay.run(client: client, server: server, cancellation: self.cancellation)
+            } }
+        }
         if configuration.http2 {
             spawn { self.acceptLoop(gateway) { self.serveHTTP2($0) } }
         } else {
@@ -98,6 +112,7 @@ public final class GatewaySimulator: @unchecked Sendable {
         let snapshot = statistics
         lock.unlock()
         gatewayListener?.close()
+        relayListener?.close()
         feedbackListener?.close()
         if first, let path = configuration.statisticsPath {
             if path == "-" {

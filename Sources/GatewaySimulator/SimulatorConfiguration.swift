@@ -71,6 +71,9 @@ public struct SimulatorConfiguration: Sendable {
     public var authKeysDirectory: String? = nil
     /// HTTP/2: tokens issued longer ago than this are refused (403 ExpiredProviderToken).
     public var tokenLifetimeSeconds = 3600
+    /// Every byte received and sent is held this long (one way) by a relay in
+    /// front of the gateway: a round trip of twice this, as from far away.
+    public var latencyMilliseconds = 0
 
     public init(certificatesDirectory: String) {
         self.certificatesDirectory = certificatesDirectory

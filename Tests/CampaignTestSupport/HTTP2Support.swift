@@ -4,9 +4,12 @@ import GatewaySimulator
 
 /// The simulator's HTTP/2 provider API, in-process on port 0, recording to
 /// `dir/record.ndjson`; with `tokens`, provider tokens are checked against
-/// the test certificates' development key.
-public func startHTTP2Simulator(in dir: TemporaryDirectory, faults: FaultPlan = FaultPlan(), tokens: Bool = false) throws -> GatewaySimulator {
+/// the test certificates' development key; with `latencyMilliseconds`,
+/// every byte is held that long each way (a round trip of twice that).
+public func startHTTP2Simulator(in dir: TemporaryDirectory, faults: FaultPlan = FaultPlan(), tokens: Bool = false,
+                                latencyMilliseconds: Int = 0) throws -> GatewaySimulator {
     var configuration = SimulatorConfiguration(certificatesDirectory: TestCertificates.directory)
+    configuration.latencyMilliseconds = latencyMilliseconds
     configuration.http2 = true
     configuration.recordPath = dir.file("record.ndjson")
     configuration.faults = faults

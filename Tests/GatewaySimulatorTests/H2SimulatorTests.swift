@@ -128,6 +128,27 @@ import CampaignTestSupport
         #expect(simulator.currentStatistics().answers == ["200": 1, "400 BadDeviceToken": 1, "400 BadPriority": 1, "405 MethodNotAllowed": 1])
     }
 
+    @Test(.timeLimit(.minutes(1))) func latencyHoldsEveryByteEachWayAndChangesNone() throws {
+        let dir = TemporaryDirectory("h2latency")
+        let simulator = try startHTTP2Simulator(in: dir, latencyMilliseconds: 100)
+        defer { simulator.stop() }
+        let cert = ["--cert", TestCertificates.path("client.pem"), "--key", TestCertificates.path("client.key")]
+        let out = try Self.run("curl", ["-sS", "--http2", "--max-time", "20", "--cacert", TestCertificates.path("ca.pem"),
+                                        "-w", " %{http_code} %{time_appconnect} %{time_total}",
+                                        "https://127.0.0.1:\(simulator.port)/3/device/abc", "-d", #"{"aps":{}}"#] + cert).out
+        // The answer arrives whole, a round trip (200 ms) after the TLS
+        // handshake, which itself took at least one.
+        let parts = out.split(separator: " ")
+        #expect(parts.count == 4 && parts[0] == #"{"reason":"BadDeviceToken"}"# && parts[1] == "400", "\(out)")
+        let handshake = Double(parts[2]) ?? 0, total = Double(parts[3]) ?? 0
+        #expect(handshake >= 0.2 && total - handshake >= 0.2, "\(out)")
+        // The relay ends with its connection: the simulator stops at once.
+        let started = Date()
+        simulator.stop()
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(simulator.currentStatistics().answers == ["400 BadDeviceToken": 1])
+    }
+
     @Test(.timeLimit(.minutes(1))) func h2loadWithAProviderTokenIsAcceptedInFull() throws {
         let dir = TemporaryDirectory("h2load")
         let simulator = try Self.start(dir, tokens: true)
