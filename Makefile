@@ -59,7 +59,9 @@ test: deps
 
 # Throughput and memory of plan and send beside their limits (release builds,
 # medians of 3 runs); results in out/bench/results.json. Not part of `make test`.
-# Needs GNU time for peak RSS. ROWS, BIG_ROWS and RUNS may be set.
+# Needs GNU time for peak RSS. ROWS, BIG_ROWS and RUNS may be set. The last
+# step sends over HTTP/2 from an emulated distance (round trips of 0, 50 and
+# 150 ms: out/bench/distance.json; DISTANCE_SECONDS caps each run, 30).
 bench: deps
 	@command -v /usr/bin/time >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq time; }
 	$(SWIFT) build -c release --product campaign
@@ -68,6 +70,7 @@ bench: deps
 	.build/release/campaign-bench simulator --notifications 2000000 --runs 3 --connections 1 --record
 	python3 scripts/bench_h2.py
 	.build/release/campaign-bench h2-sessions --requests 500000 --streams 100
+	python3 scripts/bench_distance.py
 
 # The tests under ThreadSanitizer and AddressSanitizer (separate build folders),
 # then the credential loaders in a release build under AddressSanitizer (only

@@ -44,6 +44,7 @@ public final class H2Session {
         public static let noError: UInt32 = 0
         public static let protocolError: UInt32 = 1
         public static let refusedStream: UInt32 = 7
+        public static let cancel: UInt32 = 8
         public static let enhanceYourCalm: UInt32 = 11
 
         /// RFC 9113 §7's name for a code ("CANCEL"), or the number for one it does not define.
@@ -70,7 +71,16 @@ public final class H2Session {
     /// Streams whose message is still arriving.
     private var partial: [Int32: Incoming] = [:]
     /// Bodies still to send, by stream: the bytes (shared, not copied) and how far they have been sent.
-    private var outgoing: [Int32: (body: [UInt8], offset: Int)] = [:]
+    private var outgoing: [Int32: (body: [UInt8], offset: Int)] = [:] {
+        didSet { if outgoing.isEmpty { unsentBodyBytes = 0 } }
+    }
+    /// Bytes of request or response bodies not yet framed as DATA: what waits
+    /// for the peer's window.
+    public private(set) var unsentBodyBytes = 0
+
+    /// Whether `stream`'s body has not all been framed yet (so its END_STREAM
+    /// has not gone out, and the peer cannot have processed it).
+    public func bodyIsUnsent(_ stream: Int32) -> Bool { outgoing[stream] != nil }
     /// The largest body a message may have; more ends the session
     /// (``receive(_:)`` throws, naming it): a peer that sends it is not one to trust further.
     public var maxBodyBytes = 1 << 20
@@ -162,7 +172,7 @@ public final class H2Session {
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, stream, errorCode, user in
             let me = H2Session.from(user)
             me.partial[stream] = nil
-            me.outgoing[stream] = nil
+            if let left = me.outgoing.removeValue(forKey: stream) { me.unsentBodyBytes -= left.body.count - left.offset }
             me.events.append(.streamClosed(stream: stream, errorCode: errorCode))
             return 0
         }
@@ -227,6 +237,10 @@ public final class H2Session {
         nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
     }
 
+    /// Bytes of DATA the peer's connection-level flow-control window lets us
+    /// send now: from far away it, not the link, limits a connection.
+    public var remoteWindow: Int { Int(nghttp2_session_get_remote_window_size(session)) }
+
     /// The highest stream the peer opened and we processed (for our GOAWAY).
     public var lastProcessedStreamID: Int32 { nghttp2_session_get_last_proc_stream_id(session) }
 
@@ -238,7 +252,7 @@ public final class H2Session {
             return nghttp2_submit_request(session, nil, nva, count, &provider, nil)
         }
         guard stream > 0 else { throw H2Error(code: stream, "cannot submit a request") }
-        if !body.isEmpty { outgoing[stream] = (body, 0) }
+        if !body.isEmpty { outgoing[stream] = (body, 0); unsentBodyBytes += body.count }
         return stream
     }
 
@@ -253,7 +267,7 @@ public final class H2Session {
             ? nghttp2_submit_request(session, nil, template.nva.baseAddress, template.nva.count, &provider, nil)
             : nghttp2_submit_request(session, nil, template.nva.baseAddress, template.nva.count, nil, nil)
         guard stream > 0 else { throw H2Error(code: stream, "cannot submit a request") }
-        if body.count > bodyStart { outgoing[stream] = (body, bodyStart) }
+        if body.count > bodyStart { outgoing[stream] = (body, bodyStart); unsentBodyBytes += body.count - bodyStart }
         return stream
     }
 
@@ -265,7 +279,7 @@ public final class H2Session {
             return nghttp2_submit_response(session, stream, nva, count, &provider)
         }
         guard rc == 0 else { throw H2Error(code: rc, "cannot submit a response on stream \(stream)") }
-        if !body.isEmpty { outgoing[stream] = (body, 0) }
+        if !body.isEmpty { outgoing[stream] = (body, 0); unsentBodyBytes += body.count }
     }
 
     /// Resets `stream` with `errorCode`.
@@ -321,6 +335,7 @@ public final class H2Session {
                 return 0
             }
             let n = min(length, entry.body.count - entry.offset)
+            me.unsentBodyBytes -= n
             entry.body.withUnsafeBufferPointer { b in
                 buffer!.update(from: b.baseAddress! + entry.offset, count: n)
             }

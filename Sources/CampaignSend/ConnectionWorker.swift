@@ -27,7 +27,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var marks: SentMarks
     private var strikes = DropStrikes()
     private let dialer: GatewayDialer
-    private var bucket: TokenBucket?
+    private var bucket: SharedRate? { shared.rate }
 
     private var connection: TLSConnection?
     /// Every packet written, or to write, on this connection.
@@ -52,7 +52,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         marks = SentMarks(shards: shards)
         cadence = ProofCadence(settings: settings, reportsErrors: format.reportsErrors)
         dialer = GatewayDialer(settings: settings, shared: shared)
-        if settings.rate > 0 { bucket = TokenBucket(perSecond: Double(settings.rate) / Double(max(1, settings.connections))) }
+        queue.join()
         sent.reserveCapacity(settings.batchBytes * 4)
     }
 
@@ -99,7 +99,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         if let connection { window.notificationCount == 0 ? connection.close() : connection.abort(); self.connection = nil }
         dialer.dropSpare()
         // No one takes from the queue any more: a plan reader waiting for room must not wait for ever.
-        queue.abandon()
+        queue.leave()
         shared.workerFinished(sentBelow: marks.map)
     }
 
@@ -112,7 +112,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         let every = cadence.notificationsPerProof ?? Int.max
         while sent.count - written < settings.batchBytes, window.entries.count < settings.maxWindow,
               window.notificationCount < every, !shared.isStopping {
-            if bucket != nil, !bucket!.take(now: now) { break }
+            if let bucket, !bucket.take() { break }
             if let r = resends.popFirst() {
                 let start = sent.count
                 sent.append(contentsOf: r.packet)

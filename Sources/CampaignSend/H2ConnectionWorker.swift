@@ -45,7 +45,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     let fields: RequestFields
     let tokens: ProviderTokenSource?
     private let dialer: GatewayDialer
-    private var bucket: TokenBucket?
+    private var bucket: SharedRate? { shared.rate }
     private var marks: SentMarks
     private var queueEmpty = false
     private var inputFinished = false
@@ -84,6 +84,15 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var frames: [UInt8] = []
     private var taken: [(QueuedFrame, Int)] = []
     private var readBuffer = [UInt8](repeating: 0, count: 65_536)
+    /// What this connection tells the pool (``PoolSizer``); published every
+    /// ``gaugeNanoseconds`` and when the connection closes.
+    let gauge: ConnectionGauge? = ConnectionGauge()
+    private var tally = ConnectionGauge.Tally()
+    private var tallyPublishedAt: UInt64 = 0
+    static let gaugeNanoseconds: UInt64 = 250_000_000
+    /// PINGs measure the round trip (from the server's SETTINGS on, once a second: 17 bytes each way).
+    static let roundTripPingNanoseconds: UInt64 = 1_000_000_000
+    private var lastPingAt: UInt64 = 0
 
     init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, fields: RequestFields, shards: Int, tokens: ProviderTokenSource?) {
         self.index = index
@@ -95,7 +104,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         marks = SentMarks(shards: shards)
         idHash = NotificationID.hash(planChecksum: fields.planIdentity)
         dialer = GatewayDialer(settings: settings, shared: shared)
-        if settings.rate > 0 { bucket = TokenBucket(perSecond: Double(settings.rate) / Double(max(1, settings.connections))) }
+        queue.join()
     }
 
     private var now: UInt64 { Deadline.now().nanoseconds }
@@ -115,12 +124,13 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             }
             let idle = !hasWork && inFlight.isEmpty
             if idle && (shared.isStopping || (inputFinished && waiting.isEmpty)) { break }
+            if shared.isStopping { cancelUnsent() }
             if shared.isStopping && shared.stopGraceIsOver {
                 // What is still open stays pending for the resume: a server
                 // that never answers must not hold a stop for ever.
                 if !inFlight.isEmpty {
                     shared.log("connection \(index + 1): \(inFlight.count) request\(inFlight.count == 1 ? "" : "s") still unanswered \(Int(SendShared.stopGraceSeconds)) s after the stop; left for --resume")
-                    riskAll(inFlight.values)
+                    riskAll(splitByBody(inFlight).sent)
                     inFlight.removeAll()
                 }
                 break
@@ -141,11 +151,11 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             pump()
         }
         if let connection { inFlight.isEmpty ? connection.close() : connection.abort() }
-        if !inFlight.isEmpty { riskAll(inFlight.values) }
+        if !inFlight.isEmpty { riskAll(splitByBody(inFlight).sent) }
         connection = nil
         flushAnswers()
         dialer.dropSpare()
-        queue.abandon()
+        queue.leave()
         shared.workerFinished(sentBelow: marks.map)
     }
 
@@ -191,12 +201,19 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     static let maxAnswerHeaderBytes = 64 << 10
     static let maxAnswerBodyBytes = 64 << 10
 
+    /// Body bytes submitted beyond what the window allows now: enough that
+    /// a WINDOW_UPDATE finds work ready to go.
+    static let unsentBodySlack = 16_384
+
     private func submitRequests() {
         guard let session, !goingAway, !shared.isStopping, now >= pausedUntil else { return }
         if template == nil { template = makeTemplate() }
         let limit = streamLimit(session)
-        while inFlight.count < limit {
-            if bucket != nil, !bucket!.take(now: now) { break }
+        // No more requests than the server's window can soon carry: from far
+        // away their bodies would only wait here (hoarded from the other
+        // connections, and kept from the answer timeout's clock).
+        while inFlight.count < limit, session.unsentBodyBytes < max(0, session.remoteWindow) + Self.unsentBodySlack {
+            if let bucket, !bucket.take() { break }
             if readyCount == 0 {
                 let want = bucket != nil ? 1 : limit - inFlight.count
                 frames.removeAll(keepingCapacity: true)
@@ -299,6 +316,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             let due = batchStartedAt! + UInt64(settings.batchDelayMilliseconds) * 1_000_000
             let moreCanJoin = !goingAway && !shared.isStopping && pingSentAt == nil && !inputFinished
                 && (readyCount > 0 || !queueEmpty) && inFlight.count < streamLimit(session)
+                && session.unsentBodyBytes < max(0, session.remoteWindow) + Self.unsentBodySlack   // (the window is full)
             if out.count - written >= settings.batchBytes || !moreCanJoin || t >= due {
                 guard (try? connection.writeAvailable(out, from: &written)) == true else { connectionLost(); return }
                 if written == out.count { out.removeAll(keepingCapacity: true); written = 0; batchStartedAt = nil }
@@ -325,12 +343,20 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         if !canTakeMore, readyCount > 0, !goingAway, !shared.isStopping, inFlight.count < settings.streams, bucket == nil {
             timeout = min(timeout, 1)   // waiting on the server's stream limit: its answers wake the socket
         }
+        let bound = heldBack(session)
+        let before = now
         _ = poll(&fds, watchQueue ? 4 : 3, timeout)
+        account(bound, since: before)
         if fds[0].revents != 0 { readAnswers() }
         flushAnswers()
         guard self.connection != nil else { return }
         let after = now
         if checkAnswerTimeout(session, at: after) { return }
+        if settingsReceived, pingSentAt == nil, after - lastPingAt >= Self.roundTripPingNanoseconds {
+            session.submitPing()
+            pingSentAt = after
+            lastPingAt = after
+        }
         if !inFlight.isEmpty {
             let pingTimeout = min(10, settings.pingAfterSeconds / 3)
             if let sent = pingSentAt {
@@ -410,6 +436,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             switch event {
             case .message(let stream, let headers, let body):
                 guard let item = inFlight.removeValue(forKey: stream) else { continue }
+                noteRoundTrip(now - min(now, item.sentAt))
                 let status = headers.first { $0.name == ":status" }.flatMap { Int($0.value) } ?? 0
                 answered(item, H2Answer(status: status, body: body, retryAfter: headers.first { $0.name == "retry-after" }?.value))
             case .streamClosed(let stream, let code):
@@ -433,6 +460,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                     shared.log("connection \(index + 1): the server is closing the connection (GOAWAY, error \(code), last stream \(last)); what it did not process goes on the next")
                 }
             case .pingAcknowledged:
+                if let sent = pingSentAt { noteRoundTrip(now - sent) }
                 pingSentAt = nil
             case .settings:
                 settingsReceived = true
@@ -555,6 +583,34 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         }
     }
 
+    // MARK: - The pool's gauge
+
+    /// What holds this connection back while work waits: every stream the
+    /// server allows is open, or its window has no room for another payload.
+    private func heldBack(_ session: H2Session) -> (window: Bool, streams: Bool) {
+        guard readyCount > 0 || !queueEmpty, !goingAway, !shared.isStopping else { return (false, false) }
+        if session.unsentBodyBytes > 0, session.unsentBodyBytes >= session.remoteWindow { return (true, false) }
+        return (false, inFlight.count >= streamLimit(session))
+    }
+
+    private func account(_ bound: (window: Bool, streams: Bool), since: UInt64) {
+        let t = now
+        let spent = t - min(t, since)
+        tally.open += spent
+        if bound.window { tally.windowBound += spent }
+        if bound.streams { tally.streamBound += spent }
+        if t - tallyPublishedAt >= Self.gaugeNanoseconds { publishGauge(at: t) }
+    }
+
+    private func noteRoundTrip(_ nanoseconds: UInt64) {
+        tally.roundTrip = min(tally.roundTrip ?? nanoseconds, nanoseconds)
+    }
+
+    private func publishGauge(at t: UInt64) {
+        tallyPublishedAt = t
+        gauge?.publish(&tally, productive: productive)
+    }
+
     // MARK: - Lost connections
 
     /// Three connections in a row that go silent (whatever they answered
@@ -588,6 +644,28 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         return item
     }
 
+    /// The open requests whose body has not all been framed (the server
+    /// cannot have processed them), and the others, each oldest first.
+    private func splitByBody(_ open: [Int32: Item]) -> (unsent: [Item], sent: [Item]) {
+        var unsent: [Item] = [], sent: [Item] = []
+        for (stream, item) in open {
+            if session?.bodyIsUnsent(stream) == true { unsent.append(item) } else { sent.append(item) }
+        }
+        return (unsent.sorted { $0.seq < $1.seq }, sent.sorted { $0.seq < $1.seq })
+    }
+
+    /// Once the send stops, requests whose body has not gone out are
+    /// cancelled (RST_STREAM CANCEL): the server cannot have processed them,
+    /// so they stay pending for the resume, not possible duplicates, and the
+    /// stop waits only for answers that can come.
+    private func cancelUnsent() {
+        guard let session, session.unsentBodyBytes > 0 else { return }
+        for (stream, _) in inFlight where session.bodyIsUnsent(stream) {
+            session.resetStream(stream, errorCode: H2Session.ErrorCode.cancel)
+            inFlight[stream] = nil
+        }
+    }
+
     /// Counts what is left open at a stop as possible duplicates (once each).
     private func riskAll<S: Sequence>(_ items: S) where S.Element == Item {
         let n = items.reduce(0) { $0 + ($1.risked ? 0 : 1) }
@@ -597,13 +675,14 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     /// The connection ended with streams open: they may have been processed,
     /// so they go again, counted as possible duplicates.
     private func connectionLost() {
-        let open = inFlight.values.sorted { $0.seq < $1.seq }
+        let (unsent, open) = splitByBody(inFlight)
         inFlight.removeAll()
-        let again = open.compactMap(lost)
+        // A request whose body never all went out cannot have been processed: it goes again exactly.
+        let again = (unsent + open.compactMap(lost)).sorted { $0.seq < $1.seq }
         // First on the next connection, oldest first: the longer they wait
         // behind new work, the likelier a later loss catches them open again.
         ready.insert(contentsOf: again, at: readyHead)
-        if !open.isEmpty {
+        if !open.isEmpty || !unsent.isEmpty {
             shared.count(resends: again.count, drops: 1)
             shared.serverTrouble("a connection lost with \(open.count) request\(open.count == 1 ? "" : "s") open", limitSeconds: settings.outageLimitSeconds)
         }
@@ -613,6 +692,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private func closeConnection(abort: Bool) {
         if let connection { abort ? connection.abort() : connection.close() }
         let wasOpen = connection != nil
+        publishGauge(at: now)
         connection = nil
         session = nil
         out.removeAll(keepingCapacity: true)

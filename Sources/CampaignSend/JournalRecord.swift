@@ -30,10 +30,16 @@ public enum JournalRecord: Equatable, Sendable {
         public var accepted: Int
         public var failed: Int
         public var resent: Int
+        /// Connections opened so far (reconnects included).
         public var connections: Int
+        /// Connections in the pool (HTTP/2; nil in journals before the pool could grow).
+        public var open: Int?
+        /// The shortest round trip the connections measured in that second, in milliseconds.
+        public var roundTripMilliseconds: Double?
 
-        public init(second: Int, accepted: Int, failed: Int, resent: Int, connections: Int) {
+        public init(second: Int, accepted: Int, failed: Int, resent: Int, connections: Int, open: Int? = nil, roundTripMilliseconds: Double? = nil) {
             (self.second, self.accepted, self.failed, self.resent, self.connections) = (second, accepted, failed, resent, connections)
+            (self.open, self.roundTripMilliseconds) = (open, roundTripMilliseconds)
         }
     }
 
@@ -67,7 +73,9 @@ public enum JournalRecord: Equatable, Sendable {
             return .object([("t", .string("end")), ("outcome", .string(outcome))])
         case .tick(let k):
             return .object([("t", .string("tick")), ("s", n(k.second)), ("accepted", n(k.accepted)), ("failed", n(k.failed)),
-                            ("resent", n(k.resent)), ("connections", n(k.connections))])
+                            ("resent", n(k.resent)), ("connections", n(k.connections))]
+                           + (k.open.map { [("open", n($0))] } ?? [])
+                           + (k.roundTripMilliseconds.map { [("rtt_ms", .number(String(($0 * 10).rounded() / 10)))] } ?? []))
         }
     }
 
@@ -111,7 +119,8 @@ public enum JournalRecord: Equatable, Sendable {
             self = .end(outcome: outcome)
         case "tick":
             self = .tick(Tick(second: int("s"), accepted: int("accepted"), failed: int("failed"), resent: int("resent"),
-                              connections: int("connections")))
+                              connections: int("connections"), open: v["open"]?.integerValue.map { Int($0) },
+                              roundTripMilliseconds: v["rtt_ms"]?.doubleValue))
         default:
             return nil
         }

@@ -1,6 +1,23 @@
-/// A token bucket over all of a send's connections: each connection takes
-/// its share of `--rate`, with bursts of at most a second's share (64 at most
-/// at the start).
+import CampaignIO
+/// `--rate` over all of a send's connections, however many there are: one
+/// bucket they take from under a lock.
+final class SharedRate: @unchecked Sendable {
+    private var bucket: TokenBucket
+    private let mutex = Lock()
+
+    init(perSecond: Int) { bucket = TokenBucket(perSecond: Double(perSecond)) }
+
+    /// Takes one notification's turn; false when it must wait.
+    func take() -> Bool {
+        mutex.lock(); defer { mutex.unlock() }
+        // The time is read under the lock: one read before it could be older
+        // than another thread's last update.
+        return bucket.take(now: Deadline.now().nanoseconds)
+    }
+}
+
+/// A token bucket: `perSecond`, with bursts of at most a second's worth (64
+/// at most at the start).
 struct TokenBucket {
     let perSecond: Double
     private var allowance: Double = 0

@@ -24,9 +24,12 @@ final class SendShared: @unchecked Sendable {
     var report: SendReport { mutex.lock(); defer { mutex.unlock() }; return counts }
     private var failure: SendFailureReason?
     private var stopping = false
-    private var workersLeft: Int
-    /// Connections the send runs.
-    let connections: Int
+    /// Connections the send runs (the pool may grow; see ``ConnectionPool``).
+    private var poolSize: Int
+    var connections: Int { mutex.lock(); defer { mutex.unlock() }; return poolSize }
+    func poolGrew(to n: Int) { mutex.lock(); poolSize = max(poolSize, n); mutex.unlock() }
+    /// `--rate`, over every connection; nil without a limit.
+    let rate: SharedRate?
     private var sentBelow: [Int32: Int32] = [:]
     /// Suppressions answered in this run (410, binary status 8), in order; under the mutex.
     private var feedbackTokens: [([UInt8], UInt32)] = []
@@ -43,15 +46,15 @@ final class SendShared: @unchecked Sendable {
     /// up, so the plan reader never waits for room that will not come.
     private var queues: [WorkQueue] = []
 
-    init(journal: Journal, context: TLSContext, cancellation: CancellationPipe, workers: Int,
+    init(journal: Journal, context: TLSContext, cancellation: CancellationPipe, workers: Int, rate: Int = 0,
          maxConnectAttempts: Int, logger: @escaping @Sendable (String) -> Void) throws {
         self.journal = journal
         self.syncer = JournalSyncer(journal: journal)
         self.context = context
         self.cancellation = cancellation
         self.halt = try CancellationPipe()
-        self.workersLeft = workers
-        self.connections = workers
+        self.poolSize = workers
+        self.rate = rate > 0 ? SharedRate(perSecond: rate) : nil
         self.maxConnectAttempts = maxConnectAttempts
         self.logger = logger
     }
@@ -216,6 +219,21 @@ final class SendShared: @unchecked Sendable {
         }
     }
 
+    /// Whether the gateway is failing now (a streak of trouble with nothing accepted since it began).
+    var inTrouble: Bool { mutex.lock(); defer { mutex.unlock() }; return troubleSince != nil }
+
+    private var roundTrips: [Double] = []
+
+    /// A second's shortest round trip over the connections.
+    func noteRoundTrip(milliseconds: Double) { mutex.lock(); roundTrips.append(milliseconds); mutex.unlock() }
+
+    /// The median of the seconds' shortest round trips; nil when none was measured.
+    var roundTripMilliseconds: Double? {
+        mutex.lock(); defer { mutex.unlock() }
+        guard !roundTrips.isEmpty else { return nil }
+        return roundTrips.sorted()[roundTrips.count / 2]
+    }
+
     /// A notification that was open on too many lost connections: not sent
     /// again in this run, left pending (a possible duplicate already).
     func parked() {
@@ -239,9 +257,9 @@ final class SendShared: @unchecked Sendable {
     func connectionWasFruitless() -> Bool {
         mutex.lock()
         fruitless += 1
-        let (inARow, answered) = (fruitless, gatewayHasAnswered)
+        let (inARow, answered, size) = (fruitless, gatewayHasAnswered, poolSize)
         mutex.unlock()
-        if inARow >= Self.fruitlessLimit(connections: connections) { fail(.unproductive(connections: inARow)) }
+        if inARow >= Self.fruitlessLimit(connections: size) { fail(.unproductive(connections: inARow)) }
         return answered
     }
 
@@ -304,7 +322,6 @@ final class SendShared: @unchecked Sendable {
     func workerFinished(sentBelow below: [Int32: Int32]) {
         mutex.lock()
         for (k, v) in below where (sentBelow[k] ?? 0) < v { sentBelow[k] = v }
-        workersLeft -= 1
         mutex.unlock()
     }
 

@@ -30,7 +30,7 @@ public final class Sender: @unchecked Sendable {
         self.resumeState = resumeState
         self.logger = logger
         shared = try SendShared(journal: journal, context: context, cancellation: cancellation,
-                                workers: settings.connections, maxConnectAttempts: maxConnectAttempts, logger: logger)
+                                workers: settings.connections, rate: settings.rate, maxConnectAttempts: maxConnectAttempts, logger: logger)
     }
 
     /// Stop taking new notifications, prove what is in flight, then return. Safe from any thread.
@@ -120,28 +120,62 @@ public final class Sender: @unchecked Sendable {
         if plan.header.format == .simple {
             logger("warning: the simple format (command 0) has no error responses: failures cannot be detected, and sent notifications are only presumed delivered")
         }
-        let queues = try (0..<settings.connections).map { _ in try WorkQueue(capacity: queueCapacity) }
-        shared.attach(queues: queues)
-        let workers = (0..<settings.connections).map {
-            transport.makeWorker(index: $0, queue: queues[$0], shared: shared, settings: settings)
+        // HTTP/2 streams stand alone: every connection takes from one queue.
+        // A binary connection's error responses replay its own stream, so
+        // there each connection has its own queue and its own shards.
+        let http2 = plan.header.format == .h2
+        let queues = try (0..<(http2 ? 1 : settings.connections)).map { _ in
+            try WorkQueue(capacity: queueCapacity * (http2 ? settings.connections : 1))
         }
+        shared.attach(queues: queues)
+        let pool = ConnectionPool(maximum: http2 ? max(settings.connections, settings.maxConnections ?? 0) : settings.connections) { [shared, settings] index in
+            transport.makeWorker(index: index, queue: queues[http2 ? 0 : index], shared: shared, settings: settings)
+        }
+        let growable = pool.maximum > settings.connections
         shared.syncer.start()
         defer { shared.syncer.stop() }
-        // The run's timeline: its counts journaled once a second, for `status --html`.
+        // The run's timeline: its counts journaled once a second, for `status
+        // --html`; and, twice a second, whether the pool should grow.
         let tickerStop = try CancellationPipe()
         let outageLimit = settings.outageLimitSeconds
+        let rateLimit = settings.rate
         let ticker = startThread { [shared, self] in
-            var second = 0
-            while sleep(until: .after(seconds: Double(second + 1) - Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9),
+            var tick = 0
+            var answeredBefore = 0
+            var sizer = PoolSizer(maximum: pool.maximum)
+            var secondsRoundTrip: UInt64?
+            let every = PoolSizer.tickSeconds
+            while sleep(until: .after(seconds: Double(tick + 1) * every - Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9),
                         cancellation: tickerStop) {
-                second += 1
+                tick += 1
+                let c = shared.report
+                let answered = c.accepted + c.presumed + c.failed
+                var (sample, roundTrip) = pool.sample()
+                sample.rate = Double(answered - answeredBefore) / every
+                answeredBefore = answered
+                sample.trouble = shared.inTrouble
+                sample.rateCapped = rateLimit > 0 && sample.rate >= 0.9 * Double(rateLimit)
+                if let r = roundTrip { secondsRoundTrip = min(secondsRoundTrip ?? r, r) }
+                sample.roundTripMilliseconds = roundTrip.map { Double($0) / 1e6 }
+                if growable, !shared.isStopping {
+                    let more = sizer.next(sample)
+                    if more > 0, case let added = pool.add(more), added > 0 {
+                        shared.poolGrew(to: pool.size)
+                        logger("connections: \(sample.size) → \(pool.size) (\(Int(sample.rate))/s, \(Int(sample.bound * 100))% of the time held back by the server's window or stream limit\(roundTrip.map { ", round trip \(Int((Double($0) / 1e6).rounded())) ms" } ?? ""))")
+                    }
+                }
+                guard tick % Int((1 / every).rounded()) == 0 else { continue }
+                let second = Int((Double(tick) * every).rounded())
                 shared.checkOutage(limitSeconds: outageLimit)
                 // 410s reach the store while the send runs, not only at its end
                 // (they are journaled too, and any later run merges them all).
                 if second % Self.storeMergeSeconds == 0 { mergeSuppressions() }
-                let c = shared.report
+                let milliseconds = secondsRoundTrip.map { Double($0) / 1e6 }
+                secondsRoundTrip = nil
+                if let milliseconds { shared.noteRoundTrip(milliseconds: milliseconds) }
                 try? shared.journal.append(.tick(.init(second: second, accepted: c.accepted + c.presumed, failed: c.failed,
-                                                        resent: c.resends, connections: c.reconnects)))
+                                                        resent: c.resends, connections: c.reconnects,
+                                                        open: http2 ? pool.size : nil, roundTripMilliseconds: milliseconds)))
             }
         }
         var tickerRunning = true
@@ -152,10 +186,7 @@ public final class Sender: @unchecked Sendable {
             pthread_join(ticker, nil)
         }
         defer { stopTicker() }
-        var threads: [pthread_t] = []
-        for worker in workers {
-            threads.append(startThread { worker.run() })
-        }
+        pool.add(settings.connections)
 
         var report = SendReport()
         var ordinals = [Int32](repeating: 0, count: plan.header.shards)
@@ -167,7 +198,8 @@ public final class Sender: @unchecked Sendable {
         plan.beforeRead = { _ = staging.handOverAll() }
         defer { plan.beforeRead = nil }
         do {
-            let connections = settings.connections
+            // One queue for HTTP/2; a binary shard's own connection otherwise.
+            let (connections, parts) = (queues.count, plan.header.part?.count ?? 1)
             var more = true
             var sinceCheck = 0
             while more {
@@ -183,7 +215,8 @@ public final class Sender: @unchecked Sendable {
                         report.alreadyDone += 1
                         return
                     }
-                    pushed = staging.append(to: record.shard % connections, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal) { bytes in
+                    let queue = connections == 1 ? 0 : BinaryTransport.connection(forShard: record.shard, parts: parts, connections: connections)
+                    pushed = staging.append(to: queue, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal) { bytes in
                         transport.encode(record, to: &bytes)
                     }
                 }
@@ -201,7 +234,7 @@ public final class Sender: @unchecked Sendable {
         if planFullyRead {
             try journal.append(.plan(records: report.planRecords, crc32: plan.trailer?.crc32, incomplete: !plan.isComplete))
         }
-        for t in threads { pthread_join(t, nil) }
+        pool.joinAll()
         stopTicker()   // before the run's last records: no tick after its end
         if shared.failureReason == nil, shared.parkedNotifications > 0 {
             shared.fail(.notificationsParked(count: shared.parkedNotifications))
@@ -221,6 +254,8 @@ public final class Sender: @unchecked Sendable {
         report.reconnects = counts.reconnects
         report.drops = counts.drops
         report.shutdowns = counts.shutdowns
+        report.peakConnections = pool.size
+        report.roundTripMilliseconds = shared.roundTripMilliseconds
 
         if let failure = shared.failureReason {
             switch failure {

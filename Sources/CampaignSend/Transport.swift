@@ -26,6 +26,12 @@ protocol GatewayConnectionWorker: AnyObject, Sendable {
     /// Sends until its queue is finished and every notification taken from
     /// it is final, or the send stops or gives up; then abandons its queue.
     func run()
+    /// What the connection tells the pool about itself (HTTP/2; nil for a pool of fixed size).
+    var gauge: ConnectionGauge? { get }
+}
+
+extension GatewayConnectionWorker {
+    var gauge: ConnectionGauge? { nil }
 }
 
 /// The binary provider interface: commands 0, 1 and 2 over TLS.
@@ -41,6 +47,15 @@ struct BinaryTransport: NotificationTransport {
     @inline(__always)
     func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
         encoder.append(record, to: &bytes)
+    }
+
+    /// The connection that sends `shard` of a plan that is one of `parts`
+    /// parts (1 for a whole plan): a part of `plan --parts N` holds shards k,
+    /// k+N, k+2N…, so it is their place in the part that spreads them over
+    /// the connections (the shard itself would put a whole part on one
+    /// connection whenever N and the connections share a factor).
+    static func connection(forShard shard: Int, parts: Int, connections: Int) -> Int {
+        (shard / max(1, parts)) % connections
     }
 
     func makeWorker(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings) -> ConnectionWorker {

@@ -42,7 +42,9 @@ struct FrameBatch {
     }
 }
 
-/// A bounded queue of encoded frames from the plan reader to one connection.
+/// A bounded queue of encoded frames from the plan reader to the connections
+/// that take from it: one per connection for the binary interface, one for
+/// all of them over HTTP/2.
 ///
 /// Frames live in one byte arena, so queueing a notification allocates
 /// nothing, and the connection copies whole frames out into its batch. The
@@ -146,7 +148,10 @@ final class WorkQueue: @unchecked Sendable {
         }
         if n > 0, producerWaiting, frames.count - head <= capacity / 2 { notFull.signal() }
         let empty = frames.count == head
-        if rung, n > 0 || empty {
+        // The doorbell is silenced only once the queue is empty: connections
+        // that share a queue all sleep on it, and one that takes a few
+        // frames must not leave the others asleep beside the rest.
+        if rung, empty {
             rung = false
             doorbell.drain()
         }
@@ -190,8 +195,26 @@ final class WorkQueue: @unchecked Sendable {
     func abandon() {
         mutex.lock()
         abandoned = true
+        consumers = 0
         notFull.broadcast()
         mutex.unlock()
+    }
+
+    private var consumers = 0
+
+    /// A connection starts taking from this queue.
+    func join() {
+        mutex.lock(); consumers += 1; mutex.unlock()
+    }
+
+    /// A connection stops taking from this queue; when the last one has
+    /// left, the queue is abandoned (see ``abandon()``).
+    func leave() {
+        mutex.lock()
+        consumers -= 1
+        let last = consumers <= 0
+        mutex.unlock()
+        if last { abandon() }
     }
 
     /// No more frames will come.

@@ -98,7 +98,7 @@ import GatewaySimulator
 
     @Test func helpShowsTheDefaults() {
         let help = Campaign.helpMessage(for: Send.self, columns: 200).split(whereSeparator: \.isWhitespace).joined(separator: " ")
-        for expected in ["default 4", "default 262144", "default 5", "default 0: by time", "default 2"] {
+        for expected in ["auto (the default)", "default 64", "default 262144", "default 5", "default 0: by time", "default 2"] {
             #expect(help.contains(expected), "\(expected)")
         }
     }

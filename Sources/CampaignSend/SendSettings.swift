@@ -1,0 +1,99 @@
+import CampaignJSON
+
+/// What a send remembers so that `--resume` can go on where it stopped.
+public struct SendSettings: Equatable, Sendable {
+    /// The plan's path, or nil when it came from standard input and is spooled in the journal.
+    public var planPath: String?
+    public var gatewayHost: String
+    public var gatewayPort: Int
+    public var connections = 4
+    /// HTTP/2: the pool starts with `connections` and may grow to this many
+    /// (`--connections auto`); nil keeps `connections` fixed.
+    public var maxConnections: Int?
+    /// 256 KiB (16 TLS records) a write: per-write costs (poll, the
+    /// write-ahead sent record, the simulator's wake-ups) made 16 KiB writes
+    /// 15-20% slower on a fast stream; a slow one is flushed by the delay.
+    public var batchBytes = 262_144
+    public var batchDelayMilliseconds = 5
+    /// Notifications per second over all connections; 0 for no limit.
+    public var rate = 0
+    /// Prove acceptance after this many notifications per connection; 0: only at the end
+    /// (and when the window reaches `maxWindow`).
+    public var checkpointEvery = 0
+    /// Prove acceptance at least this often (milliseconds) while notifications
+    /// are unproven; 0: only by count and at the end.
+    public var checkpointMilliseconds = 2000
+    /// The most notifications left unproven on one connection before a proof is forced.
+    public var maxWindow = 100_000
+    /// A connection that cannot write for this long is treated as lost (a
+    /// gateway that stopped reading); three in a row end the send, resumable.
+    public var stallSeconds: Double = 60
+    /// The provider certificate; empty with token authentication (HTTP/2).
+    public var certificate: String
+    public var key: String?
+    public var caFile: String?
+    public var feedbackStore: String?
+    /// HTTP/2: the most streams in flight per connection (never above the server's limit).
+    public var streams = 1000
+    /// HTTP/2: a connection with streams open and nothing read for this long
+    /// gets a PING; unanswered within a third of it (at most 10 s), it is dropped.
+    public var pingAfterSeconds = 30.0
+    /// HTTP/2: how long a request may go unanswered (and a connection that
+    /// allows no stream may stall) before its connection counts as silent:
+    /// dropped, and what was open on it sent again as possible duplicates.
+    /// Also the TLS handshake's limit, at most 10 s.
+    public var answerTimeoutSeconds = 30.0
+    /// HTTP/2: how long the gateway may keep failing (5xx, 429, resets,
+    /// refused streams, connections that achieve nothing) with nothing
+    /// accepted before the send stops with 69, the rest left for `--resume`.
+    public var outageLimitSeconds = 120.0
+    /// HTTP/2 token authentication: the `.p8` key, its id and the team id.
+    public var authKey: String?
+    public var keyID: String?
+    public var teamID: String?
+
+    public init(gatewayHost: String, gatewayPort: Int, certificate: String) {
+        self.gatewayHost = gatewayHost
+        self.gatewayPort = gatewayPort
+        self.certificate = certificate
+    }
+
+    /// As the journal's start record holds them.
+    public var json: JSONValue {
+        func s(_ v: String?) -> JSONValue { v.map { .string($0) } ?? .null }
+        func n(_ v: Int) -> JSONValue { .number(String(v)) }
+        return .object([
+            ("plan", s(planPath)), ("host", .string(gatewayHost)), ("port", n(gatewayPort)),
+            ("connections", n(connections)), ("batch_bytes", n(batchBytes)), ("batch_delay_ms", n(batchDelayMilliseconds)),
+            ("rate", n(rate)), ("checkpoint_every", n(checkpointEvery)), ("checkpoint_ms", n(checkpointMilliseconds)), ("max_window", n(maxWindow)),
+            ("cert", .string(certificate)), ("key", s(key)), ("ca", s(caFile)), ("feedback_store", s(feedbackStore)),
+        ] + (authKey == nil && streams == 1000 ? [] : [
+            ("streams", n(streams)), ("auth_key", s(authKey)), ("key_id", s(keyID)), ("team_id", s(teamID)),
+        ]) + (maxConnections.map { [("max_connections", n($0))] } ?? []) + (answerTimeoutSeconds == 30 && outageLimitSeconds == 120 ? [] : [
+            ("answer_timeout", .number(String(answerTimeoutSeconds))), ("outage_limit", .number(String(outageLimitSeconds))),
+        ]))
+    }
+
+    init?(json v: JSONValue) {
+        guard let host = v["host"]?.stringValue, let port = v["port"]?.integerValue, let cert = v["cert"]?.stringValue else { return nil }
+        self.init(gatewayHost: host, gatewayPort: Int(port), certificate: cert)
+        planPath = v["plan"]?.stringValue
+        connections = Int(v["connections"]?.integerValue ?? 4)
+        batchBytes = Int(v["batch_bytes"]?.integerValue ?? 262_144)
+        batchDelayMilliseconds = Int(v["batch_delay_ms"]?.integerValue ?? 5)
+        rate = Int(v["rate"]?.integerValue ?? 0)
+        checkpointEvery = Int(v["checkpoint_every"]?.integerValue ?? 0)
+        checkpointMilliseconds = Int(v["checkpoint_ms"]?.integerValue ?? 2000)
+        maxWindow = Int(v["max_window"]?.integerValue ?? 100_000)
+        key = v["key"]?.stringValue
+        caFile = v["ca"]?.stringValue
+        feedbackStore = v["feedback_store"]?.stringValue
+        streams = Int(v["streams"]?.integerValue ?? 1000)
+        authKey = v["auth_key"]?.stringValue
+        keyID = v["key_id"]?.stringValue
+        teamID = v["team_id"]?.stringValue
+        answerTimeoutSeconds = v["answer_timeout"]?.doubleValue ?? 30
+        outageLimitSeconds = v["outage_limit"]?.doubleValue ?? 120
+        maxConnections = v["max_connections"]?.integerValue.map { Int($0) }
+    }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import Testing
+import CampaignJSON
+import CampaignSend
+import CampaignTestSupport
+import GatewaySimulator
+
+/// `send --connections auto` over HTTP/2: a pool that grows with the
+/// distance (the simulator's `--latency-ms`), and stays as asked otherwise.
+@Suite(.serialized) struct ConnectionPoolTests {
+    /// An h2 plan of `count` devices whose payloads carry `padding` bytes
+    /// more (3 KB payloads make a connection window-bound from far away).
+    static func plan(count: Int, padding: Int, in dir: TemporaryDirectory, parts: Int? = nil, seed: UInt64 = 41) throws -> Set<String> {
+        let (csv, tokens) = randomAudienceCSV(count: count, seed: seed)
+        try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+        let pad = padding > 0 ? #","custom":{"pad":"\#(String(repeating: "p", count: padding))"}"# : ""
+        try #"{"campaign":"pool","format":"h2","topic":"com.example.campaign","messages":{"en":{"alert":"Notification {n}"}}\#(pad)}"#
+            .write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        let out = parts == nil ? ["--out", "plan.ndjson"] : ["--parts", String(parts!), "--out", "plan"]
+        let run = try PlanProcessTests.run(["plan", "job.json", "audience.csv", "--shards", "32"] + out, in: dir)
+        #expect(run.status == 0, "\(run.err)")
+        return tokens
+    }
+
+    static func send(_ dir: TemporaryDirectory, _ simulator: GatewaySimulator, _ extra: [String], plan: String = "plan.ndjson",
+                     journal: String = "journal") throws -> CampaignProcess {
+        try CampaignProcess(["send", plan, "--journal", journal, "--gateway", "127.0.0.1:\(simulator.port)", "--report", "report.json"]
+                            + SendProcessTests.credentials() + extra, in: dir.path)
+    }
+
+    static func report(_ dir: TemporaryDirectory) throws -> JSONValue {
+        try JSONValue.parse(String(contentsOfFile: dir.file("report.json"), encoding: .utf8))
+    }
+
+    /// Every token accepted, none more often than the send said it might have been.
+    static func expectEachOnce(_ dir: TemporaryDirectory, _ tokens: Set<String>, journal: String = "journal") throws {
+        let recorded = try SendProcessTests.recorded(dir)
+        #expect(Set(recorded) == tokens, "\(tokens.subtracting(recorded).count) lost")
+        let state = try Journal.read(directory: dir.file(journal))
+        #expect(recorded.count - Set(recorded).count <= state.duplicatesRisked)
+        #expect(state.outcome == "complete" && state.doneCount == tokens.count)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func farAwayThePoolGrowsWithinItsMaximumAndDeliversEachOnce() throws {
+        let dir = TemporaryDirectory("pool-far")
+        let tokens = try Self.plan(count: 12_000, padding: 3000, in: dir)
+        let simulator = try startHTTP2Simulator(in: dir, latencyMilliseconds: 50)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, ["--max-connections", "16"])
+        #expect(run.wait(timeout: 100) == 0, "\(run.stderr)")
+        simulator.stop()
+        let report = try Self.report(dir)
+        let pool = Int(report["pool_connections"]?.integerValue ?? 0)
+        #expect(pool > 4 && pool <= 16, "\(run.stderr)")
+        #expect(simulator.currentStatistics().connections.count == pool, "no connection closed to open another")
+        #expect(run.stderr.contains("connections: 4 → "), "the growth is logged: \(run.stderr)")
+        // The round trip measured is the one emulated (100 ms), not more than a little above.
+        let roundTrip = report["round_trip_ms"]?.doubleValue ?? 0
+        #expect(roundTrip >= 100 && roundTrip < 200, "\(roundTrip)")
+        try Self.expectEachOnce(dir, tokens)
+        // The timeline journals the pool's size and the round trip each second.
+        let log = try String(contentsOfFile: dir.file("journal/journal.log"), encoding: .utf8)
+        #expect(log.contains(#""open":\#(pool)"#) && log.contains(#""rtt_ms":1"#))
+    }
+
+    @Test(.timeLimit(.minutes(2))) func onLoopbackThePoolStaysSmall() throws {
+        let dir = TemporaryDirectory("pool-near")
+        let tokens = try Self.plan(count: 30_000, padding: 0, in: dir)
+        let simulator = try startHTTP2Simulator(in: dir)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, [])
+        #expect(run.wait(timeout: 100) == 0, "\(run.stderr)")
+        simulator.stop()
+        let pool = Int(try Self.report(dir)["pool_connections"]?.integerValue ?? 0)
+        #expect((4...8).contains(pool), "\(run.stderr)")
+        try Self.expectEachOnce(dir, tokens)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aFixedCountIsHonouredExactlyEvenFarAway() throws {
+        let dir = TemporaryDirectory("pool-fixed")
+        let tokens = try Self.plan(count: 2_000, padding: 3000, in: dir)
+        let simulator = try startHTTP2Simulator(in: dir, latencyMilliseconds: 50)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, ["--connections", "3"])
+        #expect(run.wait(timeout: 100) == 0, "\(run.stderr)")
+        simulator.stop()
+        #expect(simulator.currentStatistics().connections.count == 3)
+        #expect(try Self.report(dir)["pool_connections"]?.integerValue == 3)
+        #expect(!run.stderr.contains("connections: "), "\(run.stderr)")
+        try Self.expectEachOnce(dir, tokens)
+        // And a fixed count refuses a maximum, which only an automatic pool has.
+        let bad = try CampaignProcess(["send", "plan.ndjson", "--journal", "j2", "--gateway", "127.0.0.1:1", "--connections", "3",
+                                       "--max-connections", "8"] + SendProcessTests.credentials(), in: dir.path)
+        #expect(bad.wait(timeout: 30) == 64)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func goAwaysAndDropsInAGrownPoolLoseNothing() throws {
+        let dir = TemporaryDirectory("pool-faults")
+        let tokens = try Self.plan(count: 12_000, padding: 3000, in: dir)
+        var faults = FaultPlan()
+        faults.goAwayAfter = 900
+        faults.dropEvery = 1_300
+        let simulator = try startHTTP2Simulator(in: dir, faults: faults, latencyMilliseconds: 25)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, ["--max-connections", "16"])
+        #expect(run.wait(timeout: 100) == 0, "\(run.stderr)")
+        simulator.stop()
+        let statistics = simulator.currentStatistics()
+        #expect(statistics.connections.count > 8, "connections were replaced")
+        try Self.expectEachOnce(dir, tokens)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func everyConnectionOfAPartsSendGetsWork() throws {
+        let dir = TemporaryDirectory("pool-part")
+        _ = try Self.plan(count: 24_000, padding: 0, in: dir, parts: 4)
+        let simulator = try startHTTP2Simulator(in: dir)
+        defer { simulator.stop() }
+        let run = try Self.send(dir, simulator, ["--connections", "4"], plan: "plan/part-001.plan")
+        #expect(run.wait(timeout: 100) == 0, "\(run.stderr)")
+        simulator.stop()
+        let connections = simulator.currentStatistics().connections
+        #expect(connections.count == 4 && connections.allSatisfy { $0.accepted > 0 },
+                "\(connections.map { "\($0.connection): \($0.accepted)" })")
+    }
+
+    @Test(.timeLimit(.minutes(3))) func anAutoSizedSendKilledAndResumedDeliversEachOnce() throws {
+        let dir = TemporaryDirectory("pool-kill")
+        let tokens = try Self.plan(count: 15_000, padding: 3000, in: dir)
+        let simulator = try startHTTP2Simulator(in: dir, latencyMilliseconds: 25)
+        defer { simulator.stop() }
+        let start = ["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--max-connections", "32"]
+            + SendProcessTests.credentials()
+        let (kills, finished) = try killRepeatedlyThenFinish(kills: 2, delays: 1500...2500, seed: 23, next: {
+            let resume = FileManager.default.fileExists(atPath: dir.file("journal/journal.log"))
+            return try CampaignProcess(resume ? ["send", "--resume", "journal"] + SendProcessTests.credentials() : start, in: dir.path)
+        }, kill: { $0.kill9() })
+        #expect(kills >= 2 && finished)
+        simulator.stop()
+        #expect(simulator.currentStatistics().connections.count > 8, "the pool grew in at least one run")
+        try Self.expectEachOnce(dir, tokens)
+    }
+}
