@@ -6,7 +6,7 @@ import CampaignIO
 import CampaignTLS
 
 /// One connection to a binary-interface gateway and the shards it owns, on
-/// its own thread: the binary protocol's half of ``NotificationTransport``.
+/// its own thread: the binary protocol around a ``ConnectionEngine``.
 ///
 /// Packets go into one buffer that holds everything written on the current
 /// connection; the ``UnprovenWindow`` lists the notifications in it and
@@ -14,20 +14,15 @@ import CampaignTLS
 /// without a response leaves the whole window unproven: it is sent again
 /// (possible duplicates, counted) and proofs come more often from then on.
 final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
-    let index: Int
-    let queue: WorkQueue
-    let shared: SendShared
-    let settings: SendSettings
+    let engine: ConnectionEngine
     let format: NotificationFormat
+    private var index: Int { engine.index }
+    private var shared: SendShared { engine.shared }
+    private var settings: SendSettings { engine.settings }
 
-    private var queueEmpty = false
-    private var inputFinished = false
     private var resends = ResendQueue()
     private var window = UnprovenWindow()
-    private var marks: SentMarks
     private var strikes = DropStrikes()
-    private let dialer: GatewayDialer
-    private var bucket: SharedRate? { shared.rate }
 
     private var connection: TLSConnection?
     /// Every packet written, or to write, on this connection.
@@ -41,51 +36,39 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var acceptedOnConnection = 0
     private var readBuffer = [UInt8](repeating: 0, count: 4096)
     private var lastWriteProgress: UInt64 = 0
-    private var consecutiveStalls = 0
 
-    init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, format: NotificationFormat, shards: Int) {
-        self.index = index
-        self.queue = queue
-        self.shared = shared
-        self.settings = settings
+    init(engine: ConnectionEngine, format: NotificationFormat) {
+        self.engine = engine
         self.format = format
-        marks = SentMarks(shards: shards)
-        cadence = ProofCadence(settings: settings, reportsErrors: format.reportsErrors)
-        dialer = GatewayDialer(settings: settings, shared: shared)
-        queue.join()
-        sent.reserveCapacity(settings.batchBytes * 4)
+        cadence = ProofCadence(settings: engine.settings, reportsErrors: format.reportsErrors)
+        sent.reserveCapacity(engine.settings.batchBytes * 4)
     }
 
-    private var now: UInt64 { Deadline.now().nanoseconds }
+    private var now: UInt64 { engine.now }
 
-    private var hasWork: Bool { !shared.isStopping && (!resends.isEmpty || !queueEmpty) }
+    private var hasWork: Bool { !shared.isStopping && (!resends.isEmpty || !engine.queueEmpty) }
 
     // MARK: - Main loop
 
     func run() {
         while !shared.cancellation.isCancelled {
-            if connection == nil {
-                // Whether the queue has frames, without taking any.
-                let state = queue.state
-                queueEmpty = state.empty
-                inputFinished = inputFinished || state.finished
-            }
+            if connection == nil { engine.lookAtQueue() }
             // Finished, with or without a connection: the simple format never
             // gets a response that closes its last connection, so waiting for
             // one to close first kept such a send running for ever.
-            if !hasWork && window.notificationCount == 0 && (inputFinished || shared.isStopping) { break }
+            if !hasWork && window.notificationCount == 0 && (engine.inputFinished || shared.isStopping) { break }
             if connection == nil {
                 if !hasWork {   // (and the window is empty: it is emptied with its connection)
-                    queue.waitForFrames(orAnyOf: [shared.cancellation, shared.halt])
+                    engine.waitForWork(until: nil)
                     continue
                 }
-                guard let ready = dialer.connect() else { if shared.isFinished { break } else { continue } }
+                guard let ready = engine.dialer.connect() else { if shared.isFinished { break } else { continue } }
                 connection = ready
                 acceptedOnConnection = 0
                 lastWriteProgress = now
             }
             fillBatch()
-            let workLeft = hasWork || (!inputFinished && !shared.isStopping)
+            let workLeft = hasWork || (!engine.inputFinished && !shared.isStopping)
             if !window.hasProof, window.notificationCount > 0, format.reportsErrors {
                 if !workLeft || cadence.isDue(notifications: window.notificationCount, now: now)
                     || window.entries.count >= settings.maxWindow || shared.isStopping {
@@ -97,10 +80,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         // Nothing unproven (the simple format's last connection, written out):
         // a clean close, so the gateway reads every byte before the socket goes.
         if let connection { window.notificationCount == 0 ? connection.close() : connection.abort(); self.connection = nil }
-        dialer.dropSpare()
-        // No one takes from the queue any more: a plan reader waiting for room must not wait for ever.
-        queue.leave()
-        shared.workerFinished(sentBelow: marks.map)
+        engine.finish()
     }
 
     // MARK: - Framing
@@ -112,7 +92,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         let every = cadence.notificationsPerProof ?? Int.max
         while sent.count - written < settings.batchBytes, window.entries.count < settings.maxWindow,
               window.notificationCount < every, !shared.isStopping {
-            if let bucket, !bucket.take() { break }
+            if let rate = engine.rate, !rate.take() { break }
             if let r = resends.popFirst() {
                 let start = sent.count
                 sent.append(contentsOf: r.packet)
@@ -121,13 +101,11 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 continue
             }
             let room = settings.batchBytes - (sent.count - written)
-            let limit = bucket != nil ? 1 : min(settings.maxWindow - window.entries.count, every - window.notificationCount)
-            let (n, finished) = queue.take(maxBytes: room, maxFrames: limit, into: &sent) { frame, offset in
+            let limit = engine.rate != nil ? 1 : min(settings.maxWindow - window.entries.count, every - window.notificationCount)
+            let n = engine.take(maxBytes: room, maxFrames: limit, into: &sent) { frame, offset in
                 append(InFlight(seq: frame.seq, shard: frame.shard, ordinal: frame.ordinal, identifier: UInt32(truncatingIfNeeded: frame.seq),
                                 start: offset, end: offset + frame.count, attempts: 0))
             }
-            if finished { inputFinished = true }
-            queueEmpty = n == 0 || queue.isEmpty
             if n == 0 { break }
         }
     }
@@ -137,7 +115,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         if batchStartedAt == nil { batchStartedAt = now }
         cadence.windowStarted(at: batchStartedAt!)
         window.append(entry)
-        marks.handed(shard: entry.shard, ordinal: entry.ordinal)
+        engine.handed(shard: entry.shard, ordinal: entry.ordinal)
     }
 
     /// A proof of acceptance after the window (see ``NotificationEncoder/appendProof(identifier:format:to:)``),
@@ -153,7 +131,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         // The gateway closes this connection once it answers the proof: open
         // the next one meanwhile, so the handshake (6 ms, two RSA signatures)
         // overlaps the wait instead of following it.
-        if hasWork || (!inputFinished && !shared.isStopping) { dialer.openSpare() }
+        if hasWork || (!engine.inputFinished && !shared.isStopping) { engine.dialer.openSpare() }
     }
 
     // MARK: - I/O
@@ -167,24 +145,13 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         let wantWrite = unwritten > 0 && (unwritten >= settings.batchBytes || window.hasProof || !workLeft
                                           || (dueAt.map { t >= $0 } ?? false) || shared.isStopping)
         var timeout: Int32 = 1000
-        if unwritten > 0 && !wantWrite, let dueAt { timeout = Int32(max(0, min(1000, (Int64(dueAt) - Int64(t)) / 1_000_000 + 1))) }
-        if bucket != nil && hasWork { timeout = min(timeout, 5) }
+        if unwritten > 0 && !wantWrite, let dueAt { timeout = ConnectionEngine.milliseconds(until: dueAt, from: t) }
+        if engine.rate != nil && hasWork { timeout = min(timeout, 5) }
         if !window.hasProof, let due = cadence.millisecondsUntilDue(now: t) { timeout = min(timeout, due) }
-        var fds = [pollfd(fd: connection.socket.fd, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
-                   pollfd(fd: shared.cancellation.pollDescriptor, events: Int16(POLLIN), revents: 0),
-                   // Once stopping, halt stays readable: watching it would turn
-                   // the wait for the last proof into a busy loop (poll skips -1).
-                   pollfd(fd: shared.isStopping ? -1 : shared.halt.pollDescriptor, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: queue.doorbell.pollDescriptor, events: Int16(POLLIN), revents: 0)]
-        var watchQueue = !inputFinished && queueEmpty && !window.hasProof && unwritten < settings.batchBytes
-        if watchQueue && !queue.prepareToSleep() {
-            // Frames arrived meanwhile: no need to wait for them.
-            watchQueue = false
-            queueEmpty = false
-            if !wantWrite { timeout = 0 }
-        }
-        _ = poll(&fds, watchQueue ? 4 : 3, timeout)
-        if fds[0].revents != 0 || wantWrite {
+        let watchQueue = !engine.inputFinished && engine.queueEmpty && !window.hasProof && unwritten < settings.batchBytes
+        let readable = engine.wait(on: connection.socket.fd, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0),
+                                   watchQueue: watchQueue, timeout: timeout)
+        if readable || wantWrite {
             if !readResponses() { return }
         }
         if wantWrite, self.connection != nil {
@@ -200,26 +167,15 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         }
     }
 
-    /// The gateway neither reads nor answers. Three connections like that in a
-    /// row (with no response between them) end the send, resumable, rather than
-    /// retrying for ever.
+    /// The gateway neither reads nor answers (see ``ConnectionEngine/wentSilent(_:giving:)``).
     private func gatewaySilent(_ what: String) {
-        consecutiveStalls += 1
-        shared.log("connection \(index + 1): \(what); reconnecting")
         connectionLost(countStrike: false)
-        if consecutiveStalls >= 3 {
-            shared.fail(.unreachable(TLSError(.timedOut(operation: "waiting for a gateway that stopped reading or answering (3 connections in a row)"))))
-        }
+        _ = engine.wentSilent(what, giving: "waiting for a gateway that stopped reading or answering (3 connections in a row)")
     }
 
     private func writeSome() {
         guard let connection else { return }
-        if !marks.unmarked.isEmpty {
-            // Write-ahead: the journal learns what may reach the gateway before it can,
-            // so a resume after a crash knows which notifications may be duplicates.
-            shared.markSent(shards: marks.unmarked, below: marks.below)
-            marks.markedAll()
-        }
+        engine.journalHandedOver()
         let before = written
         guard (try? connection.writeAvailable(sent, from: &written)) == true else {
             connectionLost()
@@ -255,7 +211,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                         return false
                     }
                 } catch {
-                    shared.log("connection \(index + 1): \(error) Treating the connection as lost.")
+                    engine.log("\(error) Treating the connection as lost.")
                     connectionLost()
                     return false
                 }
@@ -272,20 +228,20 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     /// The gateway's error response: the window decides what it proves.
     private func handle(_ response: ErrorResponse) {
-        consecutiveStalls = 0
+        engine.answered()
         guard let resolution = window.resolve(response, packets: sent, format: format) else {
-            shared.log("connection \(index + 1): an error response (status \(response.status)) names identifier \(response.identifier), which was never sent on it; treating the connection as lost")
+            engine.log("an error response (status \(response.status)) names identifier \(response.identifier), which was never sent on it; treating the connection as lost")
             connectionLost()
             return
         }
         for (seq, status) in resolution.refusedAsMalformed {
-            shared.log("connection \(index + 1): the gateway refused plan record \(seq) with status \(status): a bug in the plan or the encoder; it will not be sent again")
+            engine.log("the gateway refused plan record \(seq) with status \(status): a bug in the plan or the encoder; it will not be sent again")
         }
         acceptedOnConnection += resolution.outcome.accepted
         requeue(resolution.resend)
         if resolution.wasShutdown { shared.count(shutdowns: 1) }
         shared.record(resolution.outcome)
-        if resolution.outcome.accepted > 0 { strikes.clear(); dialer.productive() }
+        if resolution.outcome.accepted > 0 { strikes.clear(); engine.dialer.productive() }
         closeConnection(abort: false)
     }
 
@@ -310,7 +266,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 let token = sent[NotificationEncoder.deviceTokenRange(inPacket: sent[first.start..<first.end], format: format)]
                 outcome.fail(first, status: .unknown, token: Array(token), gaveUp: true, attempts: DropStrikes.quarantineAfter)
                 shared.record(outcome)
-                shared.log("connection \(index + 1): plan record \(first.seq) was at the head of \(DropStrikes.quarantineAfter) lost connections in a row; quarantined")
+                engine.log("plan record \(first.seq) was at the head of \(DropStrikes.quarantineAfter) lost connections in a row; quarantined")
                 lost.removeFirst()
                 risked = max(0, risked - 1)
             } else {

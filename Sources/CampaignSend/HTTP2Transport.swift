@@ -32,8 +32,8 @@ struct HTTP2Transport: NotificationTransport {
         bytes.append(contentsOf: record.payload)
     }
 
-    func makeWorker(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings) -> H2ConnectionWorker {
-        H2ConnectionWorker(index: index, queue: queue, shared: shared, settings: settings, fields: fields, shards: shards, tokens: tokens)
+    func makeWorker(engine: ConnectionEngine) -> H2ConnectionWorker {
+        H2ConnectionWorker(engine: engine, fields: fields, tokens: tokens)
     }
 }
 

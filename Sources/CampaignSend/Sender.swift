@@ -129,7 +129,8 @@ public final class Sender: @unchecked Sendable {
         }
         shared.attach(queues: queues)
         let pool = ConnectionPool(maximum: http2 ? max(settings.connections, settings.maxConnections ?? 0) : settings.connections) { [shared, settings] index in
-            transport.makeWorker(index: index, queue: queues[http2 ? 0 : index], shared: shared, settings: settings)
+            transport.makeWorker(engine: ConnectionEngine(index: index, queue: queues[http2 ? 0 : index], shared: shared,
+                                                          settings: settings, shards: plan.header.shards))
         }
         let growable = pool.maximum > settings.connections
         shared.syncer.start()

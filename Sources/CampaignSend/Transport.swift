@@ -8,17 +8,20 @@ import PlanStream
 /// answers mean.
 ///
 /// The sender encodes each plan record with ``encode(_:to:)`` on its reading
-/// thread, queues it for the connection that owns its shard, and runs one
-/// worker per connection; a worker reports outcomes through ``SendShared``
-/// (``SendShared/record(_:)``) and abandons its queue when it ends.
+/// thread and queues it (binary: for the connection that owns its shard;
+/// HTTP/2: in the one queue all connections share); the ``ConnectionPool``
+/// runs one worker per connection, each the protocol around a
+/// ``ConnectionEngine``; a worker reports outcomes through ``SendShared``
+/// (``SendShared/record(_:)``) and leaves its queue when it ends. A third
+/// protocol is a transport and a worker, and one line in ``Sender/run(plan:)``.
 protocol NotificationTransport: Sendable {
     associatedtype Worker: GatewayConnectionWorker
 
     /// Appends what a connection sends for `record`.
     func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8])
 
-    /// The worker for connection `index` (of `settings.connections`).
-    func makeWorker(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings) -> Worker
+    /// The wire protocol around a connection's engine.
+    func makeWorker(engine: ConnectionEngine) -> Worker
 }
 
 /// One connection of a transport, run on a thread of its own.
@@ -58,8 +61,8 @@ struct BinaryTransport: NotificationTransport {
         (shard / max(1, parts)) % connections
     }
 
-    func makeWorker(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings) -> ConnectionWorker {
-        ConnectionWorker(index: index, queue: queue, shared: shared, settings: settings, format: encoder.format, shards: shards)
+    func makeWorker(engine: ConnectionEngine) -> ConnectionWorker {
+        ConnectionWorker(engine: engine, format: encoder.format)
     }
 }
 

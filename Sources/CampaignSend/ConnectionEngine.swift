@@ -1,0 +1,141 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CampaignIO
+import CampaignTLS
+
+/// What every connection of a send does, whatever its wire protocol: it
+/// takes work from its queue, dials (with backoff) through its
+/// ``GatewayDialer``, journals what may reach the gateway before it can
+/// (write-ahead), waits on its socket together with the stop, the halt and
+/// the queue's doorbell, counts connections that went silent, and at the
+/// end leaves its queue and reports how far each shard was handed over.
+/// ``ConnectionWorker`` (binary) and ``H2ConnectionWorker`` are the wire
+/// protocols around one of these.
+final class ConnectionEngine {
+    let index: Int
+    let queue: WorkQueue
+    let shared: SendShared
+    let settings: SendSettings
+    let dialer: GatewayDialer
+    /// How far each shard has been handed to this connection (for the journal's write-ahead).
+    private(set) var marks: SentMarks
+    /// The queue had nothing the last time it was looked at.
+    var queueEmpty = false
+    /// The queue is closed and empty: no work will ever come again.
+    private(set) var inputFinished = false
+    /// Connections in a row that went silent (no answer between them).
+    private var silentInARow = 0
+
+    init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, shards: Int) {
+        self.index = index
+        self.queue = queue
+        self.shared = shared
+        self.settings = settings
+        marks = SentMarks(shards: shards)
+        dialer = GatewayDialer(settings: settings, shared: shared)
+        queue.join()
+    }
+
+    var now: UInt64 { Deadline.now().nanoseconds }
+
+    /// `--rate`, over every connection; nil without a limit.
+    var rate: SharedRate? { shared.rate }
+
+    func log(_ message: String) { shared.log("connection \(index + 1): \(message)") }
+
+    // MARK: - Work
+
+    /// Looks at the queue without taking anything.
+    func lookAtQueue() {
+        let state = queue.state
+        queueEmpty = state.empty
+        inputFinished = inputFinished || state.finished
+    }
+
+    /// Takes whole frames from the queue into `out` (see ``WorkQueue/take(maxBytes:maxFrames:into:taken:)``); how many.
+    func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], taken: (QueuedFrame, Int) -> Void) -> Int {
+        let (n, finished) = queue.take(maxBytes: maxBytes, maxFrames: maxFrames, into: &out, taken: taken)
+        if finished { inputFinished = true }
+        queueEmpty = n == 0 || queue.isEmpty
+        return n
+    }
+
+    /// With no connection and nothing to send now: sleeps until `due` (a
+    /// retry's time), new frames, the stop or the halt.
+    func waitForWork(until due: UInt64?) {
+        if let due {
+            _ = sleep(until: Deadline(nanoseconds: due), cancellation: shared.halt)
+        } else {
+            queue.waitForFrames(orAnyOf: [shared.cancellation, shared.halt])
+        }
+    }
+
+    /// A notification was handed to the connection.
+    @inline(__always)
+    func handed(shard: Int32, ordinal: Int32) { marks.handed(shard: shard, ordinal: ordinal) }
+
+    /// Write-ahead: the journal learns what may reach the gateway before it
+    /// can, so a resume after a crash knows which notifications may be duplicates.
+    func journalHandedOver() {
+        guard !marks.unmarked.isEmpty else { return }
+        shared.markSent(shards: marks.unmarked, below: marks.below)
+        marks.markedAll()
+    }
+
+    // MARK: - Waiting
+
+    /// The poll timeout, in milliseconds (at most a second), until monotonic time `due`.
+    static func milliseconds(until due: UInt64, from t: UInt64) -> Int32 {
+        Int32(max(0, min(1000, (Int64(due) - Int64(t)) / 1_000_000 + 1)))
+    }
+
+    /// Waits until the socket is ready for `events`, the send stops or
+    /// halts, `timeout` passes, or (with `watchQueue`) frames arrive;
+    /// whether the socket is ready. When frames arrived before the wait
+    /// could begin, it does not wait.
+    func wait(on socket: Int32, events: Int16, watchQueue: Bool, timeout: Int32) -> Bool {
+        var timeout = timeout
+        var fds = [pollfd(fd: socket, events: events, revents: 0),
+                   pollfd(fd: shared.cancellation.pollDescriptor, events: Int16(POLLIN), revents: 0),
+                   // Once stopping, halt stays readable: watching it would turn
+                   // the wait for the last answers into a busy loop (poll skips -1).
+                   pollfd(fd: shared.isStopping ? -1 : shared.halt.pollDescriptor, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: queue.doorbell.pollDescriptor, events: Int16(POLLIN), revents: 0)]
+        var watch = watchQueue
+        if watch && !queue.prepareToSleep() {
+            // Frames arrived meanwhile: no need to wait for them.
+            watch = false
+            queueEmpty = false
+            timeout = 0
+        }
+        _ = poll(&fds, watch ? 4 : 3, timeout)
+        return fds[0].revents != 0
+    }
+
+    // MARK: - Silence
+
+    /// A connection went silent (it neither read nor answered): three in a
+    /// row, with no answer between them, end the send (resumable) rather
+    /// than retrying for ever. True when this one ended it.
+    func wentSilent(_ what: String, giving sentence: String) -> Bool {
+        silentInARow += 1
+        log("\(what); reconnecting")
+        guard silentInARow >= 3 else { return false }
+        shared.fail(.unreachable(TLSError(.timedOut(operation: sentence))))
+        return true
+    }
+
+    /// The gateway answered: silence starts counting again.
+    func answered() { silentInARow = 0 }
+
+    // MARK: - End
+
+    /// No one takes from the queue any more (a plan reader waiting for room
+    /// must not wait for ever); the journal learns how far each shard went.
+    func finish() {
+        dialer.dropSpare()
+        queue.leave()
+        shared.workerFinished(sentBelow: marks.map)
+    }
+}

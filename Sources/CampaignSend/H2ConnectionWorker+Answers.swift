@@ -1,0 +1,165 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import APNSWire
+import CampaignHTTP2
+import CampaignIO
+import CampaignTLS
+
+/// What the server's answers, resets and GOAWAYs mean for each notification
+/// (the table in docs/protocol.md), and the sentences for refused credentials.
+extension H2ConnectionWorker {
+    // MARK: - Outcomes
+
+    func handle(_ events: [H2Session.Event]) {
+        for event in events {
+            switch event {
+            case .message(let stream, let headers, let body):
+                guard let item = inFlight.removeValue(forKey: stream) else { continue }
+                noteRoundTrip(now - min(now, item.sentAt))
+                let status = headers.first { $0.name == ":status" }.flatMap { Int($0.value) } ?? 0
+                answered(item, H2Answer(status: status, body: body, retryAfter: headers.first { $0.name == "retry-after" }?.value))
+            case .streamClosed(let stream, let code):
+                guard let item = inFlight.removeValue(forKey: stream) else { continue }
+                if code == H2Session.ErrorCode.refusedStream {
+                    // RFC 9113 §8.7: never processed, so sent again exactly,
+                    // after a backoff (a server refusing every stream must not
+                    // turn this loop into a busy one).
+                    retryLater(item, afterSeconds: nil)
+                    shared.serverTrouble("RST_STREAM REFUSED_STREAM", limitSeconds: settings.outageLimitSeconds)
+                } else {
+                    // Reset without an answer: it may have been processed, so
+                    // again as a possible duplicate, after a backoff, and not
+                    // in this run once it was lost this way too often.
+                    shared.serverTrouble("RST_STREAM \(H2Session.ErrorCode.name(code))", limitSeconds: settings.outageLimitSeconds)
+                    if let again = lost(item) { later(again, afterSeconds: nil) }
+                }
+            case .goAway(let last, let code):
+                goingAway = true
+                if code != H2Session.ErrorCode.noError {
+                    engine.log("the server is closing the connection (GOAWAY, error \(code), last stream \(last)); what it did not process goes on the next")
+                }
+            case .pingAcknowledged:
+                if let sent = pingSentAt { noteRoundTrip(now - sent) }
+                pingSentAt = nil
+            case .settings:
+                settingsReceived = true
+            }
+        }
+    }
+
+    func answered(_ item: Item, _ answer: H2Answer) {
+        switch answer.verdict {
+        case .accepted:
+            acceptedOnConnection = true
+            becameProductive()
+            answers.acceptedOrdinals[item.shard, default: []].append(Int(item.ordinal))
+            answers.accepted += 1
+        case .unregistered(let at):
+            becameProductive()
+            // A time in the future (a server's mistake) would keep the token out of every plan until then.
+            let arrived = UInt32(clamping: ProviderTokenSource.now())
+            fail(item, answer, unregisteredAt: min(at ?? arrived, arrived))
+        case .refusedForItsToken:
+            becameProductive()
+            fail(item, answer)
+        case .refusedAsMalformed:
+            // Final only once the server shows it is sane (SendShared holds it until then).
+            engine.log("APNs refused plan record \(item.seq) with \(answer.description): a bug in the plan or in campaign; it will not be sent again")
+            shared.malformedAnswer(failure(item, answer), what: answer.description)
+        case .credentialRefused:
+            ready.append(item)   // not final: a resume with the right credential sends it
+            shared.fail(.credentialRefused(Self.sentence(for: answer, topic: fields.common.first { $0.name == "apns-topic" }?.value, tokenAuth: tokens != nil)))
+        case .providerTokenExpired:
+            guard let tokens, let used = connectionToken else {
+                ready.append(item)
+                shared.fail(.credentialRefused("APNs says the provider token expired (403 ExpiredProviderToken), but this send uses a certificate: is --gateway an APNs host?"))
+                return
+            }
+            let renewed = tokens.expired(used)
+            guard renewed.text != used.text else {
+                // Renewing a token younger than 20 minutes would earn 429
+                // TooManyProviderTokenUpdates, and sending it again the same 403.
+                ready.append(item)
+                let age = ProviderTokenSource.now() - used.issuedAt
+                shared.fail(.credentialRefused("APNs says the provider token expired (403 ExpiredProviderToken), but it was made \(age / 60) min \(age % 60) s ago (APNs accepts a token for an hour): check this machine's clock (it must be within minutes of the real time), then resume."))
+                return
+            }
+            connectionToken = renewed
+            ready.append(item)
+        case .tooManyTokenUpdates:
+            // This connection is unusable; a new one with the same token, after a pause.
+            retryLater(item, afterSeconds: nil)
+            goingAway = true
+            shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
+        case .retryLater(let after):
+            retryLater(item, afterSeconds: after)
+            // The server asked this connection to wait: it does, the others go on.
+            if let after { pausedUntil = max(pausedUntil, now + UInt64(after) * 1_000_000_000) }
+            shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
+        case .unknown:
+            retryLater(item, afterSeconds: nil)
+            shared.serverTrouble(answer.status == 0 ? "an answer without a :status" : answer.description, limitSeconds: settings.outageLimitSeconds)
+        }
+    }
+
+    /// An answer asked for a retry: one more for the backoff's exponent.
+    func retryLater(_ item: Item, afterSeconds: Int?) {
+        var item = item
+        item.retries += 1
+        later(item, afterSeconds: afterSeconds)
+    }
+
+    /// Puts `item` back after a backoff: what the server asked for, or
+    /// bounded exponential backoff with jitter. Never final: the server's
+    /// trouble says nothing about the notification.
+    func later(_ item: Item, afterSeconds: Int?) {
+        let base = afterSeconds.map(Double.init)
+            ?? min(30, 0.25 * Double(1 << min(max(item.retries, 1) - 1, 7))) * Double.random(in: 0.5...1.5)
+        waiting.append((now + UInt64(base * 1e9), item))
+        shared.count(resends: 1)
+    }
+
+    func failure(_ item: Item, _ answer: H2Answer, unregisteredAt: UInt32? = nil) -> SendFailure {
+        SendFailure(seq: item.seq, shard: Int(item.shard), ordinal: Int(item.ordinal), status: answer.status,
+                    httpReason: answer.reason ?? "", token: Array(item.token), gaveUp: false,
+                    attempts: item.retries + item.losses + 1, unregisteredAt: unregisteredAt)
+    }
+
+    func fail(_ item: Item, _ answer: H2Answer, unregisteredAt: UInt32? = nil) {
+        answers.failures.append(failure(item, answer, unregisteredAt: unregisteredAt))
+    }
+
+    func becameProductive() {
+        if !productive {
+            productive = true
+            engine.dialer.productive()
+        }
+    }
+
+    /// Journals the answers gathered since the last time, together.
+    func flushAnswers() {
+        guard answers.accepted > 0 || !answers.failures.isEmpty else { return }
+        shared.record(answers)
+        answers = ProofOutcome()
+    }
+
+    /// One sentence for a refused credential: which, and what to do.
+    static func sentence(for answer: H2Answer, topic: String?, tokenAuth: Bool) -> String {
+        let what = "(\(answer.status) \(answer.reason ?? "no reason"))"
+        switch answer.reason {
+        case "BadCertificateEnvironment":
+            return "APNs refused the provider certificate \(what): it is for the other environment; use --environment to match it, or the certificate for this environment."
+        case "BadCertificate":
+            return "APNs refused the provider certificate \(what): check --cert (and --key) is the app's APNs certificate, not expired or revoked."
+        case let reason? where tokenAuth && ["InvalidProviderToken", "MissingProviderToken"].contains(reason):
+            return "APNs refused the provider token \(what): check that --auth-key is the .p8 key whose id is --key-id, and --team-id is the team that owns it."
+        case "InvalidProviderToken", "MissingProviderToken":
+            return "APNs refused the provider certificate \(what): it wants a provider token, so the certificate was not taken as one for this app; check --cert (and --key), or send with --auth-key."
+        case "TopicDisallowed", "Forbidden":
+            return "APNs refused to send to topic \(topic ?? "(the certificate's)") \(what): check the job's topic is the app's bundle id and the \(tokenAuth ? "key's team" : "certificate") may send to it."
+        default:
+            return "APNs refused the credential \(what): check \(tokenAuth ? "--auth-key, --key-id and --team-id" : "--cert and --key") and the job's topic."
+        }
+    }
+}

@@ -1,0 +1,159 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import APNSWire
+import CampaignHTTP2
+import CampaignIO
+import CampaignTLS
+
+/// Silence, lost connections and streams, what a stop leaves open, and
+/// what the connection tells the pool.
+extension H2ConnectionWorker {
+    // MARK: - The pool's gauge
+
+    /// What holds this connection back while work waits: every stream the
+    /// server allows is open, or its window has no room for another payload.
+    func heldBack(_ session: H2Session) -> (window: Bool, streams: Bool) {
+        guard readyCount > 0 || !engine.queueEmpty, !goingAway, !shared.isStopping else { return (false, false) }
+        if session.unsentBodyBytes > 0, session.unsentBodyBytes >= session.remoteWindow { return (true, false) }
+        return (false, inFlight.count >= streamLimit(session))
+    }
+
+    func account(_ bound: (window: Bool, streams: Bool), since: UInt64) {
+        let t = now
+        let spent = t - min(t, since)
+        tally.open += spent
+        if bound.window { tally.windowBound += spent }
+        if bound.streams { tally.streamBound += spent }
+        if t - tallyPublishedAt >= Self.gaugeNanoseconds { publishGauge(at: t) }
+    }
+
+    func noteRoundTrip(_ nanoseconds: UInt64) {
+        tally.roundTrip = min(tally.roundTrip ?? nanoseconds, nanoseconds)
+    }
+
+    func publishGauge(at t: UInt64) {
+        tallyPublishedAt = t
+        gauge?.publish(&tally, productive: productive)
+    }
+
+    // MARK: - Lost connections
+
+    /// Drops the connection when a request has waited longer than the answer
+    /// timeout (a server that holds streams, never grows its window, drips
+    /// its answer or floods frames instead of answering), or when work has
+    /// waited that long on a server that allows no stream. Checked once a second.
+    func checkAnswerTimeout(_ session: H2Session, at t: UInt64) -> Bool {
+        let limit = settings.answerTimeoutSeconds
+        if readyCount > 0, inFlight.isEmpty, !goingAway, !shared.isStopping, t >= pausedUntil, streamLimit(session) == 0 {
+            if stalledSince == nil { stalledSince = t }
+            if Double(t - stalledSince!) / 1e9 > limit {
+                silent("the server has allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(format1(limit)) s")
+                return true
+            }
+        } else {
+            stalledSince = nil
+        }
+        guard !inFlight.isEmpty, t - lastAnswerCheck >= 1_000_000_000 || limit < 2 else { return false }
+        lastAnswerCheck = t
+        let oldest = inFlight.values.lazy.map(\.sentAt).min() ?? t
+        if Double(t - min(t, oldest)) / 1e9 > limit {
+            silent("a request has had no answer for \(format1(limit)) s (--answer-timeout)")
+            return true
+        }
+        return false
+    }
+
+    /// The connection went silent (see ``ConnectionEngine/wentSilent(_:giving:)``).
+    func silent(_ what: String) {
+        connectionLost()
+        _ = engine.wentSilent(what, giving: "waiting for a gateway that stopped answering (3 connections in a row)")
+    }
+
+    /// `item` was open when its connection or stream was lost: it may have
+    /// been processed. Counted as a possible duplicate (once), and returned
+    /// to send again, unless it has now been lost ``H2NotificationLimits/maxLosses``
+    /// times: then it is not sent again in this run (a server that takes
+    /// each request and drops the connection must not get it thousands of times).
+    func lost(_ item: Item) -> Item? {
+        var item = item
+        item.losses += 1
+        if !item.risked {
+            item.risked = true
+            shared.count(duplicatesRisked: 1)
+        }
+        if item.losses >= H2NotificationLimits.maxLosses {
+            shared.parked()
+            engine.log("plan record \(item.seq) was open on \(item.losses) lost connections; it is not sent again in this run (resume to send it)")
+            return nil
+        }
+        return item
+    }
+
+    /// The open requests whose body has not all been framed (the server
+    /// cannot have processed them), and the others, each oldest first.
+    func splitByBody(_ open: [Int32: Item]) -> (unsent: [Item], sent: [Item]) {
+        var unsent: [Item] = [], sent: [Item] = []
+        for (stream, item) in open {
+            if session?.bodyIsUnsent(stream) == true { unsent.append(item) } else { sent.append(item) }
+        }
+        return (unsent.sorted { $0.seq < $1.seq }, sent.sorted { $0.seq < $1.seq })
+    }
+
+    /// Once the send stops, requests whose body has not gone out are
+    /// cancelled (RST_STREAM CANCEL): the server cannot have processed them,
+    /// so they stay pending for the resume, not possible duplicates, and the
+    /// stop waits only for answers that can come.
+    func cancelUnsent() {
+        guard let session, session.unsentBodyBytes > 0 else { return }
+        for (stream, _) in inFlight where session.bodyIsUnsent(stream) {
+            session.resetStream(stream, errorCode: H2Session.ErrorCode.cancel)
+            inFlight[stream] = nil
+        }
+    }
+
+    /// Counts what is left open at a stop as possible duplicates (once each).
+    func riskAll<S: Sequence>(_ items: S) where S.Element == Item {
+        let n = items.reduce(0) { $0 + ($1.risked ? 0 : 1) }
+        if n > 0 { shared.count(duplicatesRisked: n) }
+    }
+
+    /// The connection ended with streams open: they may have been processed,
+    /// so they go again, counted as possible duplicates.
+    func connectionLost() {
+        let (unsent, open) = splitByBody(inFlight)
+        inFlight.removeAll()
+        // A request whose body never all went out cannot have been processed: it goes again exactly.
+        let again = (unsent + open.compactMap(lost)).sorted { $0.seq < $1.seq }
+        // First on the next connection, oldest first: the longer they wait
+        // behind new work, the likelier a later loss catches them open again.
+        ready.insert(contentsOf: again, at: readyHead)
+        if !open.isEmpty || !unsent.isEmpty {
+            shared.count(resends: again.count, drops: 1)
+            shared.serverTrouble("a connection lost with \(open.count) request\(open.count == 1 ? "" : "s") open", limitSeconds: settings.outageLimitSeconds)
+        }
+        closeConnection(abort: true)
+    }
+
+    func closeConnection(abort: Bool) {
+        if let connection { abort ? connection.abort() : connection.close() }
+        let wasOpen = connection != nil
+        publishGauge(at: now)
+        connection = nil
+        session = nil
+        out.removeAll(keepingCapacity: true)
+        written = 0
+        batchStartedAt = nil
+        goingAway = false
+        pingSentAt = nil
+        pausedUntil = 0
+        if wasOpen && !productive && !shared.isStopping {
+            // Nothing accepted or finally refused on it (GOAWAY 0, floods,
+            // resets, protocol errors): past a run of these the send ends
+            // (69, resumable), and the next connection waits a growing pause.
+            _ = shared.connectionWasFruitless()
+            shared.serverTrouble("a connection that achieved nothing", limitSeconds: settings.outageLimitSeconds)
+            engine.dialer.backOffAfterFruitlessConnection()
+        }
+    }
+}
