@@ -67,11 +67,16 @@ for size in SIZES:
     payload_bytes[size] = len(payload.encode())
 
 
-def send(port, size, connections):
+# DISTANCE_BASELINE=path/to/an/older/campaign adds its default send beside ours (same plans, same simulator).
+BASELINE = os.environ.get("DISTANCE_BASELINE")
+
+
+def send(port, size, connections, binary=C):
     """One capped send; (answered per second, connections at the end, round trip ms, connections opened)."""
     sh(f"rm -rf {OUT}/distance-journal {OUT}/distance-report.json")
-    p = subprocess.Popen(f"exec {C} send {plans[size]} --journal {OUT}/distance-journal --gateway 127.0.0.1:{port} {auth} "
-                         f"--connections {connections} --report {OUT}/distance-report.json",
+    how = f"--connections {connections}" if connections else ""
+    p = subprocess.Popen(f"exec {binary} send {plans[size]} --journal {OUT}/distance-journal --gateway 127.0.0.1:{port} {auth} "
+                         f"{how} --report {OUT}/distance-report.json",
                          shell=True, stderr=open(f"{OUT}/distance-send.log", "w"))
     try:
         p.wait(timeout=CAP)
@@ -81,7 +86,7 @@ def send(port, size, connections):
     rep = json.load(open(f"{OUT}/distance-report.json"))
     assert rep["outcome"] in ("complete", "interrupted") and rep["failed"] == 0, rep
     answered = rep["accepted"] + rep["failed"]
-    return answered / rep["seconds"], rep["pool_connections"], rep["round_trip_ms"], rep["reconnects"]
+    return answered / rep["seconds"], rep.get("pool_connections"), rep.get("round_trip_ms"), rep["reconnects"]
 
 
 def h2load(port, size, connections):
@@ -103,6 +108,9 @@ for rtt in RTTS:
             for n in CONNS if rtt > 0 else [4]:
                 row[str(n)] = round(send(port, size, n)[0])
             row["h2load"] = round(h2load(port, size, pool))
+            if BASELINE:
+                row["baseline_default"] = round(send(port, size, None, BASELINE)[0])
+                row["auto_share_of_baseline"] = round(rate / row["baseline_default"], 3)
             best = max(row[str(n)] for n in (CONNS if rtt > 0 else [4]))
             row["auto_share_of_best"] = round(rate / best, 3)
             results["rows"].append(row)

@@ -109,8 +109,13 @@ struct Status: ParsableCommand {
         } else {
             print("  resent: \(state.resends) (discarded by the gateway after a refusal or shutdown, or unproven on a lost connection), possible duplicates: \(state.duplicatesRisked) (sent again after a connection was lost while they were unproven)")
         }
+        if let pool = view.pool {
+            print("  connections: \(pool.open) in the pool at the last second (at most \(pool.peak))\(pool.roundTrip.map { ", round trip \(Self.milliseconds($0)) ms" } ?? "")")
+        }
         if state.tornTail { print("  the last journal record was torn by a crash and is ignored") }
     }
+
+    static func milliseconds(_ ms: Double) -> String { ms >= 10 ? String(Int(ms.rounded())) : String((ms * 10).rounded() / 10) }
 
     private func parts(_ view: PartsView) throws {
         if failures {
@@ -200,7 +205,21 @@ struct JournalView {
             ("failed_by_status", .object(failedByStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
             ("remaining", remaining.map(n) ?? .null), ("resends", n(state.resends)),
             ("duplicates_risked", n(state.duplicatesRisked)), ("torn_tail", .bool(state.tornTail)),
-        ])
+        ] + poolMembers)
+    }
+
+    private var poolMembers: [(String, JSONValue)] {
+        guard let pool else { return [("pool_connections", .null), ("pool_connections_peak", .null), ("round_trip_ms", .null)] }
+        let roundTrip: JSONValue = pool.roundTrip.map { .number(String(($0 * 10).rounded() / 10)) } ?? .null
+        return [("pool_connections", .number(String(pool.open))), ("pool_connections_peak", .number(String(pool.peak))), ("round_trip_ms", roundTrip)]
+    }
+
+    /// HTTP/2: the connections in the pool at the last journaled second, the
+    /// most at any second (of every run), and the last round trip measured.
+    var pool: (open: Int, peak: Int, roundTrip: Double?)? {
+        let ticks = state.timeline.joined().filter { $0.open != nil }
+        guard let last = ticks.last, let open = last.open else { return nil }
+        return (open, ticks.compactMap(\.open).max() ?? open, ticks.last { $0.roundTripMilliseconds != nil }?.roundTripMilliseconds)
     }
 }
 

@@ -34,6 +34,9 @@ enum StatusPage {
         page += "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline)
         page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, failed: failedByStatus)
         page += "<h2>Connections and resends over time (cumulative, per run)</h2>\n" + countsChart(state.timeline)
+        if state.timeline.joined().contains(where: { $0.open != nil }) {
+            page += "<h2>Connections in use (HTTP/2: the pool grows with the distance) and the round trip measured (ms)</h2>\n" + poolChart(state.timeline)
+        }
         page += "<p class=\"label\">Resent: notifications the gateway discarded after a refusal or shutdown on their connection, or left unproven when one was lost. The gateway confirms nothing, so a connection ends with a proof of acceptance: a notification it must refuse.</p>\n"
         page += "</body></html>\n"
         return page
@@ -110,6 +113,20 @@ enum StatusPage {
         }
         return lineChart([("#b05a2a", connections), ("#6a2ab0", resent)], emptyText: "no timeline",
                          legend: [("#b05a2a", "connections"), ("#6a2ab0", "resent")])
+    }
+
+    static func poolChart(_ timeline: [[JournalRecord.Tick]]) -> String {
+        var open: [(x: Double, y: Double)] = [], roundTrip: [(x: Double, y: Double)] = []
+        var offset = 0
+        for run in timeline {
+            for tick in run {
+                if let n = tick.open { open.append((Double(offset + tick.second), Double(n))) }
+                if let ms = tick.roundTripMilliseconds { roundTrip.append((Double(offset + tick.second), ms)) }
+            }
+            offset += (run.last?.second ?? 0) + 1
+        }
+        return lineChart([("#2a8a4a", open)], emptyText: "no pool recorded", legend: [("#2a8a4a", "connections in use")])
+            + lineChart([("#8a2a6a", roundTrip)], emptyText: "no round trip measured", legend: [("#8a2a6a", "round trip, ms")])
     }
 
     static func lineChart(_ series: [(color: String, points: [(x: Double, y: Double)])], emptyText: String,

@@ -27,7 +27,7 @@ final class SendShared: @unchecked Sendable {
     /// Connections the send runs (the pool may grow; see ``ConnectionPool``).
     private var poolSize: Int
     var connections: Int { mutex.lock(); defer { mutex.unlock() }; return poolSize }
-    func poolGrew(to n: Int) { mutex.lock(); poolSize = max(poolSize, n); mutex.unlock() }
+    func poolGrew(to n: Int) { mutex.lock(); poolSize = max(poolSize, n); counts.peakConnections = poolSize; mutex.unlock() }
     /// `--rate`, over every connection; nil without a limit.
     let rate: SharedRate?
     private var sentBelow: [Int32: Int32] = [:]
@@ -54,6 +54,7 @@ final class SendShared: @unchecked Sendable {
         self.cancellation = cancellation
         self.halt = try CancellationPipe()
         self.poolSize = workers
+        counts.peakConnections = workers
         self.rate = rate > 0 ? SharedRate(perSecond: rate) : nil
         self.maxConnectAttempts = maxConnectAttempts
         self.logger = logger
@@ -225,7 +226,12 @@ final class SendShared: @unchecked Sendable {
     private var roundTrips: [Double] = []
 
     /// A second's shortest round trip over the connections.
-    func noteRoundTrip(milliseconds: Double) { mutex.lock(); roundTrips.append(milliseconds); mutex.unlock() }
+    func noteRoundTrip(milliseconds: Double) {
+        mutex.lock()
+        roundTrips.append(milliseconds)
+        counts.roundTripMilliseconds = milliseconds   // the live counts (metrics) show the latest
+        mutex.unlock()
+    }
 
     /// The median of the seconds' shortest round trips; nil when none was measured.
     var roundTripMilliseconds: Double? {

@@ -46,7 +46,7 @@ import GatewaySimulator
         let tokens = try Self.plan(count: 12_000, padding: 3000, in: dir)
         let simulator = try startHTTP2Simulator(in: dir, latencyMilliseconds: 50)
         defer { simulator.stop() }
-        let run = try Self.send(dir, simulator, ["--max-connections", "16"])
+        let run = try Self.send(dir, simulator, ["--max-connections", "16", "--metrics", "metrics.prom"])
         #expect(run.wait(timeout: 100) == 0, "\(run.stderr)")
         simulator.stop()
         let report = try Self.report(dir)
@@ -61,6 +61,15 @@ import GatewaySimulator
         // The timeline journals the pool's size and the round trip each second.
         let log = try String(contentsOfFile: dir.file("journal/journal.log"), encoding: .utf8)
         #expect(log.contains(#""open":\#(pool)"#) && log.contains(#""rtt_ms":1"#))
+        // status, its JSON, its page and the metrics show the pool and the round trip.
+        let status = String(decoding: try PlanProcessTests.run(["status", "journal"], in: dir).out, as: UTF8.self)
+        #expect(status.contains("connections: \(pool) in the pool"), "\(status)")
+        let json = try JSONValue.parse(String(decoding: try PlanProcessTests.run(["status", "journal", "--json"], in: dir).out, as: UTF8.self))
+        #expect(json["pool_connections_peak"]?.integerValue == Int64(pool) && (json["round_trip_ms"]?.doubleValue ?? 0) >= 100)
+        _ = try PlanProcessTests.run(["status", "journal", "--html", "page.html"], in: dir)
+        #expect(try String(contentsOfFile: dir.file("page.html"), encoding: .utf8).contains("Connections in use"))
+        let metrics = try String(contentsOfFile: dir.file("metrics.prom"), encoding: .utf8)
+        #expect(metrics.contains("campaign_send_pool_connections{journal=") && metrics.contains("campaign_send_round_trip_seconds{"), "\(metrics)")
     }
 
     @Test(.timeLimit(.minutes(2))) func onLoopbackThePoolStaysSmall() throws {
