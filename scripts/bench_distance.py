@@ -56,7 +56,7 @@ for size in SIZES:
     if not os.path.exists(audience):
         sh(f".build/release/campaign-bench audience --rows {ROWS[size]} --seed 3 > {audience}")
     json.dump(JOBS[size], open(f"{OUT}/distance-{size}.json", "w"))
-    plans[size] = f"{OUT}/distance-{size}.plan"
+    plans[size] = f"{OUT}/distance-{size}-{ROWS[size]}.plan"
     if not os.path.exists(plans[size]):
         sh(f"{C} plan {OUT}/distance-{size}.json {audience} --out {plans[size]} --rejects {OUT}/distance-rejects.ndjson")
     with open(plans[size]) as f:
@@ -108,7 +108,7 @@ for rtt in RTTS:
             for n in CONNS if rtt > 0 else [4]:
                 row[str(n)] = round(send(port, size, n)[0])
             row["h2load"] = round(h2load(port, size, pool))
-            if BASELINE:
+            if BASELINE and rtt == 0:   # (far away the older default is the 4 column)
                 row["baseline_default"] = round(send(port, size, None, BASELINE)[0])
                 row["auto_share_of_baseline"] = round(rate / row["baseline_default"], 3)
             best = max(row[str(n)] for n in (CONNS if rtt > 0 else [4]))

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 import CampaignIO
 import CampaignTLS
 
@@ -26,6 +27,12 @@ final class ConnectionEngine {
     private(set) var inputFinished = false
     /// Connections in a row that went silent (no answer between them).
     private var silentInARow = 0
+    /// The pool no longer needs this connection: it takes no new work,
+    /// finishes what it holds, and closes (set from the pool's thread).
+    private let retiring = Atomic<Bool>(false)
+
+    func retire() { retiring.store(true, ordering: .releasing) }
+    var isRetiring: Bool { retiring.load(ordering: .acquiring) }
 
     init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, shards: Int) {
         self.index = index

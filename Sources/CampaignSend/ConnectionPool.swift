@@ -18,12 +18,17 @@ final class ConnectionGauge: @unchecked Sendable {
         var streamBound: UInt64 = 0
         /// The shortest round trip seen, in nanoseconds.
         var roundTrip: UInt64?
+        /// The shortest PING round trip since the connection opened: the
+        /// network's, before queues built up (answers, and PINGs on a busy
+        /// machine, wait behind work; the first PING goes before any).
+        var pingRoundTrip: UInt64?
 
         mutating func add(_ other: Tally) {
             open += other.open
             windowBound += other.windowBound
             streamBound += other.streamBound
             if let r = other.roundTrip { roundTrip = min(roundTrip ?? r, r) }
+            if let r = other.pingRoundTrip { pingRoundTrip = min(pingRoundTrip ?? r, r) }
         }
     }
 
@@ -62,45 +67,56 @@ struct PoolSample: Equatable {
     var trouble = false
     /// `--rate` is what limits the send.
     var rateCapped = false
-    /// The shortest round trip the connections measured, in milliseconds.
+    /// The shortest PING round trip any connection has measured since it
+    /// opened, in milliseconds: the distance, not the load.
     var roundTripMilliseconds: Double?
 }
 
 /// Decides, twice a second, how many connections to add: the pool grows
 /// while connections are held back by the server's window or stream limit
-/// with work waiting, and each step raised the rate by at least ``gain``;
-/// after a step that did not, it grows no more. A step doubles the pool,
-/// or quadruples it when the connections are nearly always held back and
-/// the last step paid almost in full (or, for the first step, the round
-/// trip is long: far away with a backlog, every connection adds its window's
-/// worth per round trip). It never closes a
-/// connection to open another: Apple treats rapid connecting and
-/// disconnecting as abuse.
+/// with work waiting, and each step raised the rate by at least ``gain``.
+/// A step doubles the pool, or quadruples it when the connections are nearly
+/// always held back and the last step paid almost in full (or, for the first
+/// step, the round trip is long: far away with a backlog, every connection
+/// adds its window's worth per round trip). After a step that raised the
+/// rate less than ``gain``, the connections it added are retired (they
+/// finish what they hold and close: on loopback more connections only share
+/// the same cores) and the pool grows no more; after a quadrupling that paid
+/// less than ``quadruplingGain`` per doubling it keeps its size and grows no
+/// more. It never closes a connection to open another: Apple treats rapid
+/// connecting and disconnecting as abuse.
 ///
 /// From far away each HTTP/2 connection carries about one window (65,535
 /// bytes) per round trip, so the connections a send needs grow with the
-/// distance and the payload size; on loopback the first connections are
-/// rarely held back by the server and the pool stays as it started.
+/// distance and the payload size; on loopback one probing step is undone.
 struct PoolSizer {
     let maximum: Int
 
+    /// A step being judged: the rate before it, how it multiplied the pool, how many it added.
+    struct Step: Equatable {
+        var baseline: Double
+        var factor: Int
+        var added: Int
+    }
+
     enum Phase: Equatable {
-        /// Waiting (at most ``readyTicks``) for every connection to have an
-        /// answer; `baseline` is the rate before the step being judged.
-        case warming(ticks: Int, baseline: Double?, factor: Double?)
-        /// Every connection answers: the next tick's rate is the measurement,
-        /// compared with `baseline`, the rate before the last step (nil when
-        /// no step is being judged).
-        case measuring(baseline: Double?, factor: Double?)
+        /// Waiting (at most ``readyTicks``) for every connection to have an answer.
+        case warming(ticks: Int, step: Step?)
+        /// Every connection answers: this tick's rate judges `step` (nil: none to judge).
+        case measuring(step: Step?)
+        /// The step's first measurement fell short; new connections may
+        /// still be ramping up (a window grows a round trip at a time), so
+        /// the best of a few more ticks decides before anything is undone.
+        case doubting(step: Step, ticks: Int, best: Double)
         /// No step is being judged and the last tick could have made one:
         /// one more tick must agree before the pool grows (a rate taken as
         /// connections warm up, or a single noisy tick, is no baseline).
         case confirming(rate: Double)
-        /// The last step did not pay: the pool keeps its size.
+        /// The pool keeps its size.
         case settled
     }
 
-    private(set) var phase = Phase.warming(ticks: 0, baseline: nil, factor: nil)
+    private(set) var phase = Phase.warming(ticks: 0, step: nil)
     /// How much the last step raised the rate, per doubling.
     private var lastGain: Double?
     /// A doubling must raise the rate by this factor to be followed by another step.
@@ -109,57 +125,86 @@ struct PoolSizer {
     static let quadruplingGain = 1.5
     /// Share of connection time held back by the server above which more connections are tried.
     static let boundShare = 0.5
-    /// A round trip from which a window-bound pool's first step is a quadrupling.
-    static let farMilliseconds = 20.0
+    /// A round trip from which a window-bound pool's first step is a quadrupling, at once.
+    static let farMilliseconds = 40.0
     /// Ticks to wait for new connections to answer before measuring anyway.
     static let readyTicks = 6
+    /// Ticks a step that fell short is given before it is undone.
+    static let doubtTicks = 3
     /// Seconds between two decisions: a new connection answers within
     /// about two round trips, and half a second is enough to measure a rate.
     static let tickSeconds = 0.5
 
     init(maximum: Int) { self.maximum = maximum }
 
-    /// Connections to add now.
+    /// Connections to add now (positive), or to retire (negative: the
+    /// connections of a step that did not raise the rate at all, once).
     mutating func next(_ s: PoolSample) -> Int {
         switch phase {
         case .settled:
             return 0
-        case .warming(let ticks, let baseline, let factor):
+        case .warming(let ticks, let step):
             if s.productive >= s.size || ticks + 1 >= Self.readyTicks {
-                phase = .measuring(baseline: baseline, factor: factor)
+                phase = .measuring(step: step)
             } else {
-                phase = .warming(ticks: ticks + 1, baseline: baseline, factor: factor)
+                phase = .warming(ticks: ticks + 1, step: step)
             }
             return 0
-        case .measuring(let baseline, let factor):
-            if let baseline {
-                // Per doubling: a quadrupling that doubled the rate paid as a
-                // doubling that paid 1.41, which says the pool is past the
-                // point where connections carry their share: enough.
-                let ratio = s.rate / max(baseline, 1)
-                let perDoubling = factor == 4 ? ratio.squareRoot() : ratio
-                if perDoubling < (factor == 4 ? Self.quadruplingGain : Self.gain) {
-                    phase = .settled
-                    return 0
-                }
-                lastGain = perDoubling
-            }
-            guard mayGrow(s) else {
-                phase = .measuring(baseline: nil, factor: nil)   // not now; perhaps in a later tick
+        case .measuring(let step):
+            guard let step else { return consider(s) }
+            if s.rate < step.baseline * Self.gain {
+                phase = .doubting(step: step, ticks: 1, best: s.rate)
                 return 0
             }
-            if baseline == nil {
-                phase = .confirming(rate: s.rate)
+            return judged(step, rate: s.rate, s)
+        case .doubting(let step, let ticks, let best):
+            let best = max(best, s.rate)
+            if best >= step.baseline * Self.gain { return judged(step, rate: best, s) }
+            guard ticks + 1 >= Self.doubtTicks else {
+                phase = .doubting(step: step, ticks: ticks + 1, best: best)
                 return 0
             }
-            return step(s, baseline: s.rate)
+            // More connections carried no more (on loopback they only share
+            // the same cores): back to the size that did as well, for good.
+            phase = .settled
+            return -step.added
         case .confirming(let rate):
             guard mayGrow(s) else {
-                phase = .measuring(baseline: nil, factor: nil)
+                phase = .measuring(step: nil)
                 return 0
             }
-            return step(s, baseline: max(rate, s.rate))
+            return self.step(s, baseline: max(rate, s.rate))
         }
+    }
+
+    /// A step raised the rate by at least ``gain``: perhaps another.
+    private mutating func judged(_ step: Step, rate: Double, _ s: PoolSample) -> Int {
+        // Per doubling: a quadrupling that doubled the rate paid as a
+        // doubling that paid 1.41, which says the pool is past the point
+        // where connections carry their share: enough.
+        let ratio = rate / max(step.baseline, 1)
+        let perDoubling = step.factor == 4 ? ratio.squareRoot() : ratio
+        if step.factor == 4 && perDoubling < Self.quadruplingGain {
+            phase = .settled
+            return 0
+        }
+        lastGain = perDoubling
+        return consider(s)
+    }
+
+    /// No step to judge: grow if the pool is held back, after a second tick
+    /// agrees (at once when far away and always held back).
+    private mutating func consider(_ s: PoolSample) -> Int {
+        guard mayGrow(s) else {
+            phase = .measuring(step: nil)   // not now; perhaps in a later tick
+            return 0
+        }
+        if lastGain == nil, (s.roundTripMilliseconds ?? 0) >= Self.farMilliseconds, s.bound >= 0.9 {
+            return step(s, baseline: s.rate)
+        }
+        if lastGain != nil { return step(s, baseline: s.rate) }
+        phase = .confirming(rate: s.rate)
+        return 0
     }
 
     private func mayGrow(_ s: PoolSample) -> Bool {
@@ -173,8 +218,9 @@ struct PoolSizer {
         // last step showed or as the distance says.
         let far = (s.roundTripMilliseconds ?? 0) >= Self.farMilliseconds
         let factor = ((lastGain ?? 0) >= 1.7 || (lastGain == nil && far)) && s.bound >= 0.9 ? 4 : 2
-        phase = .warming(ticks: 0, baseline: baseline, factor: Double(factor))
-        return min(s.size * factor - s.size, maximum - s.size)
+        let added = min(s.size * factor - s.size, maximum - s.size)
+        phase = .warming(ticks: 0, step: Step(baseline: baseline, factor: factor, added: added))
+        return added
     }
 }
 
@@ -186,6 +232,8 @@ final class ConnectionPool: @unchecked Sendable {
     private let mutex = Lock()
     private var threads: [pthread_t] = []
     private var workers: [any GatewayConnectionWorker] = []
+    /// Of `workers`, how many (the last ones) have been retired.
+    private var retired = 0
     private var closed = false
 
     init(maximum: Int, make: @escaping (Int) -> any GatewayConnectionWorker) {
@@ -193,7 +241,8 @@ final class ConnectionPool: @unchecked Sendable {
         self.make = make
     }
 
-    var size: Int { mutex.lock(); defer { mutex.unlock() }; return workers.count }
+    /// Connections in the pool (not counting retired ones finishing their work).
+    var size: Int { mutex.lock(); defer { mutex.unlock() }; return workers.count - retired }
 
     /// Starts `n` more connections (fewer at the maximum, none once the
     /// pool is closed); returns how many it started.
@@ -202,7 +251,7 @@ final class ConnectionPool: @unchecked Sendable {
         mutex.lock(); defer { mutex.unlock() }
         var started = 0
         // Under the lock, so `joinAll` never misses a thread.
-        while started < n, !closed, workers.count < maximum {
+        while started < n, !closed, workers.count - retired < maximum {
             let worker = make(workers.count)
             workers.append(worker)
             threads.append(startThread { worker.run() })
@@ -211,12 +260,27 @@ final class ConnectionPool: @unchecked Sendable {
         return started
     }
 
+    /// Retires the `n` newest connections: they take no new work, finish
+    /// what they hold, and close. Only ever the connections of a step that
+    /// did not pay, once: no connection is closed to open another.
+    func retire(_ n: Int) {
+        mutex.lock(); defer { mutex.unlock() }
+        let active = workers.count - retired
+        let k = min(n, active - 1)
+        guard k > 0 else { return }
+        for worker in workers[(active - k)..<active] { worker.retire() }
+        retired += k
+        // Retired workers are the last ones only while nothing is added after
+        // them: a pool that retires has settled and never grows again.
+    }
+
     /// What the connections' gauges (HTTP/2) say since the last call: the
     /// pool's sample without its rate, and the shortest round trip seen.
     func sample() -> (PoolSample, roundTrip: UInt64?) {
         mutex.lock()
-        let gauges = workers.compactMap(\.gauge)
-        let size = workers.count
+        let active = workers.count - retired
+        let gauges = workers[..<active].compactMap(\.gauge)
+        let size = active
         mutex.unlock()
         var sample = PoolSample(size: size, productive: 0, rate: 0, bound: 0)
         var tally = ConnectionGauge.Tally()
@@ -226,6 +290,7 @@ final class ConnectionPool: @unchecked Sendable {
             if productive { sample.productive += 1 }
         }
         if tally.open > 0 { sample.bound = Double(tally.windowBound + tally.streamBound) / Double(tally.open) }
+        sample.roundTripMilliseconds = tally.pingRoundTrip.map { Double($0) / 1e6 }
         return (sample, tally.roundTrip)
     }
 

@@ -46,6 +46,9 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     private var now: UInt64 { engine.now }
 
+    /// A binary pool has a fixed size: nothing retires it.
+    func retire() {}
+
     private var hasWork: Bool { !shared.isStopping && (!resends.isEmpty || !engine.queueEmpty) }
 
     // MARK: - Main loop

@@ -40,7 +40,11 @@ extension H2ConnectionWorker {
                     engine.log("the server is closing the connection (GOAWAY, error \(code), last stream \(last)); what it did not process goes on the next")
                 }
             case .pingAcknowledged:
-                if let sent = pingSentAt { noteRoundTrip(now - sent) }
+                if let sent = pingSentAt {
+                    let rtt = now - min(now, sent)
+                    noteRoundTrip(rtt)
+                    pingRoundTrip = min(pingRoundTrip ?? rtt, rtt)
+                }
                 pingSentAt = nil
             case .settings:
                 settingsReceived = true

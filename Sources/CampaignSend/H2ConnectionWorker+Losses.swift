@@ -34,6 +34,7 @@ extension H2ConnectionWorker {
 
     func publishGauge(at t: UInt64) {
         tallyPublishedAt = t
+        tally.pingRoundTrip = pingRoundTrip
         gauge?.publish(&tally, productive: productive)
     }
 

@@ -89,6 +89,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     /// PINGs measure the round trip (from the server's SETTINGS on, once a second: 17 bytes each way).
     static let roundTripPingNanoseconds: UInt64 = 1_000_000_000
     var lastPingAt: UInt64 = 0
+    /// The shortest PING round trip on this connection (see ``ConnectionGauge/Tally/pingRoundTrip``).
+    var pingRoundTrip: UInt64?
 
     init(engine: ConnectionEngine, fields: RequestFields, tokens: ProviderTokenSource?) {
         self.engine = engine
@@ -99,7 +101,9 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     var now: UInt64 { engine.now }
     var readyCount: Int { ready.count - readyHead }
-    var hasWork: Bool { !shared.isStopping && (readyCount > 0 || !engine.queueEmpty) }
+    var hasWork: Bool { !shared.isStopping && (readyCount > 0 || (!engine.isRetiring && !engine.queueEmpty)) }
+
+    func retire() { engine.retire() }
 
     // MARK: - Main loop
 
@@ -109,7 +113,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             while let i = waiting.firstIndex(where: { $0.due <= t }) { ready.append(waiting.remove(at: i).item) }
             if connection == nil { engine.lookAtQueue() }
             let idle = !hasWork && inFlight.isEmpty
-            if idle && (shared.isStopping || (engine.inputFinished && waiting.isEmpty)) { break }
+            if idle && (shared.isStopping || ((engine.inputFinished || engine.isRetiring) && waiting.isEmpty)) { break }
             if shared.isStopping { cancelUnsent() }
             if shared.isStopping && shared.stopGraceIsOver {
                 // What is still open stays pending for the resume: a server
@@ -193,6 +197,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         // away their bodies would only wait here (hoarded from the other
         // connections, and kept from the answer timeout's clock).
         while inFlight.count < limit, session.unsentBodyBytes < max(0, session.remoteWindow) + Self.unsentBodySlack {
+            if readyCount == 0 && engine.isRetiring { break }   // no new work: what it holds, then it ends
             if let rate = engine.rate, !rate.take() { break }
             if readyCount == 0 {
                 let want = engine.rate != nil ? 1 : limit - inFlight.count
@@ -303,7 +308,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         }
         if engine.rate != nil && hasWork { timeout = min(timeout, 5) }
         let windowFull = session.unsentBodyBytes >= max(0, session.remoteWindow) + Self.unsentBodySlack
-        let canTakeMore = !goingAway && !engine.inputFinished && engine.queueEmpty && readyCount == 0 && inFlight.count < streamLimit(session)
+        let canTakeMore = !goingAway && !engine.inputFinished && !engine.isRetiring && engine.queueEmpty && readyCount == 0 && inFlight.count < streamLimit(session)
         if !canTakeMore, readyCount > 0, !goingAway, !shared.isStopping, inFlight.count < settings.streams, engine.rate == nil, !windowFull {
             timeout = min(timeout, 1)   // waiting on the server's stream limit: its answers wake the socket
         }

@@ -102,7 +102,7 @@ public struct SendReport: Sendable {
     /// Sent over HTTP/2 (the words for resends differ).
     public var http2 = false
     /// Connections in the pool at the end (it may have grown from `--connections`' start).
-    public var peakConnections = 0
+    public var poolConnections = 0
     /// The median over the run's seconds of the shortest round trip measured (HTTP/2), in milliseconds.
     public var roundTripMilliseconds: Double?
 
@@ -118,7 +118,7 @@ public struct SendReport: Sendable {
             ("failed_by_status", .object(failedByStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
             ("resends", n(resends)), ("duplicates_risked", n(duplicatesRisked)),
             ("reconnects", n(reconnects)), ("drops", n(drops)), ("shutdowns", n(shutdowns)),
-            ("pool_connections", n(peakConnections)),
+            ("pool_connections", n(poolConnections)),
             ("round_trip_ms", roundTripMilliseconds.map { .number(String(($0 * 10).rounded() / 10)) } ?? .null),
             ("seconds", .number(format3(seconds))),
             ("notifications_per_second", n(Int(perSecond))),
@@ -134,8 +134,8 @@ public struct SendReport: Sendable {
         }
         if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
         s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(Int(perSecond))/s"
-        if http2, peakConnections > 0 {
-            s += "\n  pool: \(peakConnections) connection\(peakConnections == 1 ? "" : "s")"
+        if http2, poolConnections > 0 {
+            s += "\n  pool: \(poolConnections) connection\(poolConnections == 1 ? "" : "s")"
                 + (roundTripMilliseconds.map { ", round trip \(format1(($0 * 10).rounded() / 10)) ms" } ?? "")
         }
         if resends > 0 && http2 {

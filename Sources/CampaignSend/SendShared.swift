@@ -27,7 +27,7 @@ final class SendShared: @unchecked Sendable {
     /// Connections the send runs (the pool may grow; see ``ConnectionPool``).
     private var poolSize: Int
     var connections: Int { mutex.lock(); defer { mutex.unlock() }; return poolSize }
-    func poolGrew(to n: Int) { mutex.lock(); poolSize = max(poolSize, n); counts.peakConnections = poolSize; mutex.unlock() }
+    func poolResized(to n: Int) { mutex.lock(); poolSize = n; counts.poolConnections = n; mutex.unlock() }
     /// `--rate`, over every connection; nil without a limit.
     let rate: SharedRate?
     private var sentBelow: [Int32: Int32] = [:]
@@ -54,7 +54,7 @@ final class SendShared: @unchecked Sendable {
         self.cancellation = cancellation
         self.halt = try CancellationPipe()
         self.poolSize = workers
-        counts.peakConnections = workers
+        counts.poolConnections = workers
         self.rate = rate > 0 ? SharedRate(perSecond: rate) : nil
         self.maxConnectAttempts = maxConnectAttempts
         self.logger = logger

@@ -157,11 +157,14 @@ public final class Sender: @unchecked Sendable {
                 sample.trouble = shared.inTrouble
                 sample.rateCapped = rateLimit > 0 && sample.rate >= 0.9 * Double(rateLimit)
                 if let r = roundTrip { secondsRoundTrip = min(secondsRoundTrip ?? r, r) }
-                sample.roundTripMilliseconds = roundTrip.map { Double($0) / 1e6 }
                 if growable, !shared.isStopping {
-                    let more = sizer.next(sample)
-                    if more > 0, case let added = pool.add(more), added > 0 {
-                        shared.poolGrew(to: pool.size)
+                    let change = sizer.next(sample)
+                    if change < 0 {
+                        pool.retire(-change)
+                        shared.poolResized(to: pool.size)
+                        logger("connections: \(sample.size) → \(pool.size) (the last step did not raise the rate: \(Int(sample.rate))/s; the connections it added finish what they hold and close)")
+                    } else if change > 0, case let added = pool.add(change), added > 0 {
+                        shared.poolResized(to: pool.size)
                         logger("connections: \(sample.size) → \(pool.size) (\(Int(sample.rate))/s, \(Int(sample.bound * 100))% of the time held back by the server's window or stream limit\(roundTrip.map { ", round trip \(Int((Double($0) / 1e6).rounded())) ms" } ?? ""))")
                     }
                 }
@@ -255,7 +258,7 @@ public final class Sender: @unchecked Sendable {
         report.reconnects = counts.reconnects
         report.drops = counts.drops
         report.shutdowns = counts.shutdowns
-        report.peakConnections = pool.size
+        report.poolConnections = pool.size
         report.roundTripMilliseconds = shared.roundTripMilliseconds
 
         if let failure = shared.failureReason {

@@ -31,6 +31,8 @@ protocol GatewayConnectionWorker: AnyObject, Sendable {
     func run()
     /// What the connection tells the pool about itself (HTTP/2; nil for a pool of fixed size).
     var gauge: ConnectionGauge? { get }
+    /// The pool no longer needs this connection: no new work; it finishes what it holds and ends.
+    func retire()
 }
 
 extension GatewayConnectionWorker {

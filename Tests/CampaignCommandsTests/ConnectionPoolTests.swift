@@ -74,7 +74,7 @@ import GatewaySimulator
 
     @Test(.timeLimit(.minutes(2))) func onLoopbackThePoolStaysSmall() throws {
         let dir = TemporaryDirectory("pool-near")
-        let tokens = try Self.plan(count: 30_000, padding: 0, in: dir)
+        let tokens = try Self.plan(count: 80_000, padding: 0, in: dir)
         let simulator = try startHTTP2Simulator(in: dir)
         defer { simulator.stop() }
         let run = try Self.send(dir, simulator, [])
@@ -130,6 +130,23 @@ import GatewaySimulator
         let connections = simulator.currentStatistics().connections
         #expect(connections.count == 4 && connections.allSatisfy { $0.accepted > 0 },
                 "\(connections.map { "\($0.connection): \($0.accepted)" })")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func everyConnectionOfABinaryPartsSendGetsWork() throws {
+        let dir = TemporaryDirectory("pool-binary-part")
+        _ = try ScaleOutTests.planParts(4, rows: 24_000, into: dir)
+        let simulator = try SendProcessTests.simulator(in: dir)
+        defer { simulator.stop() }
+        let run = try CampaignProcess(["send", "plan/part-001.plan", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)",
+                                       "--connections", "4"] + SendProcessTests.credentials(), in: dir.path)
+        #expect(run.wait(timeout: 100) == 0, "\(run.stderr)")
+        simulator.stop()
+        // Each of the 4 connections opens at least one gateway connection of
+        // its own and has notifications accepted on it (a part's shards are
+        // 1, 5, 9, …: by shard alone they would all go to one connection).
+        let working = simulator.currentStatistics().connections.filter { $0.accepted > 0 }
+        #expect(working.count >= 4, "\(simulator.currentStatistics().connections.map { "\($0.connection): \($0.accepted)" })")
+        #expect(try Journal.read(directory: dir.file("journal")).outcome == "complete")
     }
 
     @Test(.timeLimit(.minutes(3))) func anAutoSizedSendKilledAndResumedDeliversEachOnce() throws {
