@@ -243,7 +243,14 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         acceptedOnConnection += resolution.outcome.accepted
         requeue(resolution.resend)
         if resolution.wasShutdown { shared.count(shutdowns: 1) }
-        shared.record(resolution.outcome)
+        var outcome = resolution.outcome
+        // Status 8 (invalid token) is the binary interface's unregistered
+        // device: suppressed from now on, as a 410 is over HTTP/2.
+        let invalidToken = Int(ErrorResponse.Status.invalidToken.rawValue)
+        for i in outcome.failures.indices where outcome.failures[i].status == invalidToken {
+            outcome.failures[i].unregisteredAt = UInt32(time(nil))
+        }
+        shared.record(outcome)
         if resolution.outcome.accepted > 0 { strikes.clear(); engine.dialer.productive() }
         closeConnection(abort: false)
     }

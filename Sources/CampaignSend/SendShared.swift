@@ -286,12 +286,9 @@ final class SendShared: @unchecked Sendable {
         }
         counts.accepted += outcome.accepted
         counts.presumed += outcome.presumed
-        var failures = released + outcome.failures
+        let failures = released + outcome.failures
         for i in failures.indices {
             counts.failedByStatus[failures[i].status, default: 0] += 1
-            if failures[i].httpReason == nil, failures[i].status == Int(ErrorResponse.Status.invalidToken.rawValue) {
-                failures[i].unregisteredAt = UInt32(time(nil))
-            }
             // Journaled with the failure, so the store gets it even after a kill (a resume merges the journal's).
             if let at = failures[i].unregisteredAt { feedbackTokens.append((failures[i].token, at)) }
         }
