@@ -121,6 +121,11 @@ struct PoolSizer {
     private var lastGain: Double?
     /// A doubling must raise the rate by this factor to be followed by another step.
     static let gain = 1.25
+    /// The same when the round trip is short (under ``farMilliseconds``):
+    /// there the window is no limit, more connections only help a server
+    /// that serves each connection slowly, and a busy machine's noisy rates
+    /// must not pass for that.
+    static let nearGain = 1.5
     /// After a quadrupling, the gain per doubling the next step needs.
     static let quadruplingGain = 1.5
     /// Share of connection time held back by the server above which more connections are tried.
@@ -152,14 +157,14 @@ struct PoolSizer {
             return 0
         case .measuring(let step):
             guard let step else { return consider(s) }
-            if s.rate < step.baseline * Self.gain {
+            if s.rate < step.baseline * Self.required(s) {
                 phase = .doubting(step: step, ticks: 1, best: s.rate)
                 return 0
             }
             return judged(step, rate: s.rate, s)
         case .doubting(let step, let ticks, let best):
             let best = max(best, s.rate)
-            if best >= step.baseline * Self.gain { return judged(step, rate: best, s) }
+            if best >= step.baseline * Self.required(s) { return judged(step, rate: best, s) }
             guard ticks + 1 >= Self.doubtTicks else {
                 phase = .doubting(step: step, ticks: ticks + 1, best: best)
                 return 0
@@ -205,6 +210,11 @@ struct PoolSizer {
         if lastGain != nil { return step(s, baseline: s.rate) }
         phase = .confirming(rate: s.rate)
         return 0
+    }
+
+    /// What a step must raise the rate by (see ``gain``, ``nearGain``).
+    static func required(_ s: PoolSample) -> Double {
+        (s.roundTripMilliseconds ?? 0) >= farMilliseconds ? gain : nearGain
     }
 
     private func mayGrow(_ s: PoolSample) -> Bool {
