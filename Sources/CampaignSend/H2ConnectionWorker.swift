@@ -189,6 +189,12 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     /// a WINDOW_UPDATE finds work ready to go.
     static let unsentBodySlack = 16_384
 
+    /// The bodies waiting for the server's window are as many as it may hold
+    /// (see ``unsentBodySlack``): no more requests now.
+    func windowIsFull(_ session: H2Session) -> Bool {
+        session.unsentBodyBytes >= max(0, session.remoteWindow) + Self.unsentBodySlack
+    }
+
     func submitRequests() {
         guard let session, !goingAway, !shared.isStopping, now >= pausedUntil else { return }
         if template == nil { template = makeTemplate() }
@@ -196,7 +202,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         // No more requests than the server's window can soon carry: from far
         // away their bodies would only wait here (hoarded from the other
         // connections, and kept from the answer timeout's clock).
-        while inFlight.count < limit, session.unsentBodyBytes < max(0, session.remoteWindow) + Self.unsentBodySlack {
+        while inFlight.count < limit, !windowIsFull(session) {
             if readyCount == 0 && engine.isRetiring { break }   // no new work: what it holds, then it ends
             if let rate = engine.rate, !rate.take() { break }
             if readyCount == 0 {
@@ -294,7 +300,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             let due = batchStartedAt! + UInt64(settings.batchDelayMilliseconds) * 1_000_000
             let moreCanJoin = !goingAway && !shared.isStopping && pingSentAt == nil && !engine.inputFinished
                 && (readyCount > 0 || !engine.queueEmpty) && inFlight.count < streamLimit(session)
-                && session.unsentBodyBytes < max(0, session.remoteWindow) + Self.unsentBodySlack   // (the window is full)
+                && !windowIsFull(session)
             if out.count - written >= settings.batchBytes || !moreCanJoin || t >= due {
                 guard (try? connection.writeAvailable(out, from: &written)) == true else { connectionLost(); return }
                 if written == out.count { out.removeAll(keepingCapacity: true); written = 0; batchStartedAt = nil }
@@ -307,9 +313,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             timeout = min(timeout, ConnectionEngine.milliseconds(until: due, from: t))
         }
         if engine.rate != nil && hasWork { timeout = min(timeout, 5) }
-        let windowFull = session.unsentBodyBytes >= max(0, session.remoteWindow) + Self.unsentBodySlack
         let canTakeMore = !goingAway && !engine.inputFinished && !engine.isRetiring && engine.queueEmpty && readyCount == 0 && inFlight.count < streamLimit(session)
-        if !canTakeMore, readyCount > 0, !goingAway, !shared.isStopping, inFlight.count < settings.streams, engine.rate == nil, !windowFull {
+        if !canTakeMore, readyCount > 0, !goingAway, !shared.isStopping, inFlight.count < settings.streams, engine.rate == nil, !windowIsFull(session) {
             timeout = min(timeout, 1)   // waiting on the server's stream limit: its answers wake the socket
         }
         let bound = heldBack(session)

@@ -8,12 +8,10 @@ import PlanStream
 /// ``H2ConnectionWorker``s.
 struct HTTP2Transport: NotificationTransport {
     let fields: RequestFields
-    let shards: Int
     let tokens: ProviderTokenSource?
 
     init(header: PlanHeader, settings: SendSettings, journal: String) throws {
         fields = RequestFields(header: header)
-        shards = header.shards
         tokens = try settings.authKey.map { path in
             try ProviderTokenSource(keyPath: path, keyID: settings.keyID ?? "", teamID: settings.teamID ?? "",
                                     cachePath: "\(journal)/\(ProviderTokenSource.cacheName)")

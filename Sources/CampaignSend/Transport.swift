@@ -42,11 +42,9 @@ extension GatewayConnectionWorker {
 /// The binary provider interface: commands 0, 1 and 2 over TLS.
 struct BinaryTransport: NotificationTransport {
     let encoder: PlanFrameEncoder
-    let shards: Int
 
     init(header: PlanHeader) {
         encoder = PlanFrameEncoder(header: header)
-        shards = header.shards
     }
 
     @inline(__always)
