@@ -246,8 +246,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         var outcome = resolution.outcome
         // Status 8 (invalid token) is the binary interface's unregistered
         // device: suppressed from now on, as a 410 is over HTTP/2.
-        let invalidToken = Int(ErrorResponse.Status.invalidToken.rawValue)
-        for i in outcome.failures.indices where outcome.failures[i].status == invalidToken {
+        for i in outcome.failures.indices where outcome.failures[i].cause == .binary(.invalidToken) {
             outcome.failures[i].unregisteredAt = UInt32(time(nil))
         }
         shared.record(outcome)

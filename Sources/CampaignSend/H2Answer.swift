@@ -1,3 +1,4 @@
+import APNSWire
 import CampaignIO
 import CampaignJSON
 
@@ -6,12 +7,12 @@ import CampaignJSON
 /// issue 15's outcome table, pure, for the HTTP/2 transport to apply.
 public struct H2Answer: Equatable, Sendable {
     public var status: Int
-    public var reason: String?
+    public var reason: APNsReason?
     /// 410 only: when the token stopped being valid, in milliseconds since the epoch.
     public var timestampMilliseconds: Int64?
     public var retryAfterSeconds: Int?
 
-    public init(status: Int, reason: String? = nil, timestampMilliseconds: Int64? = nil, retryAfterSeconds: Int? = nil) {
+    public init(status: Int, reason: APNsReason? = nil, timestampMilliseconds: Int64? = nil, retryAfterSeconds: Int? = nil) {
         (self.status, self.reason, self.timestampMilliseconds, self.retryAfterSeconds) = (status, reason, timestampMilliseconds, retryAfterSeconds)
     }
 
@@ -19,7 +20,7 @@ public struct H2Answer: Equatable, Sendable {
     /// or empty) and its `retry-after` header.
     public init(status: Int, body: [UInt8], retryAfter: String? = nil) {
         let value = body.isEmpty ? nil : try? JSONValue.parse(body)
-        self.init(status: status, reason: value?["reason"]?.stringValue.map(Self.boundedReason),
+        self.init(status: status, reason: value?["reason"]?.stringValue.map { APNsReason(name: Self.boundedReason($0)) },
                   timestampMilliseconds: value?["timestamp"]?.integerValue,
                   retryAfterSeconds: retryAfter.flatMap { Int($0.trimmingWhitespace()) }.map { min(Self.maxRetryAfterSeconds, max(0, $0)) })
     }
@@ -72,12 +73,12 @@ public struct H2Answer: Equatable, Sendable {
         switch (status, reason) {
         case (200, _): return .accepted
         case (410, _): return .unregistered(unregisteredAt: timestampMilliseconds.map { UInt32(clamping: $0 / 1000) })
-        case (_, "TopicDisallowed"): return .credentialRefused
-        case (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"): return .refusedForItsToken
+        case (_, .topicDisallowed?): return .credentialRefused
+        case (400, .badDeviceToken?), (400, .deviceTokenNotForTopic?): return .refusedForItsToken
         case (400, _), (404, _), (405, _), (413, _): return .refusedAsMalformed
-        case (403, "ExpiredProviderToken"): return .providerTokenExpired
+        case (403, .expiredProviderToken?): return .providerTokenExpired
         case (403, _): return .credentialRefused
-        case (429, "TooManyProviderTokenUpdates"): return .tooManyTokenUpdates
+        case (429, .tooManyProviderTokenUpdates?): return .tooManyTokenUpdates
         case (429, _), (500, _), (503, _): return .retryLater(afterSeconds: retryAfterSeconds)
         default: return .unknown
         }

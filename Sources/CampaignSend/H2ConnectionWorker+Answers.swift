@@ -125,8 +125,8 @@ extension H2ConnectionWorker {
     }
 
     func failure(_ item: Item, _ answer: H2Answer, unregisteredAt: UInt32? = nil) -> SendFailure {
-        SendFailure(seq: item.seq, shard: Int(item.shard), ordinal: Int(item.ordinal), status: answer.status,
-                    httpReason: answer.reason ?? "", token: Array(item.token), gaveUp: false,
+        SendFailure(seq: item.seq, shard: Int(item.shard), ordinal: Int(item.ordinal),
+                    cause: .http(status: answer.status, reason: answer.reason), token: Array(item.token), gaveUp: false,
                     attempts: item.retries + item.losses + 1, unregisteredAt: unregisteredAt)
     }
 
@@ -150,17 +150,17 @@ extension H2ConnectionWorker {
 
     /// One sentence for a refused credential: which, and what to do.
     static func sentence(for answer: H2Answer, topic: String?, tokenAuth: Bool) -> String {
-        let what = "(\(answer.status) \(answer.reason ?? "no reason"))"
+        let what = "(\(answer.status) \(answer.reason?.name ?? "no reason"))"
         switch answer.reason {
-        case "BadCertificateEnvironment":
+        case .badCertificateEnvironment?:
             return "APNs refused the provider certificate \(what): it is for the other environment; use --environment to match it, or the certificate for this environment."
-        case "BadCertificate":
+        case .badCertificate?:
             return "APNs refused the provider certificate \(what): check --cert (and --key) is the app's APNs certificate, not expired or revoked."
-        case let reason? where tokenAuth && ["InvalidProviderToken", "MissingProviderToken"].contains(reason):
+        case .invalidProviderToken? where tokenAuth, .missingProviderToken? where tokenAuth:
             return "APNs refused the provider token \(what): check that --auth-key is the .p8 key whose id is --key-id, and --team-id is the team that owns it."
-        case "InvalidProviderToken", "MissingProviderToken":
+        case .invalidProviderToken?, .missingProviderToken?:
             return "APNs refused the provider certificate \(what): it wants a provider token, so the certificate was not taken as one for this app; check --cert (and --key), or send with --auth-key."
-        case "TopicDisallowed", "Forbidden":
+        case .topicDisallowed?, .forbidden?:
             return "APNs refused to send to topic \(topic ?? "(the certificate's)") \(what): check the job's topic is the app's bundle id and the \(tokenAuth ? "key's team" : "certificate") may send to it."
         default:
             return "APNs refused the credential \(what): check \(tokenAuth ? "--auth-key, --key-id and --team-id" : "--cert and --key") and the job's topic."

@@ -60,7 +60,7 @@ public enum JournalRecord: Equatable, Sendable {
             var token: [UInt8] = []
             HexEncoding.append(f.token, to: &token)
             return .object([("t", .string("fail")), ("seq", .number(String(f.seq))), ("shard", n(f.shard)),
-                            ("ordinal", n(f.ordinal)), ("status", n(f.status))] + (f.httpReason.map { [("http_reason", JSONValue.string($0))] } ?? []) + [
+                            ("ordinal", n(f.ordinal)), ("status", n(f.status))] + (f.cause.journaledReason.map { [("http_reason", JSONValue.string($0))] } ?? []) + [
                             ("token", .string(String(decoding: token, as: UTF8.self))), ("gave_up", .bool(f.gaveUp)),
                             ("attempts", n(f.attempts))] + (f.unregisteredAt.map { [("unregistered_at", n(Int($0)))] } ?? []))
         case .plan(let records, let crc32, let incomplete):

@@ -49,7 +49,7 @@ struct ProofOutcome {
     /// `e` failed for good; `attempts` is how many times it was sent (by
     /// default, its refusals so far and this one).
     mutating func fail(_ e: InFlight, status: ErrorResponse.Status, token: [UInt8], gaveUp: Bool, attempts: Int? = nil) {
-        failures.append(SendFailure(seq: e.seq, shard: Int(e.shard), ordinal: Int(e.ordinal), status: Int(status.rawValue),
+        failures.append(SendFailure(seq: e.seq, shard: Int(e.shard), ordinal: Int(e.ordinal), cause: .binary(status),
                                     token: token, gaveUp: gaveUp, attempts: attempts ?? Int(e.attempts) + 1))
     }
 }

@@ -4,24 +4,24 @@ import CampaignJSON
 /// An HTTP/2 APNs answer the simulator gives: a status and, unless 200, a reason.
 public struct H2Reply: Equatable, Sendable {
     public var status: Int
-    public var reason: String?
+    public var reason: APNsReason?
     /// 410 only: when the token stopped being valid, milliseconds since the epoch.
     public var timestampMilliseconds: Int64? = nil
     /// 429 TooManyRequests: the `retry-after` header, seconds.
     public var retryAfter: Int? = nil
 
-    public init(status: Int, reason: String? = nil, timestampMilliseconds: Int64? = nil, retryAfter: Int? = nil) {
+    public init(status: Int, reason: APNsReason? = nil, timestampMilliseconds: Int64? = nil, retryAfter: Int? = nil) {
         (self.status, self.reason, self.timestampMilliseconds, self.retryAfter) = (status, reason, timestampMilliseconds, retryAfter)
     }
 
     public static let accepted = H2Reply(status: 200)
-    static func refuse(_ status: Int, _ reason: String) -> H2Reply { H2Reply(status: status, reason: reason) }
+    static func refuse(_ status: Int, _ reason: APNsReason) -> H2Reply { H2Reply(status: status, reason: reason) }
 
     /// The body APNs sends: `{"reason":…}` (with `timestamp` for 410), or none for 200.
     public var body: [UInt8] {
         guard let reason else { return [] }
         var out: [UInt8] = Array(#"{"reason":"#.utf8)
-        JSONText.appendString(Array(reason.utf8), to: &out)
+        JSONText.appendString(Array(reason.name.utf8), to: &out)
         if let timestampMilliseconds {
             out.append(contentsOf: #","timestamp":"#.utf8)
             JSONText.appendDecimal(timestampMilliseconds, to: &out)

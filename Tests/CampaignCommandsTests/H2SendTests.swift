@@ -81,7 +81,7 @@ import GatewaySimulator
         #expect(recorded.count == Set(recorded).count)
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(state.failures.count == 13)
-        #expect(Set(state.failures.filter { $0.status == 400 }.map { $0.httpReason }) == ["BadDeviceToken"])
+        #expect(Set(state.failures.filter { $0.status == 400 }.map(\.cause)) == [.http(status: 400, reason: .badDeviceToken)])
         #expect(state.failures.filter { $0.status == 410 }.count == 8)
         let store = try FeedbackStore.load(path: dir.file("store.ndjson"))
         #expect(store.count == 8, "400 BadDeviceToken is not suppressed: the token may be the other environment's")
@@ -361,7 +361,7 @@ extension H2SendTests {
         let run = try Self.send(dir, simulator)
         #expect(run.wait(timeout: 60) == 0, "\(run.stderr)")
         let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.failures.map(\.status) == [413] && state.failures.first?.httpReason == "PayloadTooLarge")
+        #expect(state.failures.map(\.cause) == [.http(status: 413, reason: .payloadTooLarge)])
         #expect(state.accepted == 1)
     }
 }

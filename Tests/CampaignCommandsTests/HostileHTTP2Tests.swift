@@ -171,7 +171,7 @@ import GatewaySimulator
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(state.failures.count == 60 && state.accepted == 240, "\(behaviour): \(state.failures.count) failed")
         for f in state.failures {
-            let reason = f.httpReason ?? ""
+            let reason = f.cause.journaledReason ?? ""
             #expect(reason.hasPrefix("(a reason of ") && reason.utf8.allSatisfy { (0x20...0x7E).contains($0) }, "\(behaviour): \(reason.prefix(80))")
         }
         let stderr = run.stderr

@@ -40,7 +40,36 @@ import CampaignTestSupport
                 == #"{"t":"done","shard":2,"ranges":[[0,5]]}"#)
         #expect(String(decoding: JournalRecord.fail(SendFailure(seq: 1, shard: 0, ordinal: 0, status: 8, token: [0xAB], gaveUp: false)).json.serialized(), as: UTF8.self)
                 == #"{"t":"fail","seq":1,"shard":0,"ordinal":0,"status":8,"token":"ab","gave_up":false,"attempts":1}"#)
+        #expect(String(decoding: JournalRecord.fail(SendFailure(seq: 2, shard: 0, ordinal: 1, cause: .http(status: 400, reason: .badDeviceToken),
+                                                                 token: [0xAB], gaveUp: false)).json.serialized(), as: UTF8.self)
+                == #"{"t":"fail","seq":2,"shard":0,"ordinal":1,"status":400,"http_reason":"BadDeviceToken","token":"ab","gave_up":false,"attempts":1}"#)
         #expect(String(decoding: JournalRecord.end(outcome: "gave-up").json.serialized(), as: UTF8.self) == #"{"t":"end","outcome":"gave-up"}"#)
+    }
+
+    /// A failure's cause is typed; the journal keeps the numbers and names it always had.
+    @Test func aFailuresCauseReadsBackAsTheSameKind() throws {
+        let failures: [JournalRecord] = [
+            .fail(SendFailure(seq: 43, shard: 1, ordinal: 7, cause: .http(status: 410, reason: .unregistered), token: [0xCD], gaveUp: false,
+                              unregisteredAt: 1_700_000_000)),
+            .fail(SendFailure(seq: 44, shard: 1, ordinal: 8, cause: .http(status: 400, reason: nil), token: [0xCE], gaveUp: false)),
+            .fail(SendFailure(seq: 45, shard: 1, ordinal: 9, cause: .http(status: 400, reason: .unknown("BadPayload")), token: [0xCF], gaveUp: false)),
+            .fail(SendFailure(seq: 46, shard: 1, ordinal: 10, cause: .streamReset("INTERNAL_ERROR"), token: [0xD0], gaveUp: true, attempts: 5)),
+        ]
+        for record in failures {
+            let text = String(decoding: record.json.serialized(), as: UTF8.self)
+            #expect(JournalRecord(json: try JSONValue.parse(text)) == record, "\(text)")
+        }
+        #expect(FailureCause(status: 8, journaledReason: nil) == .binary(.invalidToken))
+        #expect(FailureCause(status: 410, journaledReason: "Unregistered") == .http(status: 410, reason: .unregistered))
+        #expect(FailureCause(status: 400, journaledReason: "") == .http(status: 400, reason: nil))
+        #expect(FailureCause(status: 500, journaledReason: nil) == .http(status: 500, reason: nil))
+        #expect(FailureCause(status: 0, journaledReason: "CANCEL") == .streamReset("CANCEL"))
+        #expect(FailureCause.binary(.invalidToken).description == "invalid token")
+        #expect(FailureCause.http(status: 410, reason: .unregistered).description == "HTTP 410 Unregistered")
+        #expect(SendFailure(seq: 1, shard: 0, ordinal: 0, cause: .binary(.unknown), token: [], gaveUp: true, attempts: 5).reason
+                .hasPrefix("quarantined"))
+        #expect(SendFailure(seq: 1, shard: 0, ordinal: 0, cause: .http(status: 400, reason: .badDeviceToken), token: [], gaveUp: false).reason
+                == "HTTP 400 BadDeviceToken")
     }
 
     @Test func unknownKindsAreSkippedNotMisread() throws {

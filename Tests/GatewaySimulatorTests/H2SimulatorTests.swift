@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import APNSWire
 import CampaignIO
 import CampaignJSON
 import CampaignTLS
@@ -37,7 +38,7 @@ import CampaignTestSupport
         (request(body: "[1]"), 400, "BadPayload"),
     ])
     func refusalsCarryApplesStatusAndReason(request: H2Request, status: Int, reason: String) {
-        #expect(request.validate(authentication: Self.cert) == H2Reply(status: status, reason: reason))
+        #expect(request.validate(authentication: Self.cert) == H2Reply(status: status, reason: APNsReason(name: reason)))
     }
 
     @Test func validRequestsPass() {
