@@ -50,8 +50,6 @@ public struct Notification: Hashable, Sendable {
             NotificationEncoder.appendFrame(
                 token: token, payload: payload, identifier: identifier, expiry: expiry,
                 priority: priority, to: &buffer)
-        case .h2:
-            preconditionFailure("HTTP/2 notifications are requests, not binary packets")
         }
     }
 
@@ -168,8 +166,6 @@ public enum NotificationEncoder {
             5 + frameDataCount(
                 tokenCount: tokenCount, payloadCount: payloadCount,
                 hasIdentifier: hasIdentifier, hasExpiry: hasExpiry, hasPriority: hasPriority)
-        case .h2:
-            0
         }
     }
 }

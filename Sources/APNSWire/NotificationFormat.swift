@@ -14,31 +14,20 @@ public enum NotificationFormat: UInt8, Sendable, CaseIterable, CustomStringConve
     case enhanced = 1
     /// Command 2: a frame of items (token, payload, identifier, expiry, priority).
     case frame = 2
-    /// Not a binary command: the HTTP/2 provider API (`POST /3/device/<token>`),
-    /// one stream per notification, each answered with a status.
-    case h2 = 3
-
-    /// Whether notifications travel as binary packets (commands 0, 1, 2).
-    public var isBinary: Bool { self != .h2 }
-
-    /// The binary interface's formats: commands 0, 1 and 2.
-    public static let binaryCases: [NotificationFormat] = [.simple, .enhanced, .frame]
 
     /// The command byte that starts a packet in this format.
     public var command: UInt8 { rawValue }
 
     /// The largest payload, in bytes, the gateway accepts in this format.
-    /// (HTTP/2: 4096, and 5120 for VoIP pushes; this is the larger.)
     public var maxPayloadBytes: Int {
         switch self {
         case .simple, .enhanced: 256
         case .frame: 2048
-        case .h2: 5120
         }
     }
 
     /// The largest device token, in bytes. Commands 0 and 1 take exactly 32.
-    public var maxTokenBytes: Int { self == .frame || self == .h2 ? 100 : 32 }
+    public var maxTokenBytes: Int { self == .frame ? 100 : 32 }
 
     /// Whether the gateway reports errors with an error-response packet.
     public var reportsErrors: Bool { self != .simple }
@@ -49,7 +38,6 @@ public enum NotificationFormat: UInt8, Sendable, CaseIterable, CustomStringConve
         case "simple": self = .simple
         case "enhanced": self = .enhanced
         case "frame": self = .frame
-        case "h2": self = .h2
         default: return nil
         }
     }
@@ -59,7 +47,6 @@ public enum NotificationFormat: UInt8, Sendable, CaseIterable, CustomStringConve
         case .simple: "simple"
         case .enhanced: "enhanced"
         case .frame: "frame"
-        case .h2: "h2"
         }
     }
 }

@@ -18,7 +18,7 @@ extension NotificationEncoder {
     @discardableResult
     public static func appendProof(identifier: UInt32, format: NotificationFormat, to buffer: inout [UInt8]) -> Bool {
         switch format {
-        case .simple, .h2:
+        case .simple:
             return false
         case .enhanced:
             appendEnhanced(identifier: identifier, expiry: 0, token: [0], payload: proofPayload, to: &buffer)
@@ -49,7 +49,6 @@ extension NotificationEncoder {
         case .simple: (start, count) = (s + 3, Int(packet[s + 1]) << 8 | Int(packet[s + 2]))
         case .enhanced: (start, count) = (s + 11, Int(packet[s + 9]) << 8 | Int(packet[s + 10]))
         case .frame: (start, count) = (s + 8, Int(packet[s + 6]) << 8 | Int(packet[s + 7]))
-        case .h2: (start, count) = (s, 0)
         }
         return start..<min(packet.endIndex, start + count)
     }

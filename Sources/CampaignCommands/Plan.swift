@@ -121,7 +121,7 @@ struct Plan: ParsableCommand {
             if result.rejectedTotal > 0 { printError("  rejects: \(rejectsPath)") }
             if parts != nil {
                 let manifest = PlanManifest(
-                    campaign: jobFile.campaign, campaignHash: options.campaignHash, format: planner.header.format.description,
+                    campaign: jobFile.campaign, campaignHash: options.campaignHash, format: planner.header.wire.description,
                     shards: shards, created: options.now, rowsRead: result.rowsRead, rejected: result.rejectedTotal,
                     parts: writers.enumerated().map { k, w in
                         PlanManifest.Entry(part: k, file: PlanPart.fileName(index: k, count: partCount),

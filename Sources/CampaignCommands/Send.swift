@@ -180,7 +180,7 @@ struct Send: ParsableCommand {
         var madeContext: TLSContext?
         let passphrase = try credentials.passphrase()
         let session = try SendSession(start) { header, settings in
-            let http2 = header.format == .h2
+            let http2 = header.wire.isHTTP2
             if resume == nil, gateway == nil, let name = environment {
                 (settings.gatewayHost, settings.gatewayPort) = http2 ? GatewayAddress.http2Environment(name)! : GatewayAddress.environment(name, feedback: false)!
             }
@@ -188,7 +188,7 @@ struct Send: ParsableCommand {
                 throw ValidationError("An h2 plan needs --cert or --auth-key.")
             }
             if !http2 && settings.certificate.isEmpty {
-                throw ValidationError("The binary interface (a \(header.format) plan) needs --cert: provider tokens (--auth-key) are for h2 plans.")
+                throw ValidationError("The binary interface (a \(header.wire) plan) needs --cert: provider tokens (--auth-key) are for h2 plans.")
             }
             if let key = settings.authKey {
                 // The key is read now, so a wrong path fails before anything is sent.

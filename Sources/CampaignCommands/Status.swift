@@ -104,7 +104,7 @@ struct Status: ParsableCommand {
             print("  failed by status: " + byStatus.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
         }
         print("  remaining: \(view.remaining.map(String.init) ?? "unknown until the plan has been read to its end")")
-        if (try? PlanHeader(json: state.planHeader))?.format == .h2 {
+        if (try? PlanHeader(json: state.planHeader))?.wire == .http2 {
             print("  resent: \(state.resends) (refused unprocessed, asked to retry, or open on a lost connection), possible duplicates: \(state.duplicatesRisked) (requests open on a lost connection)")
         } else {
             print("  resent: \(state.resends) (discarded by the gateway after a refusal or shutdown, or unproven on a lost connection), possible duplicates: \(state.duplicatesRisked) (sent again after a connection was lost while they were unproven)")

@@ -37,7 +37,7 @@ struct Validate: ParsableCommand {
             return
         }
         if format {
-            print(jobFile.format)
+            print(jobFile.wire)
             return
         }
         var values = jobFile.samples
@@ -50,7 +50,7 @@ struct Validate: ParsableCommand {
             values[name] ?? (name == "badge" ? "1" : "Sample Value")
         })
         let columns = Array(renderer.variables.indices)
-        print("\(job): campaign \(jobFile.campaign), format \(jobFile.format), limit \(jobFile.maxPayload) bytes, variables: \(renderer.variables.joined(separator: ", "))")
+        print("\(job): campaign \(jobFile.campaign), format \(jobFile.wire), limit \(jobFile.maxPayload) bytes, variables: \(renderer.variables.joined(separator: ", "))")
         var out: [UInt8] = []
         for (i, message) in jobFile.messages.enumerated() {
             var full: [UInt8] = []

@@ -25,7 +25,8 @@ public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
 /// ```
 public struct CampaignJob: Sendable {
     public var campaign: String
-    public var format: NotificationFormat
+    /// The job's `format`: a binary interface format, or `h2`.
+    public var wire: WireProtocol
     public var maxPayload: Int
     /// Seconds after plan time; 0: the gateway should not store the notification.
     public var expiresIn: Int
@@ -86,10 +87,10 @@ public struct CampaignJob: Sendable {
         self.campaign = campaign
 
         switch json["format"] {
-        case nil: format = .enhanced
+        case nil: wire = .binary(.enhanced)
         case .string(let name)?:
-            guard let f = NotificationFormat(name: name) else { throw fail("\"format\" must be \"simple\", \"enhanced\", \"frame\" or \"h2\", not \"\(name)\"") }
-            format = f
+            guard let w = WireProtocol(name: name) else { throw fail("\"format\" must be \"simple\", \"enhanced\", \"frame\" or \"h2\", not \"\(name)\"") }
+            wire = w
         case let other?: throw fail("\"format\" must be a string, not \(other.typeName)")
         }
 
@@ -100,7 +101,7 @@ public struct CampaignJob: Sendable {
             }
             return Int(n)
         }
-        let isHTTP2 = format == .h2
+        let isHTTP2 = wire.isHTTP2
         func string(_ key: String) throws(JobError) -> String? {
             guard let v = json[key] else { return nil }
             guard let text = v.stringValue else { throw fail("\"\(key)\" must be a string, not \(v.typeName)") }
@@ -118,14 +119,14 @@ public struct CampaignJob: Sendable {
             if collapseTemplate!.isLiteral, c.isEmpty || c.utf8.count > 64 { throw fail("\"collapseId\" must be 1 to 64 bytes (APNs refuses longer ones)") }
         }
         // HTTP/2: 4096 bytes, 5120 for VoIP.
-        let payloadLimit = format == .h2 ? (pushType == "voip" ? 5120 : 4096) : format.maxPayloadBytes
-        maxPayload = try integer("maxPayload", default: format == .h2 ? payloadLimit : 256, range: 1...payloadLimit)
+        let payloadLimit = isHTTP2 ? (pushType == "voip" ? 5120 : 4096) : wire.maxPayloadBytes
+        maxPayload = try integer("maxPayload", default: isHTTP2 ? payloadLimit : 256, range: 1...payloadLimit)
         expiresIn = try integer("expiresIn", default: 86_400, range: 0...(366 * 86_400 * 10))
         let p = try integer("priority", default: pushType == "background" ? 5 : 10, range: 0...255)
-        guard p == 10 || p == 5 || (p == 1 && format == .h2) else {
-            throw fail(format == .h2 ? "\"priority\" must be 10 (immediate), 5 (conserve power) or 1 (lowest)" : "\"priority\" must be 10 (immediate) or 5 (conserve power)")
+        guard p == 10 || p == 5 || (p == 1 && isHTTP2) else {
+            throw fail(isHTTP2 ? "\"priority\" must be 10 (immediate), 5 (conserve power) or 1 (lowest)" : "\"priority\" must be 10 (immediate) or 5 (conserve power)")
         }
-        if format == .h2, pushType == "background", p == 10 { throw fail("\"priority\" 10 is refused by APNs for background pushes: use 5 or 1") }
+        if isHTTP2, pushType == "background", p == 10 { throw fail("\"priority\" 10 is refused by APNs for background pushes: use 5 or 1") }
         priority = NotificationPriority(rawValue: UInt8(p))
 
         guard let messageMembers = json["messages"]?.objectMembers, !messageMembers.isEmpty else {
@@ -140,7 +141,7 @@ public struct CampaignJob: Sendable {
             }
             guard let aps = message.objectMembers else { throw fail("messages.\(tag) must be an object of aps keys") }
             try Self.check(aps: aps, at: "messages.\(tag)", fail: fail)
-            if format == .frame, priority == .immediate,
+            if wire == .binary(.frame), priority == .immediate,
                aps.allSatisfy({ $0.key == "content-available" }) {
                 throw fail("messages.\(tag): priority 10 needs an alert, sound or badge; a content-available-only push must use priority 5")
             }

@@ -53,18 +53,18 @@ public final class Planner {
         self.job = job
         self.options = options
         let maxPayload = options.maxPayload ?? job.maxPayload
-        guard (1...job.format.maxPayloadBytes).contains(maxPayload) else {
-            throw JobError(path: "--max-payload", reason: "\(maxPayload) bytes is outside 1...\(job.format.maxPayloadBytes) for the \(job.format) format")
+        guard (1...job.wire.maxPayloadBytes).contains(maxPayload) else {
+            throw JobError(path: "--max-payload", reason: "\(maxPayload) bytes is outside 1...\(job.wire.maxPayloadBytes) for the \(job.wire) format")
         }
         guard (1...options.shards).contains(options.parts) else {
             throw JobError(path: "--parts", reason: "\(options.parts) parts cannot be made of \(options.shards) shards (a part is a set of whole shards)")
         }
         header = PlanHeader(
-            campaign: job.campaign, format: job.format,
+            campaign: job.campaign, wire: job.wire,
             expiry: job.expiresIn == 0 ? 0 : options.now &+ UInt32(job.expiresIn),
-            priority: job.format == .frame || job.format == .h2 ? job.priority : nil,
+            priority: job.wire.carriesPriority ? job.priority : nil,
             maxPayload: maxPayload, shards: options.shards, created: options.now)
-        if job.format == .h2 {
+        if job.wire.isHTTP2 {
             let literal = job.collapseTemplate?.isLiteral ?? true
             header.http2 = PlanHeader.HTTP2Fields(topic: job.topic, pushType: job.pushType, collapseId: literal ? job.collapseId : nil,
                                                   collapseIdTemplate: literal ? nil : job.collapseId)
@@ -126,7 +126,7 @@ public final class Planner {
         let plan = plans[0]
         let rowReader = RowReader(reader: reader)
         let preparer = RowPreparer(renderer: renderer, selector: selector, messageTags: messageTags,
-                                   format: job.format, maxPayload: header.maxPayload, shards: header.shards, parts: options.parts,
+                                   wire: job.wire, maxPayload: header.maxPayload, shards: header.shards, parts: options.parts,
                                    collapse: job.collapseTemplate)
         let reading = BatchPipeline(batches: (0..<8).map { _ in PreparedBatch(size: 1024) }) { rowReader.fill($0) }
         let pipeline = BatchPipeline(after: reading) { preparer.prepare($0) }

@@ -65,7 +65,7 @@ final class RowPreparer: @unchecked Sendable {
     // every row (callgrind: 3 pairs a row here).
     private let messageTags: UnsafeMutableBufferPointer<UInt8>
     private let messageTagRanges: [Range<Int>]
-    private let format: NotificationFormat
+    private let wire: WireProtocol
     private let maxPayload: Int
     private let shards: Int
     private let parts: Int
@@ -82,7 +82,7 @@ final class RowPreparer: @unchecked Sendable {
     private let token = UnsafeMutablePointer<UInt8>.allocate(capacity: 128)
 
     init(renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
-         format: NotificationFormat, maxPayload: Int, shards: Int, parts: Int = 1, collapse: Template? = nil) {
+         wire: WireProtocol, maxPayload: Int, shards: Int, parts: Int = 1, collapse: Template? = nil) {
         self.renderer = renderer
         self.selector = selector
         let tags = messageTags.flatMap { $0 }
@@ -91,7 +91,7 @@ final class RowPreparer: @unchecked Sendable {
         var ranges: [Range<Int>] = [], start = 0
         for tag in messageTags { ranges.append(start..<(start + tag.count)); start += tag.count }
         messageTagRanges = ranges
-        self.format = format
+        self.wire = wire
         self.maxPayload = maxPayload
         self.shards = shards
         self.parts = parts
@@ -176,12 +176,12 @@ final class RowPreparer: @unchecked Sendable {
         // Every row with a usable token needs its hash, rejected later or
         // not: the planning thread looks each one up as a duplicate first.
         p.tokenHash = TokenSet.hash(t)
-        // Commands 0 and 1 have 32-byte tokens; frames (command 2) take any length up to the maximum.
-        if format != .frame, tokenCount != 32 {
-            return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes where the \(format) format takes 32", token: p, in: batch)
+        // Commands 0 and 1 (and APNs over HTTP/2) have 32-byte tokens; frames (command 2) take any length up to the maximum.
+        if wire != .binary(.frame), tokenCount != 32 {
+            return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes where the \(wire) format takes 32", token: p, in: batch)
         }
-        if tokenCount > format.maxTokenBytes {
-            return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes, more than \(format.maxTokenBytes)", token: p, in: batch)
+        if tokenCount > wire.maxTokenBytes {
+            return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes, more than \(wire.maxTokenBytes)", token: p, in: batch)
         }
         var langColumn = langColumns.first
         if langColumns.count > 1 { langColumn = langColumns.first { row.range(of: $0) != nil } ?? langColumn }

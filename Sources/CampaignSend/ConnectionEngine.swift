@@ -5,14 +5,36 @@ import Synchronization
 import CampaignIO
 import CampaignTLS
 
+/// A wire protocol's side of one connection: the turns of ``ConnectionEngine/run(_:)``.
+protocol WireConnection: AnyObject {
+    /// A connection to the gateway is open.
+    var isConnected: Bool { get }
+    /// Something can be sent now (a retry or resend, or the queue's frames).
+    var hasWork: Bool { get }
+    /// When the next notification waiting out a backoff falls due: an idle wait wakes then.
+    var nextRetryDue: UInt64? { get }
+    /// Starts a turn; false when this connection's work is over (everything
+    /// taken is final, or a stop whose grace has run out).
+    func beginTurn() -> Bool
+    /// Opens a connection through the engine's dialer; false when none could be.
+    func connect() -> Bool
+    /// Frames what may go now.
+    func frame()
+    /// Writes, waits once (``ConnectionEngine/wait(on:events:watchQueue:timeout:)``),
+    /// reads, turns what came into outcomes, and checks the connection is alive.
+    func pump()
+    /// The loop is over: closes the connection; what is unanswered stays pending.
+    func end()
+}
+
 /// What every connection of a send does, whatever its wire protocol: it
-/// takes work from its queue, dials (with backoff) through its
-/// ``GatewayDialer``, journals what may reach the gateway before it can
-/// (write-ahead), waits on its socket together with the stop, the halt and
-/// the queue's doorbell, counts connections that went silent, and at the
-/// end leaves its queue and reports how far each shard was handed over.
-/// ``ConnectionWorker`` (binary) and ``H2ConnectionWorker`` are the wire
-/// protocols around one of these.
+/// runs the one connection loop (``run(_:)``), takes work from its queue,
+/// dials (with backoff) through its ``GatewayDialer``, journals what may
+/// reach the gateway before it can (write-ahead), waits on its socket
+/// together with the stop, the halt and the queue's doorbell, counts
+/// connections that went silent, and at the end leaves its queue and
+/// reports how far each shard was handed over. ``ConnectionWorker``
+/// (binary) and ``H2ConnectionWorker`` are the wire protocols it runs.
 final class ConnectionEngine {
     let index: Int
     let queue: WorkQueue
@@ -50,6 +72,30 @@ final class ConnectionEngine {
     var rate: SharedRate? { shared.rate }
 
     func log(_ message: String) { shared.log("connection \(index + 1): \(message)") }
+
+    // MARK: - The loop
+
+    /// The connection's life, whatever the protocol: until the stop, each
+    /// turn looks at the queue while no connection is open, ends when the
+    /// protocol's work is over, waits for work (or the next retry) with
+    /// nothing to do, dials when there is, frames and pumps.
+    func run(_ wire: some WireConnection) {
+        while !shared.cancellation.isCancelled {
+            if !wire.isConnected { lookAtQueue() }
+            guard wire.beginTurn() else { break }
+            if !wire.isConnected {
+                if !wire.hasWork {
+                    waitForWork(until: wire.nextRetryDue)
+                    continue
+                }
+                guard wire.connect() else { if shared.isFinished { break } else { continue } }
+            }
+            wire.frame()
+            wire.pump()
+        }
+        wire.end()
+        finish()
+    }
 
     // MARK: - Work
 

@@ -49,41 +49,48 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     /// A binary pool has a fixed size: nothing retires it.
     func retire() {}
 
-    private var hasWork: Bool { !shared.isStopping && (!resends.isEmpty || !engine.queueEmpty) }
+    var hasWork: Bool { !shared.isStopping && (!resends.isEmpty || !engine.queueEmpty) }
+    /// Work may still come: some is here, or the queue is open.
+    private var workLeft: Bool { hasWork || (!engine.inputFinished && !shared.isStopping) }
 
-    // MARK: - Main loop
+    // MARK: - The engine's turns
 
-    func run() {
-        while !shared.cancellation.isCancelled {
-            if connection == nil { engine.lookAtQueue() }
-            // Finished, with or without a connection: the simple format never
-            // gets a response that closes its last connection, so waiting for
-            // one to close first kept such a send running for ever.
-            if !hasWork && window.notificationCount == 0 && (engine.inputFinished || shared.isStopping) { break }
-            if connection == nil {
-                if !hasWork {   // (and the window is empty: it is emptied with its connection)
-                    engine.waitForWork(until: nil)
-                    continue
-                }
-                guard let ready = engine.dialer.connect() else { if shared.isFinished { break } else { continue } }
-                connection = ready
-                acceptedOnConnection = 0
-                lastWriteProgress = now
+    var isConnected: Bool { connection != nil }
+    /// Resends go at once (their connection was lost, not refused).
+    var nextRetryDue: UInt64? { nil }
+
+    func beginTurn() -> Bool {
+        // Finished, with or without a connection: the simple format never
+        // gets a response that closes its last connection, so waiting for
+        // one to close first kept such a send running for ever. (Without a
+        // connection the window is empty: it is emptied with its connection.)
+        !(!hasWork && window.notificationCount == 0 && (engine.inputFinished || shared.isStopping))
+    }
+
+    func connect() -> Bool {
+        guard let ready = engine.dialer.connect() else { return false }
+        connection = ready
+        acceptedOnConnection = 0
+        lastWriteProgress = now
+        return true
+    }
+
+    func frame() {
+        fillBatch()
+        if !window.hasProof, window.notificationCount > 0, format.reportsErrors {
+            if !workLeft || cadence.isDue(notifications: window.notificationCount, now: now)
+                || window.entries.count >= settings.maxWindow || shared.isStopping {
+                appendProof()
             }
-            fillBatch()
-            let workLeft = hasWork || (!engine.inputFinished && !shared.isStopping)
-            if !window.hasProof, window.notificationCount > 0, format.reportsErrors {
-                if !workLeft || cadence.isDue(notifications: window.notificationCount, now: now)
-                    || window.entries.count >= settings.maxWindow || shared.isStopping {
-                    appendProof()
-                }
-            }
-            pump(workLeft: workLeft)
         }
+    }
+
+    func pump() { pump(workLeft: workLeft) }
+
+    func end() {
         // Nothing unproven (the simple format's last connection, written out):
         // a clean close, so the gateway reads every byte before the socket goes.
         if let connection { window.notificationCount == 0 ? connection.close() : connection.abort(); self.connection = nil }
-        engine.finish()
     }
 
     // MARK: - Framing

@@ -68,9 +68,10 @@ extension H2ConnectionWorker {
             becameProductive()
             fail(item, answer)
         case .refusedAsMalformed:
-            // Final only once the server shows it is sane (SendShared holds it until then).
+            // Final only once the server shows it is sane (held until then).
             engine.log("APNs refused plan record \(item.seq) with \(answer.description): a bug in the plan or in campaign; it will not be sent again")
-            shared.malformedAnswer(failure(item, answer), what: answer.description)
+            let inARow = malformed.hold(failure(item, answer))
+            if inARow >= MalformedRefusals.limit { shared.fail(.malformedRequests(count: inARow, last: answer.description)) }
         case .credentialRefused:
             ready.append(item)   // not final: a resume with the right credential sends it
             shared.fail(.credentialRefused(Self.sentence(for: answer, topic: fields.common.first { $0.name == "apns-topic" }?.value, tokenAuth: tokens != nil)))
@@ -143,6 +144,8 @@ extension H2ConnectionWorker {
 
     /// Journals the answers gathered since the last time, together.
     func flushAnswers() {
+        // Something accepted: the server is sane, so what it refused as malformed was meant.
+        if answers.accepted > 0 { answers.failures += malformed.release() }
         guard answers.accepted > 0 || !answers.failures.isEmpty else { return }
         shared.record(answers)
         answers = ProofOutcome()

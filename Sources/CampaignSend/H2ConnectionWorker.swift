@@ -44,6 +44,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     let engine: ConnectionEngine
     let fields: RequestFields
     let tokens: ProviderTokenSource?
+    /// The send's refusals as malformed, held by all its connections together.
+    let malformed: MalformedRefusals
     var shared: SendShared { engine.shared }
     var settings: SendSettings { engine.settings }
 
@@ -92,10 +94,11 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     /// The shortest PING round trip on this connection (see ``ConnectionGauge/Tally/pingRoundTrip``).
     var pingRoundTrip: UInt64?
 
-    init(engine: ConnectionEngine, fields: RequestFields, tokens: ProviderTokenSource?) {
+    init(engine: ConnectionEngine, fields: RequestFields, tokens: ProviderTokenSource?, malformed: MalformedRefusals) {
         self.engine = engine
         self.fields = fields
         self.tokens = tokens
+        self.malformed = malformed
         idHash = NotificationID.hash(planChecksum: fields.planIdentity)
     }
 
@@ -105,45 +108,40 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     func retire() { engine.retire() }
 
-    // MARK: - Main loop
+    // MARK: - The engine's turns
 
-    func run() {
-        while !shared.cancellation.isCancelled {
-            let t = now
-            while let i = waiting.firstIndex(where: { $0.due <= t }) { ready.append(waiting.remove(at: i).item) }
-            if connection == nil { engine.lookAtQueue() }
-            let idle = !hasWork && inFlight.isEmpty
-            if idle && (shared.isStopping || ((engine.inputFinished || engine.isRetiring) && waiting.isEmpty)) { break }
-            if shared.isStopping { cancelUnsent() }
-            if shared.isStopping && shared.stopGraceIsOver {
-                // What is still open stays pending for the resume: a server
-                // that never answers must not hold a stop for ever.
-                if !inFlight.isEmpty {
-                    engine.log("\(inFlight.count) request\(inFlight.count == 1 ? "" : "s") still unanswered \(Int(SendShared.stopGraceSeconds)) s after the stop; left for --resume")
-                    riskAll(splitByBody(inFlight).sent)
-                    inFlight.removeAll()
-                }
-                break
+    var isConnected: Bool { connection != nil }
+    var nextRetryDue: UInt64? { waiting.map(\.due).min() }
+
+    func beginTurn() -> Bool {
+        let t = now
+        while let i = waiting.firstIndex(where: { $0.due <= t }) { ready.append(waiting.remove(at: i).item) }
+        let idle = !hasWork && inFlight.isEmpty
+        if idle && (shared.isStopping || ((engine.inputFinished || engine.isRetiring) && waiting.isEmpty)) { return false }
+        if shared.isStopping { cancelUnsent() }
+        if shared.isStopping && shared.stopGraceIsOver {
+            // What is still open stays pending for the resume: a server
+            // that never answers must not hold a stop for ever.
+            if !inFlight.isEmpty {
+                engine.log("\(inFlight.count) request\(inFlight.count == 1 ? "" : "s") still unanswered \(Int(SendShared.stopGraceSeconds)) s after the stop; left for --resume")
+                riskAll(splitByBody(inFlight).sent)
+                inFlight.removeAll()
             }
-            if connection == nil {
-                if !hasWork {
-                    // Nothing to send now: the next retry's time, or new frames.
-                    engine.waitForWork(until: waiting.map(\.due).min())
-                    continue
-                }
-                guard open() else { if shared.isFinished { break } else { continue } }
-            }
-            submitRequests()
-            pump()
+            return false
         }
+        return true
+    }
+
+    func frame() { submitRequests() }
+
+    func end() {
         if let connection { inFlight.isEmpty ? connection.close() : connection.abort() }
         if !inFlight.isEmpty { riskAll(splitByBody(inFlight).sent) }
         connection = nil
         flushAnswers()
-        engine.finish()
     }
 
-    func open() -> Bool {
+    func connect() -> Bool {
         guard let c = engine.dialer.connect() else { return false }
         guard c.negotiatedProtocol == "h2" else {
             c.abort()

@@ -9,6 +9,7 @@ import PlanStream
 struct HTTP2Transport: NotificationTransport {
     let fields: RequestFields
     let tokens: ProviderTokenSource?
+    let malformed = MalformedRefusals()
 
     init(header: PlanHeader, settings: SendSettings, journal: String) throws {
         fields = RequestFields(header: header)
@@ -31,8 +32,52 @@ struct HTTP2Transport: NotificationTransport {
     }
 
     func makeWorker(engine: ConnectionEngine) -> H2ConnectionWorker {
-        H2ConnectionWorker(engine: engine, fields: fields, tokens: tokens)
+        H2ConnectionWorker(engine: engine, fields: fields, tokens: tokens, malformed: malformed)
     }
+
+    /// Refusals as malformed are final unless the malformed stop said the
+    /// server refuses everything; then they stay pending for the resume.
+    func settle(_ shared: SendShared) -> String? {
+        if case .malformedRequests? = shared.failureReason { return "\(malformed.count) refusals left pending" }
+        let held = malformed.release()
+        if !held.isEmpty {
+            var outcome = ProofOutcome()
+            outcome.failures = held
+            shared.record(outcome)
+        }
+        return nil
+    }
+}
+
+/// HTTP/2 requests refused as malformed (a 400 not about the token, 404,
+/// 405, 413): final only once the server has shown it is sane (it accepted
+/// something since), or at the end of a run the malformed stop did not end.
+/// A `--gateway` naming some other HTTP/2 server refuses everything, and none
+/// of that is final; past ``limit`` in a row the send stops (exit 65).
+final class MalformedRefusals: @unchecked Sendable {
+    /// Refusals in a row after which the send stops.
+    static let limit = 100
+    private let mutex = Lock()
+    private var inARow = 0
+    private var held: [SendFailure] = []
+
+    /// Holds `refusal`; returns how many came in a row.
+    func hold(_ refusal: SendFailure) -> Int {
+        mutex.lock(); defer { mutex.unlock() }
+        inARow += 1
+        held.append(refusal)
+        return inARow
+    }
+
+    /// The server accepted something: the refusals held are final, and the count starts again.
+    func release() -> [SendFailure] {
+        mutex.lock(); defer { mutex.unlock() }
+        inARow = 0
+        defer { held = [] }
+        return held
+    }
+
+    var count: Int { mutex.lock(); defer { mutex.unlock() }; return held.count }
 }
 
 /// What every request of a plan carries besides its token, payload and id.

@@ -143,41 +143,6 @@ final class SendShared: @unchecked Sendable {
         mutex.unlock()
     }
 
-    private var malformedInARow = 0
-    /// Refusals as malformed not yet journaled: final only once the server
-    /// has shown it is sane (it accepted something since), or at the end of
-    /// a run that the malformed stop did not end. A `--gateway` naming some
-    /// other HTTP/2 server refuses everything, and none of that is final.
-    private var heldMalformed: [SendFailure] = []
-    /// Requests refused as malformed in a row (HTTP/2) after which the send stops.
-    static let malformedLimit = 100
-
-    /// An HTTP/2 request refused as malformed; past ``malformedLimit`` in a row the send stops (exit 65).
-    func malformedAnswer(_ refusal: SendFailure, what: String) {
-        mutex.lock()
-        malformedInARow += 1
-        heldMalformed.append(refusal)
-        let n = malformedInARow
-        mutex.unlock()
-        if n >= Self.malformedLimit { fail(.malformedRequests(count: n, last: what)) }
-    }
-
-    /// Journals the held refusals as final (the run ends and the server was not refusing everything).
-    func releaseHeldRefusals() {
-        mutex.lock()
-        let held = heldMalformed
-        heldMalformed = []
-        mutex.unlock()
-        if !held.isEmpty {
-            var outcome = ProofOutcome()
-            outcome.failures = held
-            record(outcome)
-        }
-    }
-
-    /// Refusals left pending by the malformed stop.
-    var heldRefusals: Int { mutex.lock(); defer { mutex.unlock() }; return heldMalformed.count }
-
     // MARK: - Server trouble
 
     private var troubleSince: UInt64?
@@ -273,12 +238,6 @@ final class SendShared: @unchecked Sendable {
     func record(_ outcome: ProofOutcome) {
         mutex.lock()
         defer { mutex.unlock() }
-        var released: [SendFailure] = []
-        if outcome.accepted > 0 {
-            malformedInARow = 0
-            released = heldMalformed
-            heldMalformed = []
-        }
         if outcome.accepted > 0 || outcome.failures.contains(where: { !$0.gaveUp }) {
             fruitless = 0
             gatewayHasAnswered = true
@@ -286,7 +245,7 @@ final class SendShared: @unchecked Sendable {
         }
         counts.accepted += outcome.accepted
         counts.presumed += outcome.presumed
-        let failures = released + outcome.failures
+        let failures = outcome.failures
         for i in failures.indices {
             counts.failedByStatus[failures[i].status, default: 0] += 1
             // Journaled with the failure, so the store gets it even after a kill (a resume merges the journal's).

@@ -83,7 +83,7 @@ public final class Sender: @unchecked Sendable {
         // notification it left open on a lost connection, once; the rest it
         // handed over were answered as not processed (403, 429, 5xx, refused
         // streams). Only a run that was killed leaves some uncounted.
-        let countedByTheLastRun = scan.header.format == .h2 && state.outcome != nil
+        let countedByTheLastRun = scan.header.wire == .http2 && state.outcome != nil
         while let record = try scan.next() {
             let ordinal = ordinals[record.shard]
             ordinals[record.shard] += 1
@@ -107,29 +107,26 @@ public final class Sender: @unchecked Sendable {
     public var queueCapacity = 8192
 
     /// Sends every record of `plan` not already final in the journal, over
-    /// the transport its format names.
+    /// the transport its header names.
     public func run(plan: PlanReader) throws -> SendReport {
-        if plan.header.format == .h2 {
-            return try run(plan: plan, transport: HTTP2Transport(header: plan.header, settings: settings, journal: journal.directory))
+        switch plan.header.wire {
+        case .binary: try run(plan: plan, transport: BinaryTransport(header: plan.header))
+        case .http2: try run(plan: plan, transport: HTTP2Transport(header: plan.header, settings: settings, journal: journal.directory))
         }
-        return try run(plan: plan, transport: BinaryTransport(header: plan.header))
     }
 
     func run<Transport: NotificationTransport>(plan: PlanReader, transport: Transport) throws -> SendReport {
         let started = Deadline.now()
-        if plan.header.format == .simple {
-            logger("warning: the simple format (command 0) has no error responses: failures cannot be detected, and sent notifications are only presumed delivered")
-        }
-        // HTTP/2 streams stand alone: every connection takes from one queue.
-        // A binary connection's error responses replay its own stream, so
-        // there each connection has its own queue and its own shards.
-        let http2 = plan.header.format == .h2
-        let queues = try (0..<(http2 ? 1 : settings.connections)).map { _ in
-            try WorkQueue(capacity: queueCapacity * (http2 ? settings.connections : 1))
+        if let warning = transport.warning { logger("warning: \(warning)") }
+        // One queue that every connection takes from (HTTP/2: streams stand
+        // alone), and then the pool may grow; or one queue per connection.
+        let oneQueue = transport.sharesOneQueue
+        let queues = try (0..<(oneQueue ? 1 : settings.connections)).map { _ in
+            try WorkQueue(capacity: queueCapacity * (oneQueue ? settings.connections : 1))
         }
         shared.attach(queues: queues)
-        let pool = ConnectionPool(maximum: http2 ? max(settings.connections, settings.maxConnections ?? 0) : settings.connections) { [shared, settings] index in
-            transport.makeWorker(engine: ConnectionEngine(index: index, queue: queues[http2 ? 0 : index], shared: shared,
+        let pool = ConnectionPool(maximum: oneQueue ? max(settings.connections, settings.maxConnections ?? 0) : settings.connections) { [shared, settings] index in
+            transport.makeWorker(engine: ConnectionEngine(index: index, queue: queues[oneQueue ? 0 : index], shared: shared,
                                                           settings: settings, shards: plan.header.shards))
         }
         let growable = pool.maximum > settings.connections
@@ -179,7 +176,7 @@ public final class Sender: @unchecked Sendable {
                 if let milliseconds { shared.noteRoundTrip(milliseconds: milliseconds) }
                 try? shared.journal.append(.tick(.init(second: second, accepted: c.accepted + c.presumed, failed: c.failed,
                                                         resent: c.resends, connections: c.reconnects,
-                                                        open: http2 ? pool.size : nil, roundTripMilliseconds: milliseconds)))
+                                                        open: oneQueue ? pool.size : nil, roundTripMilliseconds: milliseconds)))
             }
         }
         var tickerRunning = true
@@ -202,7 +199,6 @@ public final class Sender: @unchecked Sendable {
         plan.beforeRead = { _ = staging.handOverAll() }
         defer { plan.beforeRead = nil }
         do {
-            // One queue for HTTP/2; a binary shard's own connection otherwise.
             let (connections, parts) = (queues.count, plan.header.part?.count ?? 1)
             var more = true
             var sinceCheck = 0
@@ -219,7 +215,7 @@ public final class Sender: @unchecked Sendable {
                         report.alreadyDone += 1
                         return
                     }
-                    let queue = connections == 1 ? 0 : BinaryTransport.connection(forShard: record.shard, parts: parts, connections: connections)
+                    let queue = connections == 1 ? 0 : transport.queue(forShard: record.shard, parts: parts, queues: connections)
                     pushed = staging.append(to: queue, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal) { bytes in
                         transport.encode(record, to: &bytes)
                     }
@@ -243,13 +239,11 @@ public final class Sender: @unchecked Sendable {
         if shared.failureReason == nil, shared.parkedNotifications > 0 {
             shared.fail(.notificationsParked(count: shared.parkedNotifications))
         }
-        // Refusals as malformed are final unless the malformed stop said the
-        // server refuses everything; then they stay pending for the resume.
-        if case .malformedRequests? = shared.failureReason {} else { shared.releaseHeldRefusals() }
+        let pendingNote = transport.settle(shared)
         shared.syncer.stop()
 
         let counts = shared.report
-        report.http2 = plan.header.format == .h2
+        report.http2 = plan.header.wire == .http2
         report.accepted = counts.accepted
         report.presumed = counts.presumed
         report.failedByStatus = counts.failedByStatus
@@ -267,10 +261,7 @@ public final class Sender: @unchecked Sendable {
             case .unreachable, .unproductive, .serverTrouble, .notificationsParked: report.outcome = .gaveUp
             case .malformedRequests: report.outcome = .malformed
             }
-            report.message = failure.description
-            if case .malformedRequests = failure {
-                report.message! += " (\(shared.heldRefusals) refusals left pending)"
-            }
+            report.message = failure.description + (pendingNote.map { " (\($0))" } ?? "")
         } else if shared.journalFailure != nil || cancellation.isCancelled || shared.isStopping {
             report.outcome = .interrupted
         } else if readError != nil || !plan.isComplete {

@@ -8,27 +8,49 @@ import PlanStream
 /// answers mean.
 ///
 /// The sender encodes each plan record with ``encode(_:to:)`` on its reading
-/// thread and queues it (binary: for the connection that owns its shard;
-/// HTTP/2: in the one queue all connections share); the ``ConnectionPool``
-/// runs one worker per connection, each the protocol around a
-/// ``ConnectionEngine``; a worker reports outcomes through ``SendShared``
-/// (``SendShared/record(_:)``) and leaves its queue when it ends. A third
-/// protocol is a transport and a worker, and one line in ``Sender/run(plan:)``.
+/// thread and queues it (``sharesOneQueue``: in the one queue all connections
+/// share; otherwise for the connection ``queue(forShard:parts:queues:)``
+/// names); the ``ConnectionPool`` runs one worker per connection, each the
+/// protocol around a ``ConnectionEngine``; a worker reports outcomes through
+/// ``SendShared`` (``SendShared/record(_:)``) and leaves its queue when it
+/// ends; ``settle(_:)`` closes the protocol's books. A third protocol is a
+/// transport and a worker, and one line in ``Sender/run(plan:)``.
 protocol NotificationTransport: Sendable {
     associatedtype Worker: GatewayConnectionWorker
+
+    /// Whether every connection draws from one queue (each notification
+    /// stands alone, and the pool may grow), or each has its own.
+    var sharesOneQueue: Bool { get }
+
+    /// Without ``sharesOneQueue``: the queue (connection) of `shard` of a plan
+    /// that is one of `parts` parts, among `queues`.
+    func queue(forShard shard: Int, parts: Int, queues: Int) -> Int
+
+    /// What the operator must know before this send starts, if anything.
+    var warning: String? { get }
 
     /// Appends what a connection sends for `record`.
     func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8])
 
     /// The wire protocol around a connection's engine.
     func makeWorker(engine: ConnectionEngine) -> Worker
+
+    /// Every connection has ended: journals what the protocol still holds
+    /// as final, or leaves it pending and says so (a note for the report).
+    func settle(_ shared: SendShared) -> String?
 }
 
-/// One connection of a transport, run on a thread of its own.
-protocol GatewayConnectionWorker: AnyObject, Sendable {
-    /// Sends until its queue is finished and every notification taken from
-    /// it is final, or the send stops or gives up; then abandons its queue.
-    func run()
+extension NotificationTransport {
+    var sharesOneQueue: Bool { true }
+    func queue(forShard shard: Int, parts: Int, queues: Int) -> Int { 0 }
+    var warning: String? { nil }
+    func settle(_ shared: SendShared) -> String? { nil }
+}
+
+/// One connection of a transport, run on a thread of its own: its wire
+/// protocol, run by its engine.
+protocol GatewayConnectionWorker: WireConnection, Sendable {
+    var engine: ConnectionEngine { get }
     /// What the connection tells the pool about itself (HTTP/2; nil for a pool of fixed size).
     var gauge: ConnectionGauge? { get }
     /// The pool no longer needs this connection: no new work; it finishes what it holds and ends.
@@ -37,6 +59,10 @@ protocol GatewayConnectionWorker: AnyObject, Sendable {
 
 extension GatewayConnectionWorker {
     var gauge: ConnectionGauge? { nil }
+
+    /// Sends until its queue is finished and every notification taken from
+    /// it is final, or the send stops or gives up; then leaves its queue.
+    func run() { engine.run(self) }
 }
 
 /// The binary provider interface: commands 0, 1 and 2 over TLS.
@@ -45,6 +71,19 @@ struct BinaryTransport: NotificationTransport {
 
     init(header: PlanHeader) {
         encoder = PlanFrameEncoder(header: header)
+    }
+
+    /// An error response replays the connection's own stream: each connection has its own queue and shards.
+    var sharesOneQueue: Bool { false }
+
+    func queue(forShard shard: Int, parts: Int, queues: Int) -> Int {
+        Self.connection(forShard: shard, parts: parts, connections: queues)
+    }
+
+    var warning: String? {
+        encoder.format == .simple
+            ? "the simple format (command 0) has no error responses: failures cannot be detected, and sent notifications are only presumed delivered"
+            : nil
     }
 
     @inline(__always)
@@ -73,8 +112,10 @@ public struct PlanFrameEncoder: Sendable {
     public let expiry: UInt32
     public let priority: NotificationPriority?
 
+    /// `header` must be a binary plan's.
     public init(header: PlanHeader) {
-        format = header.format
+        guard case .binary(let format) = header.wire else { preconditionFailure("an h2 plan goes to the HTTP/2 transport") }
+        self.format = format
         expiry = header.expiry
         priority = header.priority
     }
@@ -92,8 +133,6 @@ public struct PlanFrameEncoder: Sendable {
         case .frame:
             NotificationEncoder.appendFrame(token: record.token, payload: record.payload, identifier: identifier,
                                             expiry: expiry, priority: priority, to: &bytes)
-        case .h2:
-            preconditionFailure("an h2 plan goes to the HTTP/2 transport")
         }
     }
 }

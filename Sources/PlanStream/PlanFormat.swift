@@ -11,7 +11,8 @@ public struct PlanHeader: Equatable, Sendable {
 
     public var version = PlanHeader.currentVersion
     public var campaign: String
-    public var format: NotificationFormat
+    /// How the notifications travel (the header's `format`).
+    public var wire: WireProtocol
     /// Absolute UNIX expiry for every notification; 0: do not store.
     public var expiry: UInt32
     /// Frames only.
@@ -38,10 +39,10 @@ public struct PlanHeader: Equatable, Sendable {
         }
     }
 
-    public init(campaign: String, format: NotificationFormat, expiry: UInt32, priority: NotificationPriority?,
+    public init(campaign: String, wire: WireProtocol, expiry: UInt32, priority: NotificationPriority?,
                 maxPayload: Int, shards: Int, created: UInt32, part: PlanPart? = nil) {
         self.campaign = campaign
-        self.format = format
+        self.wire = wire
         self.expiry = expiry
         self.priority = priority
         self.maxPayload = maxPayload
@@ -61,7 +62,7 @@ public struct PlanHeader: Equatable, Sendable {
         var members: [(key: String, value: JSONValue)] = [
             ("version", .number(String(version))),
             ("campaign", .string(campaign)),
-            ("format", .string(format.description)),
+            ("format", .string(wire.description)),
             ("expiry", .number(String(expiry))),
             ("priority", priority.map { .number(String($0.rawValue)) } ?? .null),
             ("maxPayload", .number(String(maxPayload))),
@@ -85,9 +86,9 @@ public struct PlanHeader: Equatable, Sendable {
         guard let version = h["version"]?.integerValue else { throw .badHeader("no version") }
         guard version == Int64(Self.currentVersion) else { throw .unsupportedVersion(Int(version)) }
         guard let campaign = h["campaign"]?.stringValue,
-              let format = h["format"]?.stringValue.flatMap(NotificationFormat.init(name:)),
+              let wire = h["format"]?.stringValue.flatMap(WireProtocol.init(name:)),
               let expiry = h["expiry"]?.integerValue, (0...Int64(UInt32.max)).contains(expiry),
-              let maxPayload = h["maxPayload"]?.integerValue, (1...Int64(format.maxPayloadBytes)).contains(maxPayload),
+              let maxPayload = h["maxPayload"]?.integerValue, (1...Int64(wire.maxPayloadBytes)).contains(maxPayload),
               let shards = h["shards"]?.integerValue, (1...65_536).contains(shards),
               let created = h["created"]?.integerValue, (0...Int64(UInt32.max)).contains(created) else {
             throw .badHeader("a field is missing or out of range")
@@ -103,9 +104,9 @@ public struct PlanHeader: Equatable, Sendable {
             }
             part = PlanPart(index: Int(index), count: Int(count), campaignHash: hash)
         }
-        self.init(campaign: campaign, format: format, expiry: UInt32(expiry), priority: priority,
+        self.init(campaign: campaign, wire: wire, expiry: UInt32(expiry), priority: priority,
                   maxPayload: Int(maxPayload), shards: Int(shards), created: UInt32(created), part: part)
-        if format == .h2 {
+        if wire.isHTTP2 {
             guard let pushType = h["pushType"]?.stringValue else { throw .badHeader("an h2 plan needs pushType") }
             http2 = HTTP2Fields(topic: h["topic"]?.stringValue, pushType: pushType, collapseId: h["collapseId"]?.stringValue,
                                 collapseIdTemplate: h["collapseIdTemplate"]?.stringValue)

@@ -166,8 +166,8 @@ public final class PlanReader {
         if let part = header.part, !part.holds(shard: shard) {
             throw PlanError(path: path, line: number, reason: .badRecord("shard \(shard) does not belong to part \(part.index) of \(part.count) (its shards are those with shard mod \(part.count) = \(part.index))"))
         }
-        guard tokenCount > 0, tokenCount <= header.format.maxTokenBytes else {
-            throw PlanError(path: path, line: number, reason: .badRecord("a \(tokenCount)-byte token does not fit the \(header.format) format"))
+        guard tokenCount > 0, tokenCount <= header.wire.maxTokenBytes else {
+            throw PlanError(path: path, line: number, reason: .badRecord("a \(tokenCount)-byte token does not fit the \(header.wire) format"))
         }
         guard payloadCount > 1, payloadCount <= header.maxPayload else {
             throw PlanError(path: path, line: number, reason: .badRecord("a \(payloadCount)-byte payload is over the plan's \(header.maxPayload)-byte limit"))

@@ -56,7 +56,6 @@ import Testing
         case .simple: NotificationEncoder.appendSimple(token: token, payload: Self.payload, to: &packets)
         case .enhanced: NotificationEncoder.appendEnhanced(identifier: 1, expiry: 2, token: token, payload: Self.payload, to: &packets)
         case .frame: NotificationEncoder.appendFrame(token: token, payload: Self.payload, identifier: 1, expiry: 2, priority: .immediate, to: &packets)
-        case .h2: preconditionFailure("not a binary format")
         }
         let range = NotificationEncoder.deviceTokenRange(inPacket: packets[start...], format: format)
         #expect(Array(packets[range]) == token)

@@ -43,7 +43,7 @@ func render(_ renderer: PayloadRenderer, _ values: [String: String], message: In
     @Test func theIssueExampleLoads() throws {
         let j = try job(Self.issueExample)
         #expect(j.campaign == "spring-sale")
-        #expect(j.format == .enhanced && j.maxPayload == 256 && j.expiresIn == 86_400)
+        #expect(j.wire == .binary(.enhanced) && j.maxPayload == 256 && j.expiresIn == 86_400)
         #expect(j.messages.map(\.tag) == ["en", "es", "pt-BR"])
         #expect(j.fallback == ["en"])
     }

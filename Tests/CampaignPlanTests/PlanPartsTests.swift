@@ -79,7 +79,7 @@ import FeedbackStore
     }
 
     @Test func aPartHeaderRoundTripsAndAPlainHeaderStaysAsItWas() throws {
-        let plain = PlanHeader(campaign: "c", format: .enhanced, expiry: 0, priority: nil, maxPayload: 256, shards: 8, created: 1)
+        let plain = PlanHeader(campaign: "c", wire: .binary(.enhanced), expiry: 0, priority: nil, maxPayload: 256, shards: 8, created: 1)
         #expect(String(decoding: plain.json.serialized(), as: UTF8.self) ==
                 #"{"header":{"version":1,"campaign":"c","format":"enhanced","expiry":0,"priority":null,"maxPayload":256,"shards":8,"created":1}}"#)
         let part = plain.forPart(3, of: 4, campaignHash: "abc")
@@ -99,7 +99,7 @@ import FeedbackStore
 
     @Test func aRecordOfAnotherPartsShardIsRefusedWithItsLine() throws {
         let dir = TemporaryDirectory("wrongpart")
-        let header = PlanHeader(campaign: "c", format: .enhanced, expiry: 0, priority: nil, maxPayload: 256, shards: 8, created: 1)
+        let header = PlanHeader(campaign: "c", wire: .binary(.enhanced), expiry: 0, priority: nil, maxPayload: 256, shards: 8, created: 1)
             .forPart(1, of: 2, campaignHash: "h")
         let text = String(decoding: header.json.serialized(), as: UTF8.self) + "\n"
             + #"{"seq":1,"shard":3,"token":"\#(tokenHex(1))","lang":"en","payload":{"aps":{}}}"# + "\n"

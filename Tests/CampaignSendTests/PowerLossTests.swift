@@ -72,7 +72,7 @@ import GatewaySimulator
     @Test func aJournalAppearsWholeOrNotAtAll() throws {
         let harness = try SendHarness(faults: FaultPlan())
         let settings = harness.settings(connections: 1)
-        let header = PlanHeader(campaign: "c", format: .enhanced, expiry: 0, priority: nil, maxPayload: 256, shards: 4, created: 1)
+        let header = PlanHeader(campaign: "c", wire: .binary(.enhanced), expiry: 0, priority: nil, maxPayload: 256, shards: 4, created: 1)
         let dir = harness.dir.file("j")
         // What a kill before the rename leaves: the directory, the lock and a
         // start record written aside. A new send must still be able to start.

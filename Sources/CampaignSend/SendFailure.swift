@@ -1,0 +1,97 @@
+import APNSWire
+
+/// Why a gateway refused a notification for good, as it said it.
+public enum FailureCause: Hashable, Sendable, CustomStringConvertible {
+    /// The binary interface's error-response status (1–255).
+    case binary(ErrorResponse.Status)
+    /// An HTTP/2 answer: its status (400 and up) and the body's reason, if any.
+    case http(status: Int, reason: APNsReason?)
+    /// HTTP/2: the stream was reset without an answer (the RST_STREAM code's
+    /// name). Journals of earlier versions hold these; a reset is now always retried.
+    case streamReset(String)
+
+    /// The number journals and reports key by: the binary status, the HTTP status, 0 for a reset.
+    public var status: Int {
+        switch self {
+        case .binary(let s): Int(s.rawValue)
+        case .http(let status, _): status
+        case .streamReset: 0
+        }
+    }
+
+    /// The journal's `http_reason`: the reason or code name over HTTP/2 ("" for an answer without one), nil for the binary interface.
+    public var journaledReason: String? {
+        switch self {
+        case .binary: nil
+        case .http(_, let reason): reason?.name ?? ""
+        case .streamReset(let code): code
+        }
+    }
+
+    /// Reads the cause from a journal's `status` and `http_reason`.
+    public init(status: Int, journaledReason: String?) {
+        switch (status, journaledReason) {
+        case (0, let code?): self = .streamReset(code)
+        case (let s, let reason?): self = .http(status: s, reason: reason.isEmpty ? nil : APNsReason(name: reason))
+        case (let s, nil) where s >= 256: self = .http(status: s, reason: nil)
+        case (let s, nil): self = .binary(ErrorResponse.Status(rawValue: UInt8(clamping: max(0, s))))
+        }
+    }
+
+    /// In words: "invalid token (status 8)"'s meaning, "HTTP 410 Unregistered".
+    public var description: String {
+        switch self {
+        case .binary(let s): s.meaning
+        case .http(let status, let reason): "HTTP \(status)" + (reason.map { " \($0.name)" } ?? "")
+        case .streamReset(let code): "no answer: the server reset the stream (\(code))"
+        }
+    }
+}
+
+/// One notification the gateway refused for good.
+public struct SendFailure: Equatable, Sendable {
+    public var seq: UInt64
+    public var shard: Int
+    public var ordinal: Int
+    public var cause: FailureCause
+    public var token: [UInt8]
+    /// Whether the sender gave up after retries rather than on the first answer.
+    public var gaveUp: Bool
+    /// Times it was sent: 1, or more after retries (4 for status 1 given up,
+    /// 5 for one quarantined for heading lost connections).
+    public var attempts: Int
+    /// When the token stopped being valid (UNIX seconds), for the suppression
+    /// store: HTTP/2 410 (its timestamp, never later than the answer) and
+    /// binary status 8 (when it came). Journaled, so a kill loses none.
+    public var unregisteredAt: UInt32?
+
+    public init(seq: UInt64, shard: Int, ordinal: Int, cause: FailureCause, token: [UInt8], gaveUp: Bool, attempts: Int = 1,
+                unregisteredAt: UInt32? = nil) {
+        (self.seq, self.shard, self.ordinal, self.cause, self.token, self.gaveUp, self.attempts) =
+            (seq, shard, ordinal, cause, token, gaveUp, attempts)
+        self.unregisteredAt = unregisteredAt
+    }
+
+    /// A failure as a journal records it (`status`, and `http_reason` over HTTP/2).
+    public init(seq: UInt64, shard: Int, ordinal: Int, status: Int, httpReason: String? = nil, token: [UInt8], gaveUp: Bool, attempts: Int = 1,
+                unregisteredAt: UInt32? = nil) {
+        self.init(seq: seq, shard: shard, ordinal: ordinal, cause: FailureCause(status: status, journaledReason: httpReason),
+                  token: token, gaveUp: gaveUp, attempts: attempts, unregisteredAt: unregisteredAt)
+    }
+
+    /// The binary status, the HTTP status, or 0 for a reset (see ``FailureCause/status``).
+    public var status: Int { cause.status }
+
+    /// A status in words, for counts kept by status alone (a binary status's meaning, or "HTTP 410").
+    public static func meaning(status: Int) -> String {
+        FailureCause(status: status, journaledReason: nil).description
+    }
+
+    /// What the failure means, in words.
+    public var reason: String {
+        if gaveUp, cause == .binary(.unknown), attempts >= DropStrikes.quarantineAfter {
+            return "quarantined: it headed \(attempts) connections in a row that were lost without an answer"
+        }
+        return gaveUp ? "\(cause), given up after \(attempts) attempts" : cause.description
+    }
+}
