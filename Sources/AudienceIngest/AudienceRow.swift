@@ -15,17 +15,14 @@ public final class AudienceSchema {
 
     /// The first column whose name matches one of `aliases`, ignoring case.
     public func column(anyOf aliases: [String]) -> Int? {
-        for alias in aliases {
-            if let i = names.firstIndex(where: { $0.lowercased() == alias }) { return i }
-        }
-        return nil
+        columns(anyOf: aliases).first
     }
 
     /// Every column whose name matches one of `aliases`, ignoring case, in
     /// the order of `aliases`.
     public func columns(anyOf aliases: [String]) -> [Int] {
         var found: [Int] = []
-        for alias in aliases {
+        for alias in aliases.map({ $0.lowercased() }) {
             for (i, name) in names.enumerated() where name.lowercased() == alias && !found.contains(i) { found.append(i) }
         }
         return found
@@ -44,6 +41,40 @@ public final class AudienceSchema {
     public static let tokenAliases = ["token", "device_token"]
     public static let languageAliases = ["lang", "language", "locale"]
     public static let registeredAliases = ["registered_at"]
+}
+
+/// Our names for an audience's columns, mapped to the export's: a job's
+/// `columns` and `plan --column NAME=SOURCE`. A NDJSON source may name a
+/// nested key by its path (`user.first_name`). Names not mapped are looked
+/// up as they are (the token, language and registration columns by their
+/// accepted names).
+public struct ColumnMapping: Sendable, Equatable {
+    /// Our name → the export's column or key.
+    public var sources: [String: String]
+
+    public init(_ sources: [String: String] = [:]) { self.sources = sources }
+
+    /// Our names with a meaning of their own; the others are template variables.
+    public static let reservedNames = ["token", "lang", "registered_at"]
+
+    /// The names the token column may have.
+    public var tokenNames: [String] { sources["token"].map { [$0] } ?? AudienceSchema.tokenAliases }
+    /// The language columns, first non-empty wins.
+    public var languageNames: [String] { sources["lang"].map { [$0] } ?? AudienceSchema.languageAliases }
+    public var registeredNames: [String] { sources["registered_at"].map { [$0] } ?? AudienceSchema.registeredAliases }
+
+    /// The column a template variable reads.
+    public func source(of variable: String) -> String { sources[variable] ?? variable }
+
+    /// This mapping with `other`'s entries in place of its own.
+    public func overridden(by other: ColumnMapping) -> ColumnMapping {
+        ColumnMapping(sources.merging(other.sources) { $1 })
+    }
+
+    /// What the token was looked for under, for an error: "token or device_token", "device_id (mapped)".
+    public var tokenDescription: String {
+        sources["token"].map { "\"\($0)\" (the mapped token column)" } ?? AudienceSchema.tokenAliases.joined(separator: " or ")
+    }
 }
 
 /// One audience row: its source line and its values, held in one byte arena

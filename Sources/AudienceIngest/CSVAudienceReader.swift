@@ -36,7 +36,9 @@ public final class CSVAudienceReader: AudienceReader {
     private var finished = false
 
     /// - Parameter delimiter: the field separator (`,`; `;` and tab are common in exports).
-    public init(source: ByteSource, path: String, maxRowBytes: Int = 1 << 20, delimiter: UInt8 = UInt8(ascii: ",")) throws {
+    /// - Parameter columns: where the token column is (a job's `columns`).
+    public init(source: ByteSource, path: String, maxRowBytes: Int = 1 << 20, delimiter: UInt8 = UInt8(ascii: ","),
+                columns: ColumnMapping = ColumnMapping()) throws {
         self.path = path
         self.maxRowBytes = maxRowBytes
         tokenizer = CSVTokenizer(delimiter: delimiter)
@@ -66,7 +68,7 @@ public final class CSVAudienceReader: AudienceReader {
             }
             schema.add(name)
         }
-        guard let token = schema.column(anyOf: AudienceSchema.tokenAliases) else {
+        guard let token = schema.column(anyOf: columns.tokenNames) else {
             // One column whose name holds another separator: the file is most
             // likely separated by it.
             var hint = ""
@@ -74,7 +76,8 @@ public final class CSVAudienceReader: AudienceReader {
             if names!.count == 1, let other = separators.first(where: { names![0].contains($0.character) }) {
                 hint = "; its header holds \(other.name): give --delimiter '\(other.flag)'"
             }
-            throw AudienceError(path: path, reason: "has no token column (its columns are: \(names!.joined(separator: ", ")))\(hint)")
+            let what = columns.sources["token"].map { "no column \"\($0)\" (the job's or --column's token)" } ?? "no token column"
+            throw AudienceError(path: path, reason: "has \(what) (its columns are: \(names!.joined(separator: ", ")))\(hint)")
         }
         tokenColumn = token
     }
@@ -133,8 +136,10 @@ public final class CSVAudienceReader: AudienceReader {
                 let line = rowStartLine
                 let spanned = !rowLines.isEmpty
                 if spanned { rowLines.append(KeptLine(number: number, bytes: copyOfCurrentLine())) }
+                // The header, quoted and separated by something else: say which.
+                let hint = line == 1 && !validateCount ? Self.quotedSeparatorHint(copyOfCurrentLine(), delimiter: tokenizer.delimiter) : ""
                 abandonRow(replayFrom: spanned ? line : nil)
-                return .malformed(line: line, reason: "invalid CSV quoting", token: tokenGuess())
+                return .malformed(line: line, reason: "invalid CSV quoting\(hint)", token: tokenGuess())
             }
             if fields.ended {
                 return deliver(into: &row, columns: columns, validateCount: validateCount)
@@ -231,6 +236,19 @@ public final class CSVAudienceReader: AudienceReader {
         } else {
             lines.withCurrentLine(body)
         }
+    }
+
+    /// "; its header holds semicolons between quoted names: give --delimiter ';'"
+    /// when `line` holds `";"` (or a tab or bar between quotes) and that is not the delimiter.
+    static func quotedSeparatorHint(_ line: [UInt8], delimiter: UInt8) -> String {
+        let quote = UInt8(ascii: "\"")
+        let separators: [(byte: UInt8, name: String, flag: String)] = [(UInt8(ascii: ";"), "semicolons", ";"), (9, "tabs", "\\t"), (UInt8(ascii: "|"), "bars", "|")]
+        for s in separators where s.byte != delimiter && line.count >= 3 {
+            for i in 1..<(line.count - 1) where line[i] == s.byte && line[i - 1] == quote && line[i + 1] == quote {
+                return "; its header holds \(s.name) between quoted names: give --delimiter '\(s.flag)'"
+            }
+        }
+        return ""
     }
 
     private func copyOfCurrentLine() -> [UInt8] {

@@ -22,12 +22,42 @@ public final class NDJSONAudienceReader: AudienceReader {
     /// Lines the fast path read, for tests.
     private(set) var fastPathRows = 0
 
-    public init(source: ByteSource, path: String, maxRowBytes: Int = 1 << 20) {
+    /// - Parameter columns: where the token is (a job's `columns`).
+    public init(source: ByteSource, path: String, maxRowBytes: Int = 1 << 20, columns: ColumnMapping = ColumnMapping()) {
+        tokenNames = columns.tokenNames
+        tokenDescription = columns.tokenDescription
         self.path = path
         lines = LineReader(source: source, maxLineBytes: maxRowBytes)
     }
 
+    /// The token's accepted or mapped names, and how to say them.
+    private let tokenNames: [String]
+    private let tokenDescription: String
+    /// A row has held a key the token may be under.
+    private var tokenKeySeen = false
+    private var rowsWithoutTokenKey = 0
+    /// Rows read without any token key, after which the export is taken to
+    /// name its token otherwise: every row would be rejected.
+    public static let tokenSearchRows = 1000
+
     public func next(into row: inout AudienceRow) throws -> AudienceRecord? {
+        let record = try nextRecord(into: &row)
+        if !tokenKeySeen {
+            if schema.column(anyOf: tokenNames) != nil {
+                tokenKeySeen = true
+            } else if case .row? = record {
+                // Objects only: a malformed line says nothing of the export's keys.
+                rowsWithoutTokenKey += 1
+            }
+            if !tokenKeySeen, rowsWithoutTokenKey > 0, record == nil || rowsWithoutTokenKey >= Self.tokenSearchRows {
+                let keys = schema.names.prefix(40).joined(separator: ", ")
+                throw AudienceError(path: path, reason: "has no token under \(tokenDescription) in its first \(rowsWithoutTokenKey) rows (its keys are: \(keys)); map it with the job's \"columns\" or plan --column token=KEY")
+            }
+        }
+        return record
+    }
+
+    private func nextRecord(into row: inout AudienceRow) throws -> AudienceRecord? {
         while let line = try lines.next() {
             switch line {
             case .overlong(let number, let count):
@@ -60,22 +90,35 @@ public final class NDJSONAudienceReader: AudienceReader {
                         return .malformed(line: number, reason: "the line is \(value.typeName), not a JSON object", token: nil)
                     }
                     row.reset(line: number, columns: schema.count)
-                    for (key, value) in members {
-                        let column = schema.add(key)
-                        switch value {
-                        case .null: continue
-                        case .string(let s): if !s.isEmpty { row.set(column: column, Array(s.utf8)) }
-                        case .number(let text): row.set(column: column, Array(text.utf8))
-                        case .bool(let b): row.set(column: column, Array((b ? "true" : "false").utf8))
-                        case .array, .object: row.set(column: column, value.serialized())
-                        }
-                    }
+                    set(members, prefix: "", depth: 0, into: &row)
                     return .row
                 }
             }
         }
         return nil
     }
+
+    /// Sets each member's column; a nested object's members also go in
+    /// columns named by their path (`user.first_name`), a few levels deep,
+    /// so that a job's `columns` can name them.
+    private func set(_ members: [(key: String, value: JSONValue)], prefix: String, depth: Int, into row: inout AudienceRow) {
+        for (key, value) in members {
+            let column = schema.add(prefix + key)
+            switch value {
+            case .null: continue
+            case .string(let s): if !s.isEmpty { row.set(column: column, Array(s.utf8)) }
+            case .number(let text): row.set(column: column, Array(text.utf8))
+            case .bool(let b): row.set(column: column, Array((b ? "true" : "false").utf8))
+            case .array: row.set(column: column, value.serialized())
+            case .object(let inner):
+                row.set(column: column, value.serialized())
+                if depth < Self.nestedDepth { set(inner, prefix: prefix + key + ".", depth: depth + 1, into: &row) }
+            }
+        }
+    }
+
+    /// How deep nested objects are read into dotted columns.
+    static let nestedDepth = 4
 
     /// What became of a line.
     private enum LineOutcome {
@@ -239,7 +282,8 @@ public enum AudienceFile {
     }
 
     /// - Parameter delimiter: a CSV audience's field separator.
-    public static func open(_ path: String, format: AudienceFormat? = nil, delimiter: UInt8 = UInt8(ascii: ",")) throws -> AudienceReader {
+    public static func open(_ path: String, format: AudienceFormat? = nil, delimiter: UInt8 = UInt8(ascii: ","),
+                            columns: ColumnMapping = ColumnMapping()) throws -> AudienceReader {
         let source = try InputFile.open(path)
         var head = [UInt8](repeating: 0, count: 512)
         var count = 0
@@ -253,8 +297,8 @@ public enum AudienceFile {
         let name = path == "-" ? "standard input" : path
         let rest = PrefixedByteSource(prefix: sniffed, rest: source)
         switch resolved {
-        case .csv: return try CSVAudienceReader(source: rest, path: name, delimiter: delimiter)
-        case .ndjson: return NDJSONAudienceReader(source: rest, path: name)
+        case .csv: return try CSVAudienceReader(source: rest, path: name, delimiter: delimiter, columns: columns)
+        case .ndjson: return NDJSONAudienceReader(source: rest, path: name, columns: columns)
         }
     }
 }

@@ -55,6 +55,19 @@ struct Plan: ParsableCommand {
     @Option(help: ArgumentHelp("Exit 65 (the plan and summary still written) when more than this fraction of the rows was rejected.", valueName: "R"))
     var maxRejectRate = 0.5
 
+    @Option(name: .customLong("column"), help: ArgumentHelp("Read NAME (token, lang, registered_at or a variable of the job) from the export's column SOURCE (NDJSON: a key, or a nested key as user.first_name). Repeatable; overrides the job's \"columns\".", valueName: "NAME=SOURCE"))
+    var columnMappings: [String] = []
+
+    /// `--column`s as a mapping.
+    private var columnOverrides: ColumnMapping {
+        var mapping = ColumnMapping()
+        for m in columnMappings {
+            let parts = m.split(separator: "=", maxSplits: 1)
+            mapping.sources[String(parts[0])] = String(parts[1])
+        }
+        return mapping
+    }
+
     func validate() throws {
         guard (1...65_536).contains(shards) else { throw ValidationError("--shards must be between 1 and 65536.") }
         if let m = maxPayload, !(1...5120).contains(m) { throw ValidationError("--max-payload must be between 1 and 5120 (the job's format may allow less).") }
@@ -67,6 +80,12 @@ struct Plan: ParsableCommand {
             guard out != "-" else { throw ValidationError("--parts writes files into a directory: give --out DIR.") }
         }
         guard delimiterByte != nil else { throw ValidationError("--delimiter must be one of , ; | or \\t (a tab).") }
+        for m in columnMappings {
+            let parts = m.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw ValidationError("--column takes NAME=SOURCE (our name, then the export's column), not \"\(m)\".")
+            }
+        }
     }
 
     /// What names this planning run in every part's header: the job's
@@ -102,13 +121,15 @@ struct Plan: ParsableCommand {
             options.shards = shards
             options.maxPayload = maxPayload
             options.expectedRows = AudienceFile.estimatedRows(audience) ?? 0
+            options.columns = columnOverrides
             if let parts {
                 options.parts = parts
                 options.campaignHash = try campaignHash(created: options.now)
                 try PartsDirectory.prepare(out)
             }
             let planner = try Planner(job: jobFile, options: options, feedback: store)
-            let reader = try AudienceFile.open(audience, format: audienceFormat.flatMap(AudienceFormat.init(rawValue:)), delimiter: delimiterByte!)
+            let reader = try AudienceFile.open(audience, format: audienceFormat.flatMap(AudienceFormat.init(rawValue:)), delimiter: delimiterByte!,
+                                               columns: planner.columns)
             let rejectsPath = rejects ?? (parts != nil ? "\(out)/rejects.ndjson" : out == "-" ? "\(jobFile.campaign).rejects.ndjson" : "\(out).rejects.ndjson")
             let rejectsWriter = try RejectsWriter(path: rejectsPath)
             let partCount = parts ?? 1

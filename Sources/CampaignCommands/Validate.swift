@@ -46,11 +46,23 @@ struct Validate: ParsableCommand {
             values[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
         }
         let renderer = PayloadRenderer(job: jobFile)
-        let row = AudienceRow(line: 1, values: renderer.variables.map { name in
-            values[name] ?? (name == "badge" ? "1" : "Sample Value")
+        // A variable with a default and no sample shows its default in use.
+        let row = AudienceRow(line: 1, values: renderer.declarations.map { v in
+            if let value = values[v.name] { return value }
+            if v.defaultValue != nil { return nil }
+            switch v.type {
+            case .text: return v.name == "badge" ? "1" : "Sample Value"
+            case .int: return "1"
+            case .number: return "1.5"
+            case .bool: return "true"
+            }
         })
         let columns = Array(renderer.variables.indices)
-        print("\(job): campaign \(jobFile.campaign), format \(jobFile.wire), limit \(jobFile.maxPayload) bytes, variables: \(renderer.variables.joined(separator: ", "))")
+        let variables = renderer.declarations.map { v in
+            v.name + (v.type == .text ? "" : ":\(v.type.rawValue)") + (v.defaultValue.map { values[v.name] == nil ? " (default \"\($0)\" in use)" : " (default \"\($0)\")" } ?? "")
+        }
+        let h2 = jobFile.wire.isHTTP2 ? ", push type \(jobFile.pushType), topic \(jobFile.topic ?? "(the certificate's)")" : ""
+        print("\(job): campaign \(jobFile.campaign), format \(jobFile.wire)\(h2), limit \(jobFile.maxPayload) bytes, variables: \(variables.joined(separator: ", "))")
         var out: [UInt8] = []
         for (i, message) in jobFile.messages.enumerated() {
             var full: [UInt8] = []
@@ -63,12 +75,16 @@ struct Validate: ParsableCommand {
             case .cannotFit(let n): verdict = "cannot fit: \(n) bytes even with an empty alert"
             case .missingVariable(let name): verdict = "missing sample for \(name)"
             case .invalidBadge(let v): verdict = "badge sample \"\(v)\" is not a whole number"
+            case .invalidValue(let name, let type, let v): verdict = "sample \"\(v)\" for {\(name):\(type.rawValue)} is not of its type"
             }
             _ = unlimited
             print("  \(message.tag): \(verdict)")
             print("    \(String(decoding: out, as: UTF8.self))")
         }
         let fallback = jobFile.fallback.isEmpty ? "none (devices in other languages are rejected)" : jobFile.fallback.joined(separator: " → ")
-        print("  fallback: \(fallback)")
+        for (language, chain) in jobFile.fallbackByLanguage.sorted(by: { $0.key < $1.key }) {
+            print("  fallback for \(language): \(chain.isEmpty ? "none" : chain.joined(separator: " → "))")
+        }
+        print("  fallback\(jobFile.fallbackByLanguage.isEmpty ? "" : " for every other language"): \(fallback)")
     }
 }

@@ -169,11 +169,11 @@ enum Scratch {
 
     static let job: CampaignJob = {
         let text = """
-        {"campaign":"fuzz","format":"frame","maxPayload":256,"fallback":["en","es"],"priority":10,
-         "messages":{"en":{"alert":"Hello {name}, {offer} is yours","badge":1,"sound":"default"},
-                     "es":{"alert":"Hola {name}: {offer} es tuyo"},
+        {"campaign":"fuzz","format":"frame","maxPayload":256,"fallback":{"pt":["es"],"*":["en","es"]},"priority":10,
+         "messages":{"en":{"alert":"Hello {name|friend}, {offer} is yours","badge":"{badge|1}","sound":"default"},
+                     "es":{"alert":"Hola {name|}: {offer} es tuyo"},
                      "pt-BR":{"alert":{"title":"Olá {name}","body":"{offer} 🎉 é seu"}}},
-         "custom":{"campaign":"fuzz","offer":"{offer}"}}
+         "custom":{"campaign":"fuzz","offer":"{offer}","count":"{count:int|0}","vip":"{vip:bool|false}","score":"{score:number|1.5}","at":"{now:int}"}}
         """
         return try! CampaignJob(json: JSONValue.parse(text), path: "fuzz.json")
     }()

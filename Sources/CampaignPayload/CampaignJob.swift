@@ -1,4 +1,5 @@
 import APNSWire
+import AudienceIngest
 import CampaignIO
 import CampaignJSON
 
@@ -42,17 +43,22 @@ public struct CampaignJob: Sendable {
     public var collapseId: String?
     /// `collapseId` compiled; nil when the job has none.
     public var collapseTemplate: Template?
+    /// The fallback chain of every language (the array form, or the object form's `"*"`).
     public var fallback: [String]
+    /// The object form's chains of their own, by normalized language tag.
+    public var fallbackByLanguage: [String: [String]] = [:]
     /// Message tags and their `aps` members, in job order.
     public var messages: [(tag: String, aps: [(key: String, value: JSONValue)])]
     /// Keys beside `aps`, in job order.
     public var custom: [(key: String, value: JSONValue)]
     /// Sample values for `campaign validate`.
     public var samples: [String: String]
+    /// Our names (token, lang, registered_at, variables) → the export's columns.
+    public var columns: ColumnMapping
 
     public static let knownKeys: Set<String> = [
         "campaign", "format", "maxPayload", "expiresIn", "priority", "fallback", "messages", "custom", "samples",
-        "topic", "pushType", "collapseId",
+        "topic", "pushType", "collapseId", "columns",
     ]
 
     /// The push types of the HTTP/2 provider API.
@@ -112,10 +118,20 @@ public struct CampaignJob: Sendable {
         if let topic, topic.isEmpty || topic.contains(where: { $0.isWhitespace }) { throw fail("\"topic\" must be a bundle id such as com.example.app") }
         pushType = try string("pushType") ?? "alert"
         guard Self.pushTypes.contains(pushType) else { throw fail("\"pushType\" must be one of \(Self.pushTypes.joined(separator: ", ")), not \"\(pushType)\"") }
+        // Apple's rule: some push types go to the bundle id with a suffix.
+        if let given = topic {
+            switch PushTopic.resolve(given, for: pushType) {
+            case .topic(let sent): topic = sent
+            case .otherTypesSuffix(let other):
+                let bundle = String(given.dropLast(PushTopic.suffix(for: other).count))
+                throw fail("\"topic\" \"\(given)\" is for \(other) pushes; a \(pushType) push goes to \(bundle + PushTopic.suffix(for: pushType)) (give the bundle id, \(bundle), and the suffix is added)")
+            }
+        }
         collapseId = try string("collapseId")
         collapseTemplate = nil
         if let c = collapseId {
             do { collapseTemplate = try Template(c) } catch { throw fail("\"collapseId\": \(error.reason)") }
+            if let typed = collapseTemplate!.typedVariable { throw fail("\"collapseId\" is a header's text: \(typed.source) has a type (write {\(typed.name)})") }
             if collapseTemplate!.isLiteral, c.isEmpty || c.utf8.count > 64 { throw fail("\"collapseId\" must be 1 to 64 bytes (APNs refuses longer ones)") }
         }
         // HTTP/2: 4096 bytes, 5120 for VoIP.
@@ -141,6 +157,7 @@ public struct CampaignJob: Sendable {
             }
             guard let aps = message.objectMembers else { throw fail("messages.\(tag) must be an object of aps keys") }
             try Self.check(aps: aps, at: "messages.\(tag)", fail: fail)
+            if pushType == "liveactivity" { try Self.checkLiveActivity(aps, at: "messages.\(tag)", fail: fail) }
             if wire == .binary(.frame), priority == .immediate,
                aps.allSatisfy({ $0.key == "content-available" }) {
                 throw fail("messages.\(tag): priority 10 needs an alert, sound or badge; a content-available-only push must use priority 5")
@@ -149,19 +166,35 @@ public struct CampaignJob: Sendable {
         }
         self.messages = messages
 
-        switch json["fallback"] {
-        case nil: fallback = []
-        case .array(let items)?:
-            fallback = []
-            for item in items {
-                guard let tag = item.stringValue, LanguageTag(tag) != nil else { throw fail("\"fallback\" must list language tags") }
-                fallback.append(tag)
-            }
-        case let other?: throw fail("\"fallback\" must be an array of language tags, not \(other.typeName)")
-        }
         let selector = MessageSelector(tags: messages.map { LanguageTag($0.tag)! }, fallback: [])
-        for tag in fallback where selector.match(LanguageTag(tag)!) == nil {
-            throw fail("fallback \"\(tag)\" has no message in \"messages\"")
+        func chain(_ value: JSONValue, at path: String) throws(JobError) -> [String] {
+            let named = path == "fallback" ? "\"fallback\"" : path
+            guard case .array(let items) = value else { throw fail("\(named) must be an array of language tags, not \(value.typeName)") }
+            var tags: [String] = []
+            for item in items {
+                guard let tag = item.stringValue, let parsed = LanguageTag(tag) else { throw fail("\(named) must list language tags") }
+                guard selector.match(parsed) != nil else {
+                    throw fail(path == "fallback" ? "fallback \"\(tag)\" has no message in \"messages\"" : "\(path): \"\(tag)\" has no message in \"messages\"")
+                }
+                tags.append(tag)
+            }
+            return tags
+        }
+        fallback = []
+        switch json["fallback"] {
+        case nil: break
+        case .array?: fallback = try chain(json["fallback"]!, at: "fallback")
+        case .object(let members)?:
+            // {"pt": ["es"], "*": ["en"]}: a chain per language, "*" for the others.
+            for (key, value) in members {
+                if key == "*" {
+                    fallback = try chain(value, at: "fallback.*")
+                    continue
+                }
+                guard let language = LanguageTag(key) else { throw fail("fallback: \"\(key)\" is not a language tag (or \"*\" for every other)") }
+                fallbackByLanguage[language.normalized] = try chain(value, at: "fallback.\(key)")
+            }
+        case let other?: throw fail("\"fallback\" must be an array of language tags, or an object from language to such an array, not \(other.typeName)")
         }
 
         switch json["custom"] {
@@ -173,6 +206,17 @@ public struct CampaignJob: Sendable {
         case let other?: throw fail("\"custom\" must be an object, not \(other.typeName)")
         }
 
+        columns = ColumnMapping()
+        switch json["columns"] {
+        case nil: break
+        case .object(let members)?:
+            for (ours, source) in members {
+                guard let text = source.stringValue, !text.isEmpty else { throw fail("columns.\(ours) must name a column of the export (a string)") }
+                columns.sources[ours] = text
+            }
+        case let other?: throw fail("\"columns\" must be an object from our names to the export's columns, not \(other.typeName)")
+        }
+
         samples = [:]
         if let sampleMembers = json["samples"]?.objectMembers {
             for (key, value) in sampleMembers {
@@ -180,6 +224,7 @@ public struct CampaignJob: Sendable {
                 samples[key] = s
             }
         }
+        try check(columns, origin: "\(path): columns")
     }
 
     private static func check(
@@ -190,7 +235,7 @@ public struct CampaignJob: Sendable {
             switch key {
             case "alert":
                 switch value {
-                case .string: try checkTemplates(value, at: here, fail: fail)
+                case .string: try checkTemplates(value, at: here, textOnly: true, fail: fail)
                 case .object(let members):
                     for (k, v) in members {
                         switch (k, v) {
@@ -201,7 +246,7 @@ public struct CampaignJob: Sendable {
                         case (_, .string): break
                         default: throw fail("\(here).\(k) must be a string")
                         }
-                        try checkTemplates(v, at: "\(here).\(k)", fail: fail)
+                        try checkTemplates(v, at: "\(here).\(k)", textOnly: true, fail: fail)
                     }
                     if members.isEmpty { throw fail("\(here) must not be empty") }
                 default: throw fail("\(here) must be a string or an object (body, loc-key, loc-args, action-loc-key, launch-image)")
@@ -213,14 +258,20 @@ public struct CampaignJob: Sendable {
                     let template: Template
                     do { template = try Template(text) } catch { throw fail("\(here): \(error.reason)") }
                     let single: Bool
-                    if template.parts.count == 1, case .variable = template.parts[0] { single = true } else { single = false }
+                    if template.parts.count == 1, case .variable(let v) = template.parts[0] {
+                        guard v.type == .text || v.type == .int else { throw fail("\(here) must be a whole number: \(v.source) is a \(v.type.rawValue)") }
+                        if let d = v.defaultValue, !(Int(d.trimmingWhitespace()).map { $0 >= 0 } ?? false) {
+                            throw fail("\(here): the default of \(v.source) must be a whole number of at least 0")
+                        }
+                        single = true
+                    } else { single = false }
                     let literal = Int(Substring(text).trimmingWhitespace()).map { $0 >= 0 } ?? false
                     guard single || literal else { throw fail("\(here) must be a whole number or exactly one \"{variable}\"") }
                 default: throw fail("\(here) must be a number or a \"{variable}\" template")
                 }
             case "sound":
                 guard case .string = value else { throw fail("\(here) must be a string") }
-                try checkTemplates(value, at: here, fail: fail)
+                try checkTemplates(value, at: here, textOnly: true, fail: fail)
             case "content-available":
                 guard value == .number("1") else { throw fail("\(here) must be 1") }
             default:
@@ -230,20 +281,68 @@ public struct CampaignJob: Sendable {
         if aps.isEmpty { throw fail("\(path) must have at least one aps key (alert, sound, badge, content-available)") }
     }
 
-    static func checkTemplates(_ value: JSONValue, at path: String, fail: (String) -> JobError) throws(JobError) {
+    /// What APNs requires of a Live Activity's `aps`: `timestamp` (a number,
+    /// or a typed variable such as "{now:int}"), `event` (update, end, or
+    /// start for push-to-start), `content-state` (an object); `start` also
+    /// `attributes-type` and `attributes`.
+    static func checkLiveActivity(_ aps: [(key: String, value: JSONValue)], at path: String, fail: (String) -> JobError) throws(JobError) {
+        func member(_ key: String) -> JSONValue? { aps.first { $0.key == key }?.value }
+        let what = "a Live Activity (pushType liveactivity)"
+        switch member("timestamp") {
+        case .number?: break
+        case .string(let s)? where (try? Template(s))?.typedVariable.map({ $0.type != .bool }) == true: break
+        case nil: throw fail("\(path): \(what) needs \"timestamp\" (UNIX seconds: a number, or \"{now:int}\" for the plan's time)")
+        default: throw fail("\(path).timestamp must be a number of UNIX seconds, or a typed variable such as \"{now:int}\"")
+        }
+        guard case .string(let event)? = member("event"), ["update", "end", "start"].contains(event) else {
+            throw fail("\(path): \(what) needs \"event\": \"update\", \"end\" or \"start\"")
+        }
+        guard case .object? = member("content-state") else {
+            throw fail("\(path): \(what) needs \"content-state\", an object (the activity's dynamic state)")
+        }
+        if event == "start" {
+            guard case .string? = member("attributes-type") else { throw fail("\(path): a Live Activity started by push needs \"attributes-type\" (a string)") }
+            guard case .object? = member("attributes") else { throw fail("\(path): a Live Activity started by push needs \"attributes\" (an object)") }
+        }
+    }
+
+    /// Every string in `value` is a template; `textOnly`: none is typed (APNs reads these as text).
+    static func checkTemplates(_ value: JSONValue, at path: String, textOnly: Bool = false, fail: (String) -> JobError) throws(JobError) {
         switch value {
         case .string(let s):
-            do { _ = try Template(s) } catch { throw fail("\(path): \(error.reason)") }
+            let template: Template
+            do { template = try Template(s) } catch { throw fail("\(path): \(error.reason)") }
+            if textOnly, let typed = template.typedVariable {
+                throw fail("\(path) is text: \(typed.source) would make it a \(typed.type == .bool ? "boolean" : "number") (write {\(typed.name)})")
+            }
         case .array(let items):
-            for (i, item) in items.enumerated() { try checkTemplates(item, at: "\(path)[\(i)]", fail: fail) }
+            for (i, item) in items.enumerated() { try checkTemplates(item, at: "\(path)[\(i)]", textOnly: textOnly, fail: fail) }
         case .object(let members):
-            for (k, v) in members { try checkTemplates(v, at: "\(path).\(k)", fail: fail) }
+            for (k, v) in members { try checkTemplates(v, at: "\(path).\(k)", textOnly: textOnly, fail: fail) }
         default: break
+        }
+    }
+
+    /// Every name a mapping may map: the token, language and registration
+    /// columns, and the variables of the messages, custom keys and collapseId.
+    public var mappableNames: [String] {
+        var names = ColumnMapping.reservedNames
+        for v in PayloadRenderer(job: self, now: 0).variables + (collapseTemplate?.variables ?? []) where !names.contains(v) { names.append(v) }
+        return names
+    }
+
+    /// Refuses a mapping of a name the job does not use (a typo would
+    /// otherwise leave every row without the value); `origin` says where it came from.
+    public func check(_ mapping: ColumnMapping, origin: String) throws(JobError) {
+        let names = mappableNames
+        for ours in mapping.sources.keys.sorted() where !names.contains(ours) {
+            throw JobError(path: origin, reason: "\"\(ours)\" is not a name the job uses (it maps: \(names.joined(separator: ", ")))")
         }
     }
 
     /// The message selector for device languages.
     public var selector: MessageSelector {
-        MessageSelector(tags: messages.map { LanguageTag($0.tag)! }, fallback: fallback.compactMap { LanguageTag($0) })
+        MessageSelector(tags: messages.map { LanguageTag($0.tag)! }, fallback: fallback.compactMap { LanguageTag($0) },
+                        fallbackByLanguage: fallbackByLanguage.mapValues { $0.compactMap { LanguageTag($0) } })
     }
 }

@@ -75,17 +75,30 @@ public struct LanguageTag: Hashable, Sendable, CustomStringConvertible {
 public struct MessageSelector: Sendable {
     /// The job's message tags, in job order.
     public let tags: [LanguageTag]
+    /// The chain for every language without one of its own.
     public let fallback: [LanguageTag]
+    /// Chains of their own, by normalized language tag (`pt`, `pt-br`).
+    public let fallbackByLanguage: [String: [LanguageTag]]
 
-    public init(tags: [LanguageTag], fallback: [LanguageTag]) {
+    public init(tags: [LanguageTag], fallback: [LanguageTag], fallbackByLanguage: [String: [LanguageTag]] = [:]) {
         self.tags = tags
         self.fallback = fallback
+        self.fallbackByLanguage = fallbackByLanguage
     }
 
-    /// The index of the chosen message, or nil when neither the language nor the fallback has one.
+    /// The fallback chain for `device`: its own (the most specific tag that
+    /// has one: `pt-BR`, then `pt`), or the chain for every other language.
+    public func chain(for device: LanguageTag?) -> [LanguageTag] {
+        if let device, !fallbackByLanguage.isEmpty {
+            for candidate in device.lookupChain { if let chain = fallbackByLanguage[candidate] { return chain } }
+        }
+        return fallback
+    }
+
+    /// The index of the chosen message, or nil when neither the language nor its fallback chain has one.
     public func select(_ device: LanguageTag?) -> Int? {
         if let device, let i = match(device) { return i }
-        for tag in fallback {
+        for tag in chain(for: device) {
             if let i = match(tag) { return i }
         }
         return nil

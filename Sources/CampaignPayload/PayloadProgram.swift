@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import AudienceIngest
 import CampaignIO
 import CampaignJSON
@@ -13,8 +16,10 @@ struct PayloadStep: Equatable, Sendable {
         case raw
         /// Variable `a`'s value, escaped into the inside of a JSON string.
         case escaped
-        /// Variable `a`'s value as a JSON whole number (badge).
+        /// Variable `a`'s value as a JSON whole number of at least 0 (badge).
         case wholeNumber
+        /// Variable `a`'s value as a JSON number, a whole number, or a boolean.
+        case number, integer, boolean
         /// Bounds of the text that is shortened when the payload is too big.
         case shortenableStart
         case shortenableEnd
@@ -23,6 +28,8 @@ struct PayloadStep: Equatable, Sendable {
     var kind: Kind
     var a: Int32
     var b: Int32
+    /// For a variable: its default's JSON text in the table, bytes `b..<b+c`; b is -1 without one.
+    var c: Int32 = 0
 }
 
 /// What rendering a row produced.
@@ -35,6 +42,8 @@ public enum RenderOutcome: Equatable, Sendable {
     case missingVariable(String)
     /// The badge value is not a whole number of at least 0.
     case invalidBadge(String)
+    /// A typed variable's value is not of its type.
+    case invalidValue(variable: String, type: Template.ValueType, value: String)
     /// Even with an empty text the payload needs this many bytes.
     case cannotFit(minimumBytes: Int)
 }
@@ -44,6 +53,10 @@ public struct PayloadRenderer: Sendable {
     public let job: CampaignJob
     /// Every variable any message uses; steps refer to them by index.
     public let variables: [String]
+    /// Each variable as first written (its type and default), in the same order.
+    public let declarations: [Template.Variable]
+    /// The variables used somewhere without a default: a row without them is rejected.
+    public let requiredVariables: [String]
 
     /// Every message's steps, one after another, over one byte table.
     private let steps: [PayloadStep]
@@ -51,11 +64,14 @@ public struct PayloadRenderer: Sendable {
     /// Message `i`'s steps.
     private let messageSteps: [Range<Int>]
 
-    public init(job: CampaignJob) {
+    /// `now`: the plan's time, which `{now}` and `{now:int}` write (UNIX seconds).
+    public init(job: CampaignJob, now: UInt32 = UInt32(clamping: Int(time(nil)))) {
         self.job = job
-        var compiler = Compiler()
+        var compiler = Compiler(now: now)
         messageSteps = job.messages.map { compiler.compile(aps: $0.aps, custom: job.custom) }
         variables = compiler.variables
+        declarations = compiler.declarations
+        requiredVariables = compiler.variables.filter(compiler.required.contains)
         steps = compiler.steps
         table = compiler.table
     }
@@ -77,6 +93,15 @@ public struct PayloadRenderer: Sendable {
     public func render(
         message index: Int, row: AudienceRow, columns: [Int], maxBytes: Int, appendingTo out: ByteArena
     ) -> RenderOutcome {
+        var defaulted: UInt64 = 0
+        return render(message: index, row: row, columns: columns, maxBytes: maxBytes, appendingTo: out, defaulted: &defaulted)
+    }
+
+    /// As above; sets bit `v` of `defaulted` for each variable `v` (below 64)
+    /// whose default was written because the row had no value.
+    public func render(
+        message index: Int, row: AudienceRow, columns: [Int], maxBytes: Int, appendingTo out: ByteArena, defaulted: inout UInt64
+    ) -> RenderOutcome {
         let base = out.count
         var start = -1, end = -1
         var failure: RenderOutcome? = nil
@@ -91,14 +116,29 @@ public struct PayloadRenderer: Sendable {
                         switch step.kind {
                         case .raw:
                             out.append(table.baseAddress! + a, count: Int(step.b))
-                        case .escaped:
-                            guard let range = row.range(of: columns[a]) else { failure = .missingVariable(variables[a]); return }
-                            out.appendJSONEscaped(UnsafeBufferPointer(rebasing: storage[range]))
-                        case .wholeNumber:
-                            guard let range = row.range(of: columns[a]) else { failure = .missingVariable(variables[a]); return }
-                            guard Self.appendWholeNumber(UnsafeBufferPointer(rebasing: storage[range]), to: out) else {
-                                failure = .invalidBadge(String(decoding: storage[range], as: UTF8.self))
-                                return
+                        case .escaped, .wholeNumber, .number, .integer, .boolean:
+                            guard let range = row.range(of: columns[a]) else {
+                                // No value: the default's JSON text, or the row is rejected.
+                                guard step.b >= 0 else { failure = .missingVariable(variables[a]); return }
+                                out.append(table.baseAddress! + Int(step.b), count: Int(step.c))
+                                if a < 64 { defaulted |= 1 << UInt64(a) }
+                                continue
+                            }
+                            let value = UnsafeBufferPointer(rebasing: storage[range])
+                            switch step.kind {
+                            case .escaped: out.appendJSONEscaped(value)
+                            case .wholeNumber:
+                                guard Self.appendWholeNumber(value, to: out) else {
+                                    failure = .invalidBadge(String(decoding: value, as: UTF8.self))
+                                    return
+                                }
+                            default:
+                                let type: Template.ValueType = step.kind == .number ? .number : step.kind == .integer ? .int : .bool
+                                guard let json = TypedValue.json(value, as: type) else {
+                                    failure = .invalidValue(variable: variables[a], type: type, value: String(decoding: value.prefix(64), as: UTF8.self))
+                                    return
+                                }
+                                out.append(json)
                             }
                         case .shortenableStart: start = out.count
                         case .shortenableEnd: end = out.count
@@ -132,7 +172,11 @@ public struct PayloadRenderer: Sendable {
 
     /// Compiles messages into steps over one table, one message after another.
     struct Compiler {
+        /// What `{now}` writes.
+        let now: UInt32
         var variables: [String] = []
+        var declarations: [Template.Variable] = []
+        var required: Set<String> = []
         var steps: [PayloadStep] = []
         var table: [UInt8] = []
         /// Literal JSON text not yet made a step.
@@ -159,6 +203,30 @@ public struct PayloadRenderer: Sendable {
             steps.append(PayloadStep(kind: kind, a: variable, b: 0))
         }
 
+        /// A variable's step, with its default's JSON text (escaped, or as
+        /// its type writes it) in the table; the plan time for `{now}`.
+        mutating func emit(_ kind: PayloadStep.Kind, _ v: Template.Variable) {
+            if v.name == Template.planTimeVariable {
+                raw(String(now))
+                return
+            }
+            flush()
+            var step = PayloadStep(kind: kind, a: variable(v.name), b: -1)
+            if declarations.count < variables.count { declarations.append(v) }
+            if v.defaultValue == nil { required.insert(v.name) }
+            if let text = v.defaultValue {
+                var json: [UInt8] = []
+                switch kind {
+                case .escaped: JSONText.appendEscaped(Array(text.utf8), to: &json)
+                case .wholeNumber: json = TypedValue.json(Array(text.utf8), as: .int) ?? Array("0".utf8)
+                default: json = TypedValue.json(Array(text.utf8), as: v.type) ?? []
+                }
+                (step.b, step.c) = (Int32(table.count), Int32(json.count))
+                table += json
+            }
+            steps.append(step)
+        }
+
         mutating func key(_ key: String) {
             JSONText.appendString(Array(key.utf8), to: &pending)
             raw(":")
@@ -166,12 +234,17 @@ public struct PayloadRenderer: Sendable {
 
         /// A string value whose `{variables}` are filled per row.
         mutating func templateString(_ text: String, shortenable marks: Bool = false) {
+            // One typed variable: a JSON number or boolean, not a string.
+            if !marks, let typed = (try? Template(text))?.typedVariable {
+                emit(typed.type == .bool ? .boolean : typed.type == .int ? .integer : .number, typed)
+                return
+            }
             raw("\"")
             if marks { emit(.shortenableStart) }
             for part in (try? Template(text))?.parts ?? [.literal(Array(text.utf8))] {
                 switch part {
                 case .literal(let bytes): JSONText.appendEscaped(bytes, to: &pending)
-                case .variable(let name): emit(.escaped, variable: variable(name))
+                case .variable(let v): emit(.escaped, v)
                 }
             }
             if marks { emit(.shortenableEnd) }
@@ -238,8 +311,8 @@ public struct PayloadRenderer: Sendable {
                     raw("}")
                 case ("badge", .string(let text)):
                     let template = (try? Template(text)) ?? Template.literalFallback(text)
-                    if case .variable(let name)? = template.parts.first, template.parts.count == 1 {
-                        emit(.wholeNumber, variable: variable(name))
+                    if case .variable(let v)? = template.parts.first, template.parts.count == 1 {
+                        emit(.wholeNumber, v)
                     } else {
                         // A literal like "3": already checked to be a whole number at load.
                         raw(String(Substring(text).trimmingWhitespace()))

@@ -24,6 +24,8 @@ public struct PlanOptions: Sendable {
     public var parts = 1
     /// Names this planning run in every part's header (see ``PlanPart``).
     public var campaignHash = ""
+    /// `plan --column`: mappings that override the job's `columns`.
+    public var columns = ColumnMapping()
 
     public init(now: UInt32) { self.now = now }
 }
@@ -35,6 +37,8 @@ public final class Planner {
     public let options: PlanOptions
     /// The plan's header; with parts, each part's is ``header(ofPart:)``.
     public private(set) var header: PlanHeader
+    /// Where the audience's columns are: the job's `columns`, then `--column`.
+    public let columns: ColumnMapping
     private let renderer: PayloadRenderer
     private let selector: MessageSelector
     private let messageTags: [[UInt8]]
@@ -52,6 +56,8 @@ public final class Planner {
     public init(job: CampaignJob, options: PlanOptions, feedback: FeedbackStore? = nil) throws(JobError) {
         self.job = job
         self.options = options
+        try job.check(options.columns, origin: "--column")
+        columns = job.columns.overridden(by: options.columns)
         let maxPayload = options.maxPayload ?? job.maxPayload
         guard (1...job.wire.maxPayloadBytes).contains(maxPayload) else {
             throw JobError(path: "--max-payload", reason: "\(maxPayload) bytes is outside 1...\(job.wire.maxPayloadBytes) for the \(job.wire) format")
@@ -69,7 +75,7 @@ public final class Planner {
             header.http2 = PlanHeader.HTTP2Fields(topic: job.topic, pushType: job.pushType, collapseId: literal ? job.collapseId : nil,
                                                   collapseIdTemplate: literal ? nil : job.collapseId)
         }
-        renderer = PayloadRenderer(job: job)
+        renderer = PayloadRenderer(job: job, now: options.now)
         selector = job.selector
         // An eighth over the estimate: it comes from the file's first lines and
         // can be a little low, and growing near the end would hold two tables
@@ -113,8 +119,12 @@ public final class Planner {
         // A CSV header is the whole schema: a variable it cannot supply would
         // reject every row that uses it, so say so before reading a row.
         if let csv = reader as? CSVAudienceReader {
-            let needed = renderer.variables + (job.collapseTemplate?.variables ?? []).filter { !renderer.variables.contains($0) }
-            let missing = needed.filter { csv.schema.column(named: $0) == nil }
+            // (A variable with a default everywhere it is used needs no column.)
+            let collapseNeeds = job.collapseTemplate?.parts.compactMap { part -> String? in
+                if case .variable(let v) = part, v.defaultValue == nil { v.name } else { nil }
+            } ?? []
+            let needed = renderer.requiredVariables + collapseNeeds.filter { !renderer.requiredVariables.contains($0) }
+            let missing = needed.filter { csv.schema.column(named: columns.source(of: $0)) == nil }
             if !missing.isEmpty {
                 throw AudienceError(path: csv.path, reason: "line 1: the header has no column for the job's variable\(missing.count == 1 ? "" : "s") \(missing.map { "{\($0)}" }.joined(separator: ", ")), so every row using \(missing.count == 1 ? "it" : "them") would be rejected (its columns are: \(csv.schema.names.joined(separator: ", ")))")
             }
@@ -127,12 +137,13 @@ public final class Planner {
         let rowReader = RowReader(reader: reader)
         let preparer = RowPreparer(renderer: renderer, selector: selector, messageTags: messageTags,
                                    wire: job.wire, maxPayload: header.maxPayload, shards: header.shards, parts: options.parts,
-                                   collapse: job.collapseTemplate)
+                                   collapse: job.collapseTemplate, columns: columns)
         let reading = BatchPipeline(batches: (0..<8).map { _ in PreparedBatch(size: 1024) }) { rowReader.fill($0) }
         let pipeline = BatchPipeline(after: reading) { preparer.prepare($0) }
         defer { pipeline.stop() }
         var truncatedCounts = [Int](repeating: 0, count: job.messages.count)
         var plannedCounts = [Int](repeating: 0, count: job.messages.count)
+        var defaultedCounts = [Int](repeating: 0, count: min(64, renderer.variables.count))
 
         func reject(_ batch: PreparedBatch, _ i: Int, _ code: RejectCode, _ reason: String) throws {
             summary.rejected[code, default: 0] += 1
@@ -196,6 +207,9 @@ public final class Planner {
                     summary.planned += 1
                     plannedCounts[Int(p.message)] += 1
                     if p.kind == .truncated { truncatedCounts[Int(p.message)] += 1 }
+                    if p.defaulted != 0 {
+                        for v in defaultedCounts.indices where p.defaulted & (1 << UInt64(v)) != 0 { defaultedCounts[v] += 1 }
+                    }
                 }
             }
             summary.rowsRead += count
@@ -212,6 +226,7 @@ public final class Planner {
             if plannedCounts[i] > 0 { summary.perLanguage[m.tag] = plannedCounts[i] }
             if truncatedCounts[i] > 0 { summary.truncated[m.tag] = truncatedCounts[i] }
         }
+        for (v, n) in defaultedCounts.enumerated() where n > 0 { summary.defaulted[renderer.variables[v]] = n }
         summary.seconds = monotonicSeconds() - started
         return summary
     }

@@ -30,6 +30,8 @@ struct PreparedRow {
     var tokenHash: UInt64 = 0
     /// Which plan part the record goes to (`plan --parts`): its shard mod the part count.
     var part: Int32 = 0
+    /// Bit `v`: variable `v` of the renderer had no value and its default was written.
+    var defaulted: UInt64 = 0
 }
 
 /// A reject code and its sentence.

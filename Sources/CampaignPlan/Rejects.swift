@@ -13,6 +13,10 @@ public enum RejectCode: String, CaseIterable, Sendable {
     case noMessage = "no_message"
     case missingVariable = "missing_variable"
     case invalidBadge = "invalid_badge"
+    /// A `{name:number}` or `{name:int}` value is not a number (or not a whole one).
+    case invalidNumber = "invalid_number"
+    /// A `{name:bool}` value is not true/false, 1/0 or yes/no.
+    case invalidBool = "invalid_bool"
     case cannotFit = "cannot_fit"
     /// h2: the rendered `collapseId` is empty or over 64 bytes.
     case invalidCollapseId = "invalid_collapse_id"
@@ -56,6 +60,8 @@ public struct PlanSummary: Sendable, Equatable {
     public var perLanguage: [String: Int] = [:]
     /// Shortened texts per message chosen.
     public var truncated: [String: Int] = [:]
+    /// Planned notifications that wrote a variable's default (no value in the row), per variable.
+    public var defaulted: [String: Int] = [:]
     public var seconds = 0.0
 
     public var rejectedTotal: Int { rejected.values.reduce(0, +) }
@@ -71,6 +77,7 @@ public struct PlanSummary: Sendable, Equatable {
             ("rejected_by_reason", counts(Dictionary(uniqueKeysWithValues: rejected.map { ($0.key.rawValue, $0.value) }))),
             ("per_language", counts(perLanguage)),
             ("truncated", counts(truncated)),
+            ("defaulted", counts(defaulted)),
             ("seconds", .number(String(format3(seconds)))),
         ])
     }
@@ -86,6 +93,9 @@ public struct PlanSummary: Sendable, Equatable {
                 let t = truncated[lang].map { " (\($0) truncated)" } ?? ""
                 return "\(lang) \(n)\(t)"
             }.joined(separator: ", "))
+        }
+        if !defaulted.isEmpty {
+            lines.append("  defaults used: " + defaulted.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
         return lines.joined(separator: "\n")
     }

@@ -66,6 +66,8 @@ final class RowPreparer: @unchecked Sendable {
     private let messageTags: UnsafeMutableBufferPointer<UInt8>
     private let messageTagRanges: [Range<Int>]
     private let wire: WireProtocol
+    /// Where the token, language, registration and variables' columns are.
+    private let mapping: ColumnMapping
     private let maxPayload: Int
     private let shards: Int
     private let parts: Int
@@ -82,7 +84,9 @@ final class RowPreparer: @unchecked Sendable {
     private let token = UnsafeMutablePointer<UInt8>.allocate(capacity: 128)
 
     init(renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
-         wire: WireProtocol, maxPayload: Int, shards: Int, parts: Int = 1, collapse: Template? = nil) {
+         wire: WireProtocol, maxPayload: Int, shards: Int, parts: Int = 1, collapse: Template? = nil,
+         columns mapping: ColumnMapping = ColumnMapping()) {
+        self.mapping = mapping
         self.renderer = renderer
         self.selector = selector
         let tags = messageTags.flatMap { $0 }
@@ -111,11 +115,11 @@ final class RowPreparer: @unchecked Sendable {
         // The schema changes only between batches (the reader sends new names with one).
         if schema.count != schemaCount {
             schemaCount = schema.count
-            columns = renderer.variables.map { schema.column(named: $0) ?? -1 }
-            collapseColumns = collapse?.variables.map { schema.column(named: $0) ?? -1 } ?? []
-            tokenColumn = schema.column(anyOf: AudienceSchema.tokenAliases)
-            langColumns = schema.columns(anyOf: AudienceSchema.languageAliases)
-            registeredColumn = schema.column(anyOf: AudienceSchema.registeredAliases)
+            columns = renderer.variables.map { schema.column(named: mapping.source(of: $0)) ?? -1 }
+            collapseColumns = collapse?.variables.map { schema.column(named: mapping.source(of: $0)) ?? -1 } ?? []
+            tokenColumn = schema.column(anyOf: mapping.tokenNames)
+            langColumns = schema.columns(anyOf: mapping.languageNames)
+            registeredColumn = schema.column(anyOf: mapping.registeredNames)
         }
         // Passed down rather than read from the property at each row (a retain and a release).
         let columns = self.columns
@@ -202,10 +206,14 @@ final class RowPreparer: @unchecked Sendable {
             for part in collapse.parts {
                 switch part {
                 case .literal(let bytes): rendered += bytes
-                case .variable(let name):
-                    let column = collapseColumns[collapse.variables.firstIndex(of: name)!]
+                case .variable(let v):
+                    let column = collapseColumns[collapse.variables.firstIndex(of: v.name)!]
                     guard let r = row.range(of: column), !r.isEmpty else {
-                        return rejected(.rejectedUnlessDuplicate, .missingVariable, "missing variable {\(name)} (used by collapseId)", token: p, in: batch)
+                        guard let text = v.defaultValue else {
+                            return rejected(.rejectedUnlessDuplicate, .missingVariable, "missing variable {\(v.name)} (used by collapseId)", token: p, in: batch)
+                        }
+                        rendered += Array(text.utf8)
+                        continue
                     }
                     row.storage.withUnsafeBufferPointer { rendered += $0[r] }
                 }
@@ -224,7 +232,8 @@ final class RowPreparer: @unchecked Sendable {
         if parts > 1 { p.part = Int32(shard % parts) }
         PlanRecord.appendFieldsBeforePayload(shard: shard, token: t, lang: UnsafeBufferPointer(rebasing: messageTags[tagRange]),
                                              collapseId: collapseId, to: batch.arena)
-        let outcome = renderer.render(message: message, row: row, columns: columns, maxBytes: maxPayload, appendingTo: batch.arena)
+        let outcome = renderer.render(message: message, row: row, columns: columns, maxBytes: maxPayload, appendingTo: batch.arena,
+                                      defaulted: &p.defaulted)
         let failure: Rejection?
         switch outcome {
         case .fitted:
@@ -237,6 +246,10 @@ final class RowPreparer: @unchecked Sendable {
             failure = Rejection(code: .missingVariable, reason: "missing variable \(name)")
         case .invalidBadge(let value):
             failure = Rejection(code: .invalidBadge, reason: "badge \"\(value)\" is not a whole number of at least 0")
+        case .invalidValue(let name, let type, let value):
+            failure = type == .bool
+                ? Rejection(code: .invalidBool, reason: "{\(name):bool} \"\(value)\" is not true or false")
+                : Rejection(code: .invalidNumber, reason: "{\(name):\(type.rawValue)} \"\(value)\" is not \(type == .int ? "a whole number" : "a number")")
         case .cannotFit(let minimum):
             failure = Rejection(code: .cannotFit, reason: "cannot fit: the payload needs \(minimum) bytes even with an empty alert, over the \(maxPayload)-byte limit")
         }

@@ -94,7 +94,7 @@ public struct H2Request: Sendable, CustomStringConvertible {
         switch authentication {
         case .certificate(let own):
             // A certificate's topics: its bundle id and the suffixed ones of the same app.
-            if let topic, topic != own, !([".voip", ".complication", ".pushkit.fileprovider"].contains { topic == own + $0 }) {
+            if let topic, topic != own, !(PushTopic.suffixes.contains { topic == own + $0.suffix }) {
                 return .refuse(400, "TopicDisallowed")
             }
         case .token(let refusal):
@@ -103,6 +103,10 @@ public struct H2Request: Sendable, CustomStringConvertible {
         }
         let pushType = field("apns-push-type") ?? "alert"
         guard Self.pushTypes.contains(pushType) else { return .refuse(400, "InvalidPushType") }
+        // A push type whose topic needs a suffix, sent to a topic without it
+        // (or with another type's): the topic is wrong for the request, as
+        // Apple's BadTopic says; see docs/protocol.md.
+        if let topic, PushTopic.resolve(topic, for: pushType) != .topic(topic) { return .refuse(400, "BadTopic") }
         if let p = field("apns-priority") {
             guard ["10", "5", "1"].contains(p) else { return .refuse(400, "BadPriority") }
             if p == "10" && pushType == "background" { return .refuse(400, "BadPriority") }

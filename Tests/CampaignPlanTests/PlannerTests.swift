@@ -34,15 +34,17 @@ struct PlanRun {
     var rejects: [JSONValue] = []
     var reader: PlanReader!
 
-    init(job: String = springJob, audience: String, name: String = "audience.csv", store: FeedbackStore? = nil, shards: Int = 8) throws {
+    init(job: String = springJob, audience: String, name: String = "audience.csv", store: FeedbackStore? = nil, shards: Int = 8,
+         columns: ColumnMapping = ColumnMapping()) throws {
         let jobFile = try CampaignJob(json: JSONValue.parse(job), path: "job.json")
         try Data(audience.utf8).write(to: URL(fileURLWithPath: dir.file(name)))
         var options = PlanOptions(now: 1_700_000_000)
         options.shards = shards
+        options.columns = columns
         let planner = try Planner(job: jobFile, options: options, feedback: store)
         let writer = try PlanWriter(path: dir.file("plan.ndjson"))
         let rejectsWriter = try RejectsWriter(path: dir.file("rejects.ndjson"))
-        summary = try planner.run(reader: AudienceFile.open(dir.file(name)), plan: writer, rejects: rejectsWriter)
+        summary = try planner.run(reader: AudienceFile.open(dir.file(name), columns: planner.columns), plan: writer, rejects: rejectsWriter)
         try rejectsWriter.flush()
         reader = try PlanReader(path: dir.file("plan.ndjson"))
         while let r = try reader.next() { records.append(r) }
