@@ -208,3 +208,33 @@ print(data.hex())
         }
     }
 }
+
+/// `plan --column` and an export that names its token otherwise, as a user meets them.
+@Suite struct PlanColumnTests {
+    static let job = #"{"campaign":"c","fallback":["en"],"messages":{"en":{"alert":"Hi {first_name|there}"}}}"#
+
+    @Test func aColumnWithoutASourceIsAUsageError() {
+        do {
+            _ = try Campaign.parseAsRoot(["plan", "job.json", "a.csv", "--column", "first_name"])
+            Issue.record("expected a validation error")
+        } catch {
+            #expect(Campaign.exitCode(for: error) == CampaignExit.usage)
+            #expect(Campaign.message(for: error) == "--column takes NAME=SOURCE (our name, then the export's column), not \"first_name\".")
+        }
+    }
+
+    @Test func anExportNamingItsTokenOtherwiseStopsWith66UntilMapped() throws {
+        let dir = TemporaryDirectory()
+        try Self.job.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        let token = String(repeating: "ab", count: 32)
+        try #"{"push_id":"\#(token)","user":{"name":"Ana"}}"#.write(toFile: dir.file("a.ndjson"), atomically: true, encoding: .utf8)
+        var command = try Campaign.parseAsRoot(["plan", dir.file("job.json"), dir.file("a.ndjson"), "--out", dir.file("plan")])
+        #expect { try command.run() } throws: { Campaign.exitCode(for: $0) == CampaignExit.unusableInput }
+        #expect(!FileManager.default.fileExists(atPath: dir.file("plan")), "no plan is left")
+        command = try Campaign.parseAsRoot(["plan", dir.file("job.json"), dir.file("a.ndjson"), "--out", dir.file("plan"),
+                                            "--column", "token=push_id", "--column", "first_name=user.name"])
+        try command.run()
+        let plan = try String(contentsOfFile: dir.file("plan"), encoding: .utf8)
+        #expect(plan.contains(#"Hi Ana"#) && plan.contains(#""records":1"#))
+    }
+}

@@ -75,6 +75,14 @@ import CampaignJSON
         #expect(render(r, ["badge": "3"]).0 == #"{"aps":{"alert":"x","badge":3}}"#)
     }
 
+    /// What `validate` shows and the CSV header check needs: each variable as first written, and which need a column.
+    @Test func theRendererKnowsEachVariablesDefaultAndWhichAreRequired() throws {
+        let r = try Self.renderer(#"{"alert":"Hi {first_name|there} {last}","badge":"{badge|0}"}"#, custom: #"{"n":"{n:int}","t":"{now:int}"}"#)
+        #expect(r.variables == ["first_name", "last", "badge", "n"], "now is built in, not a column")
+        #expect(r.declarations.map(\.source) == ["{first_name|there}", "{last}", "{badge|0}", "{n:int}"])
+        #expect(r.requiredVariables == ["last", "n"])
+    }
+
     @Test func typesAreRefusedWhereAPNsReadsText() {
         #expect(jobError(#"{"campaign":"c","messages":{"en":{"alert":"{n:int}"}}}"#)?.contains("is text") == true)
         #expect(jobError(#"{"campaign":"c","messages":{"en":{"alert":"x","sound":"{s:bool}"}}}"#)?.contains("is text") == true)
