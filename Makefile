@@ -6,8 +6,8 @@
 SWIFT        ?= swift
 # What building and running campaign needs (GNU parallel sends plan parts)…
 RUNTIME_APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev libnghttp2-dev pkg-config parallel
-# …and what only the tests and the bench start.
-APT_PACKAGES := $(RUNTIME_APT_PACKAGES) nghttp2-client curl
+# …and what only the tests and the bench start (tinyproxy: a real HTTP proxy in front of the simulator, for --proxy).
+APT_PACKAGES := $(RUNTIME_APT_PACKAGES) nghttp2-client curl tinyproxy
 # Offline validation of deploy/k8s against Kubernetes' schemas (it carries
 # them); a Python HTTP/2 client (httpx with h2) for the simulator's tests and the bench.
 PIP_PACKAGES := kubernetes-validate==1.37.0 httpx[http2]==0.28.1

@@ -28,6 +28,8 @@ struct Feedback: ParsableCommand {
 
     @OptionGroup var credentials: CredentialOptions
 
+    @OptionGroup var proxyOptions: ProxyOptions
+
     @Flag(help: "Print the store as NDJSON {\"token\":\"hex\",\"ts\":UNIX} and exit.")
     var list = false
 
@@ -57,7 +59,8 @@ struct Feedback: ParsableCommand {
             if let address = feedback.flatMap(GatewayAddress.parse) ?? environment.flatMap({ GatewayAddress.environment($0, feedback: true) }) {
                 let context = try CredentialOptions.context(cert: credentials.cert!, key: credentials.key, ca: credentials.ca,
                                                             passphrase: credentials.passphrase())
-                let result = try FeedbackClient.run(host: address.0, port: address.1, context: context, storePath: store)
+                let proxy = try proxyOptions.resolve(gateway: address.0).proxy
+                let result = try FeedbackClient.run(host: address.0, port: address.1, context: context, storePath: store, proxy: proxy)
                 printError(result.text)
             }
             if let days = pruneDays {

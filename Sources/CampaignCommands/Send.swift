@@ -37,6 +37,8 @@ struct Send: ParsableCommand {
 
     @OptionGroup var credentials: CredentialOptions
 
+    @OptionGroup var proxyOptions: ProxyOptions
+
     @Option(help: ArgumentHelp("h2 plans: a provider-token key (AuthKey_<KEY ID>.p8) instead of --cert; with --key-id and --team-id.", valueName: "file"))
     var authKey: String?
 
@@ -197,7 +199,14 @@ struct Send: ParsableCommand {
             }
             madeContext = try CredentialOptions.context(cert: settings.certificate, key: settings.key, ca: settings.caFile,
                                                         passphrase: passphrase, http2: http2)
-            if resume == nil { try Socket.resolve(host: settings.gatewayHost, port: settings.gatewayPort) }
+            (settings.proxy, settings.proxyUserVariable) = try proxyOptions.resolve(
+                gateway: settings.gatewayHost, journaled: resume == nil ? nil : settings.proxy, journaledVariable: settings.proxyUserVariable)
+            // Through a proxy the proxy resolves the gateway's name: only the proxy's must resolve here.
+            if let proxy = settings.proxy {
+                try Socket.resolve(host: proxy.host, port: proxy.port)
+            } else if resume == nil {
+                try Socket.resolve(host: settings.gatewayHost, port: settings.gatewayPort)
+            }
         }
         guard let context = madeContext else { throw ValidationError("internal: no TLS context") }
         for note in session.notes { printError("campaign send: \(note)") }

@@ -30,14 +30,14 @@ public enum FeedbackClient {
 
     public static func run(
         host: String, port: Int, context: TLSContext, storePath: String,
-        cancellation: CancellationPipe? = nil
+        cancellation: CancellationPipe? = nil, proxy: HTTPProxy? = nil
     ) throws -> FeedbackResult {
         var result = FeedbackResult()
         var store = try FeedbackStore.load(path: storePath)
         let incoming = incomingPath(store: storePath)
         result.recovered = try mergeIncoming(incoming, into: &store, result: &result)
 
-        let connection = try TLSConnection.connect(host: host, port: port, context: context, timeout: 30, cancellation: cancellation)
+        let connection = try TLSConnection.connect(host: host, port: port, context: context, timeout: 30, cancellation: cancellation, proxy: proxy)
         let spool = try BufferedFileWriter(path: incoming, mode: SecureFile.privateMode, append: true)
         var decoder = FeedbackTupleDecoder()
         var buffer = [UInt8](repeating: 0, count: 65_536)

@@ -37,7 +37,8 @@ final class GatewayDialer {
         }
         do {
             return connected(try TLSConnection.connect(host: settings.gatewayHost, port: settings.gatewayPort,
-                                                       context: shared.context, timeout: handshakeSeconds, cancellation: shared.halt))
+                                                       context: shared.context, timeout: handshakeSeconds, cancellation: shared.halt,
+                                                       proxy: settings.proxy))
         } catch {
             if error.kind == .cancelled { return nil }
             if error.isCredentialOrTrustFailure {
@@ -50,13 +51,17 @@ final class GatewayDialer {
             // unreachable, silent) is given up on after a few quick tries, not
             // after minutes of backoff: it is most likely the wrong address.
             let neverReached = !shared.hasConnected && {
-                switch error.kind { case .connectionFailed, .timedOut: true; default: false }
+                switch error.kind {
+                case .connectionFailed, .timedOut, .proxyUnreachable, .proxyRefused, .proxyClosed: true
+                default: false
+                }
             }()
             if failedAttempts > shared.maxConnectAttempts || (neverReached && failedAttempts >= Self.firstContactAttempts) {
                 shared.fail(.unreachable(error))
                 return nil
             }
-            shared.logFailedAttempt("cannot connect to \(settings.gatewayHost):\(settings.gatewayPort): \(error) Trying again in \(format1(delay)) s.")
+            let via = settings.proxy.map { " through \($0)" } ?? ""
+            shared.logFailedAttempt("cannot connect to \(settings.gatewayHost):\(settings.gatewayPort)\(via): \(error) Trying again in \(format1(delay)) s.")
             _ = sleep(until: .after(seconds: delay), cancellation: shared.halt)
             return nil
         }
@@ -66,7 +71,7 @@ final class GatewayDialer {
     func openSpare() {
         guard spare == nil else { return }
         spare = PendingConnection(host: settings.gatewayHost, port: settings.gatewayPort,
-                                  context: shared.context, cancellation: shared.halt)
+                                  context: shared.context, cancellation: shared.halt, proxy: settings.proxy)
     }
 
     /// Closes a spare connection that will not be used.

@@ -1,4 +1,5 @@
 import CampaignJSON
+import CampaignTLS
 
 /// What a send remembers so that `--resume` can go on where it stopped.
 public struct SendSettings: Equatable, Sendable {
@@ -51,6 +52,12 @@ public struct SendSettings: Equatable, Sendable {
     public var authKey: String?
     public var keyID: String?
     public var teamID: String?
+    /// The HTTP proxy gateways are reached through (`CONNECT`); with its
+    /// credentials in memory only: the journal keeps the URL without the
+    /// password, and the name of the variable that holds `user:password`.
+    public var proxy: HTTPProxy?
+    /// `--proxy-user-env`: the variable that holds the proxy's `user:password`.
+    public var proxyUserVariable: String?
 
     public init(gatewayHost: String, gatewayPort: Int, certificate: String) {
         self.gatewayHost = gatewayHost
@@ -69,7 +76,8 @@ public struct SendSettings: Equatable, Sendable {
             ("cert", .string(certificate)), ("key", s(key)), ("ca", s(caFile)), ("feedback_store", s(feedbackStore)),
         ] + (authKey == nil && streams == 1000 ? [] : [
             ("streams", n(streams)), ("auth_key", s(authKey)), ("key_id", s(keyID)), ("team_id", s(teamID)),
-        ]) + (maxConnections.map { [("max_connections", n($0))] } ?? []) + (answerTimeoutSeconds == 30 && outageLimitSeconds == 120 ? [] : [
+        ]) + (maxConnections.map { [("max_connections", n($0))] } ?? [])
+          + (proxy.map { [("proxy", .string($0.description)), ("proxy_user_env", s(proxyUserVariable))] } ?? []) + (answerTimeoutSeconds == 30 && outageLimitSeconds == 120 ? [] : [
             ("answer_timeout", .number(String(answerTimeoutSeconds))), ("outage_limit", .number(String(outageLimitSeconds))),
         ]))
     }
@@ -95,5 +103,8 @@ public struct SendSettings: Equatable, Sendable {
         answerTimeoutSeconds = v["answer_timeout"]?.doubleValue ?? 30
         outageLimitSeconds = v["outage_limit"]?.doubleValue ?? 120
         maxConnections = v["max_connections"]?.integerValue.map { Int($0) }
+        // The URL as journaled: a user perhaps, never a password (see ``proxy``).
+        proxy = v["proxy"]?.stringValue.flatMap { try? HTTPProxy(url: $0) }
+        proxyUserVariable = v["proxy_user_env"]?.stringValue
     }
 }

@@ -9,10 +9,11 @@ public final class PendingConnection: @unchecked Sendable {
     private var thread = pthread_t()
     private var joined = false
 
-    public init(host: String, port: Int, context: TLSContext, cancellation: CancellationPipe) {
+    public init(host: String, port: Int, context: TLSContext, cancellation: CancellationPipe, proxy: HTTPProxy? = nil) {
         thread = startThread { [self] in
             do throws(TLSError) {
-                result = .success(try TLSConnection.connect(host: host, port: port, context: context, timeout: 30, cancellation: cancellation))
+                result = .success(try TLSConnection.connect(host: host, port: port, context: context, timeout: 30,
+                                                            cancellation: cancellation, proxy: proxy))
             } catch {
                 result = .failure(error)
             }

@@ -43,14 +43,19 @@ public final class TLSConnection: @unchecked Sendable {
         return String(decoding: UnsafeBufferPointer(start: data, count: Int(count)), as: UTF8.self)
     }
 
-    /// Connects to `host:port` and completes the handshake, verifying the
-    /// server's certificate and name unless the context says otherwise.
+    /// Connects to `host:port` (through `proxy`'s tunnel when given) and
+    /// completes the handshake, verifying the server's certificate and name
+    /// unless the context says otherwise: the gateway's, never the proxy's.
     public static func connect(
         host: String, port: Int, context: TLSContext,
-        timeout: Double = 30, cancellation: CancellationPipe? = nil
+        timeout: Double = 30, cancellation: CancellationPipe? = nil, proxy: HTTPProxy? = nil
     ) throws(TLSError) -> TLSConnection {
         let deadline = Deadline.after(seconds: timeout)
-        let socket = try Socket.connect(host: host, port: port, deadline: deadline, cancellation: cancellation)
+        let socket = if let proxy {
+            try proxy.tunnel(to: host, port: port, deadline: deadline, cancellation: cancellation)
+        } else {
+            try Socket.connect(host: host, port: port, deadline: deadline, cancellation: cancellation)
+        }
         let connection = try TLSConnection(context: context, socket: socket, peerName: "\(host):\(port)")
         let isAddress = host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
         if !isAddress { _ = campaign_ssl_set_tlsext_host_name(connection.ssl, host) }

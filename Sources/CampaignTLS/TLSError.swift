@@ -26,6 +26,14 @@ public struct TLSError: Error, Hashable, Sendable, CustomStringConvertible {
         case handshakeFailed(reason: String)
         case connectionReset(reason: String)
         case timedOut(operation: String)
+        /// The HTTP proxy (`--proxy`, `HTTPS_PROXY`) cannot be reached.
+        case proxyUnreachable(proxy: String, reason: String)
+        /// The proxy answered CONNECT with 407 (or 401): credentials missing or wrong.
+        case proxyAuthenticationFailed(proxy: String, status: Int, sent: Bool)
+        /// The proxy answered CONNECT with another status (403, 502, 503…), or not in HTTP.
+        case proxyRefused(proxy: String, status: Int, reason: String)
+        /// The proxy closed the connection before the tunnel was open.
+        case proxyClosed(proxy: String, when: String)
         case cancelled
         case openSSL(operation: String, reason: String)
     }
@@ -39,7 +47,8 @@ public struct TLSError: Error, Hashable, Sendable, CustomStringConvertible {
         switch kind {
         case .fileMissing, .fileUnreadable, .invalidCertificate, .invalidKey, .notAProviderTokenKey, .wrongPassphrase,
              .passphraseNeeded, .keyDoesNotMatchCertificate, .certificateExpired,
-             .certificateNotYetValid, .serverNotTrusted, .hostNameMismatch, .clientRefused, .clientNotTrusted:
+             .certificateNotYetValid, .serverNotTrusted, .hostNameMismatch, .clientRefused, .clientNotTrusted,
+             .proxyAuthenticationFailed:
             true
         default:
             false
@@ -66,6 +75,14 @@ public struct TLSError: Error, Hashable, Sendable, CustomStringConvertible {
         case .handshakeFailed(let reason): "The TLS handshake failed: \(reason)."
         case .connectionReset(let reason): "The connection was lost: \(reason)."
         case .timedOut(let operation): "Timed out while \(operation)."
+        case .proxyUnreachable(let proxy, let reason): "Cannot connect to the proxy \(proxy): \(reason)."
+        case .proxyAuthenticationFailed(let proxy, let status, let sent):
+            sent ? "The proxy \(proxy) refused our credentials (\(status)): check the user and password (in --proxy, or the variable --proxy-user-env names)."
+                 : "The proxy \(proxy) wants credentials (\(status)): give them as --proxy http://user:password@host:port or with --proxy-user-env VAR."
+        case .proxyRefused(let proxy, let status, let reason):
+            status == 0 ? "The proxy \(proxy) did not open a tunnel to the gateway: \(reason)."
+                        : "The proxy \(proxy) refused to open a tunnel to the gateway (\(status)\(reason.isEmpty ? "" : " \(reason)"))."
+        case .proxyClosed(let proxy, let when): "The proxy \(proxy) closed the connection \(when)."
         case .cancelled: "The operation was cancelled."
         case .openSSL(let operation, let reason): "\(operation) failed: \(reason)."
         }

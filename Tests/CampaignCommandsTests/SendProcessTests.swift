@@ -27,10 +27,16 @@ final class CampaignProcess {
         var text: String { lock.lock(); defer { lock.unlock() }; return String(decoding: data, as: UTF8.self) }
     }
 
+    /// `environment`: variables set (or, with "", removed) on top of this process's.
     init(_ arguments: [String], in dir: String, executable: URL = SimulatorProcessTests.binary, input: String? = nil,
-         inputPipe: Pipe? = nil, outputPipe: Pipe? = nil) throws {
+         inputPipe: Pipe? = nil, outputPipe: Pipe? = nil, environment: [String: String] = [:]) throws {
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty {
+            var merged = ProcessInfo.processInfo.environment
+            for (k, v) in environment { merged[k] = v.isEmpty ? nil : v }
+            process.environment = merged
+        }
         process.currentDirectoryURL = URL(fileURLWithPath: dir)
         process.standardError = errors
         if let input { process.standardInput = FileHandle(forReadingAtPath: input) }
