@@ -4,11 +4,15 @@ import ArgumentParser
 public struct Campaign: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "campaign",
-        abstract: "Bulk push-notification campaigns over the APNs binary provider interface.",
+        abstract: "Bulk push-notification campaigns to Apple devices over APNs: the HTTP/2 provider API, and the legacy binary interface.",
         discussion: """
-        Stages: plan an audience into notifications, send them over parallel TLS \
-        connections, read the feedback service. `campaign simulator` runs a local \
-        gateway for testing; `campaign certs` writes development certificates for it.
+        Stages: plan an audience export into notifications (`plan`, checked with \
+        `validate`), send them over parallel TLS connections with a resumable journal \
+        (`send`; HTTP/2 with a provider token or certificate, sized to the distance \
+        from Apple), and tell how far a send got (`status`). `feedback` keeps the \
+        suppression store; `simulator` runs a local APNs (both protocols) for \
+        testing, `certs` writes development certificates for it, and `token` \
+        prints a provider token.
         """,
         version: "0.1.0",
         subcommands: [Plan.self, Validate.self, Send.self, Status.self, Feedback.self, Certs.self, Simulator.self, Token.self]

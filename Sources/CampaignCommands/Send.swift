@@ -81,7 +81,7 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("Keep Prometheus metrics of the send in this file (text format, rewritten atomically every second; node_exporter's textfile collector reads it).", valueName: "file"))
     var metrics: String?
 
-    @Option(help: ArgumentHelp("Record tokens refused with status 8 in this suppression store.", valueName: "file"))
+    @Option(help: ArgumentHelp("Record unregistered devices in this suppression store, with when they stopped being valid: HTTP/2 410 answers, binary status 8.", valueName: "file"))
     var feedbackStore: String?
 
     @Option(help: ArgumentHelp("Prove acceptance after every N notifications per connection (costs a reconnect each; default 0: by time and at the end).", valueName: "n"))
@@ -307,15 +307,15 @@ final class MetricsFile: @unchecked Sendable {
     init(sender: Sender, path: String, journal: String) {
         thread = startThread { [stopPipe] in
             let start = Date()
-            func write() {
+            func write(running: Bool) {
                 let text = SendMetrics.text(journal: journal, counts: sender.counts(), progress: sender.progress(),
-                                            seconds: Date().timeIntervalSince(start))
+                                            seconds: Date().timeIntervalSince(start), running: running)
                 do { try SecureFile.write(Array(text.utf8), to: path, mode: SecureFile.publicMode) } catch {
                     printError("campaign send: cannot write metrics: \(error)")
                 }
             }
-            while sleep(until: .after(seconds: 1), cancellation: stopPipe) { write() }
-            write()
+            while sleep(until: .after(seconds: 1), cancellation: stopPipe) { write(running: true) }
+            write(running: false)   // the run is over: it says so
         }
     }
 

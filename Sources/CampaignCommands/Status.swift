@@ -101,7 +101,7 @@ struct Status: ParsableCommand {
         print("  plan: \(state.settings.planPath ?? "spooled in the journal"), \(state.planRecords.map { "\($0) records" } ?? "not read to its end yet")\(state.planIncomplete ? " (incomplete: no trailer)" : "")")
         print("  done: \(state.doneCount) (\(state.accepted) accepted, \(state.presumed) presumed, \(state.failures.count) failed)")
         if !byStatus.isEmpty {
-            print("  failed by status: " + byStatus.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
+            print("  failed: " + view.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
         }
         print("  remaining: \(view.remaining.map(String.init) ?? "unknown until the plan has been read to its end")")
         if (try? PlanHeader(json: state.planHeader))?.wire == .http2 {
@@ -177,6 +177,13 @@ struct JournalView {
         return out
     }
 
+    /// By status and reason: "410 Unregistered", "8 invalid token".
+    var failedByReason: [String: Int] {
+        var out: [String: Int] = [:]
+        for f in state.failures { out[f.cause.label, default: 0] += 1 }
+        return out
+    }
+
     /// The command that goes on with this send (nil when it is complete or running).
     var resumeCommand: String? {
         guard phase == .stopped else { return nil }
@@ -203,6 +210,7 @@ struct JournalView {
             ("done", n(state.doneCount)), ("accepted", n(state.accepted)), ("presumed", n(state.presumed)),
             ("failed", n(state.failures.count)),
             ("failed_by_status", .object(failedByStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
+            ("failed_by_reason", .object(failedByReason.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })),
             ("remaining", remaining.map(n) ?? .null), ("resends", n(state.resends)),
             ("duplicates_risked", n(state.duplicatesRisked)), ("torn_tail", .bool(state.tornTail)),
         ] + poolMembers)

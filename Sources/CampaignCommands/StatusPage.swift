@@ -6,8 +6,8 @@ import CampaignSend
 /// by status, its connections and resends, and the summary.
 enum StatusPage {
     static func html(journal directory: String, state: JournalState, outcome: String) -> String {
-        var failedByStatus: [Int: Int] = [:]
-        for f in state.failures { failedByStatus[f.status, default: 0] += 1 }
+        var failedByReason: [String: Int] = [:]
+        for f in state.failures { failedByReason[f.cause.label, default: 0] += 1 }
         let remaining = state.planRecords.map { String(max(0, $0 - state.doneCount)) } ?? "unknown"
         let summary: [(String, String)] = [
             ("Outcome", outcome), ("Runs", String(state.runs)),
@@ -32,7 +32,7 @@ enum StatusPage {
         for (name, value) in summary { page += "<tr><td>\(escape(name))</td><td>\(escape(value))</td></tr>\n" }
         page += "</table>\n"
         page += "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline)
-        page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, failed: failedByStatus)
+        page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, failed: failedByReason)
         page += "<h2>Connections and resends over time (cumulative, per run)</h2>\n" + countsChart(state.timeline)
         if state.timeline.joined().contains(where: { $0.open != nil }) {
             page += "<h2>Connections in use (HTTP/2: the pool grows with the distance) and the round trip measured (ms)</h2>\n" + poolChart(state.timeline)
@@ -46,8 +46,8 @@ enum StatusPage {
     static func html(parts view: PartsView) -> String {
         let t = view.totals
         let title = view.manifest.map { "campaign \($0.campaign) · \($0.parts.count) parts" } ?? "campaign send · \(view.rows.count) journals"
-        var failedByStatus: [Int: Int] = [:]
-        for row in view.rows { for f in row.journal?.state.failures ?? [] { failedByStatus[f.status, default: 0] += 1 } }
+        var failedByReason: [String: Int] = [:]
+        for row in view.rows { for f in row.journal?.state.failures ?? [] { failedByReason[f.cause.label, default: 0] += 1 } }
         var page = """
         <!DOCTYPE html>
         <html lang="en"><head><meta charset="utf-8"><title>\(escape(title))</title>
@@ -71,7 +71,7 @@ enum StatusPage {
             page += "<td>\((row.planRecords ?? s?.planRecords).map(String.init) ?? "?")</td><td>\(s?.doneCount ?? 0)</td><td>\(s?.failures.count ?? 0)</td>"
             page += "<td>\(escape(row.journal?.directory ?? "-"))</td><td><code>\(escape(view.command(for: row) ?? ""))</code></td></tr>\n"
         }
-        page += "</table>\n<h2>Outcomes, all parts</h2>\n" + outcomeBars(accepted: t.accepted, presumed: t.presumed, failed: failedByStatus)
+        page += "</table>\n<h2>Outcomes, all parts</h2>\n" + outcomeBars(accepted: t.accepted, presumed: t.presumed, failed: failedByReason)
         for row in view.rows {
             guard let j = row.journal else { continue }
             page += "<h2>Part \(row.part.map(String.init) ?? "-") · \(escape(j.directory)): notifications made final per second</h2>\n" + rateChart(j.state.timeline)
@@ -151,11 +151,12 @@ enum StatusPage {
         return svg + "</svg>\n"
     }
 
-    static func outcomeBars(accepted: Int, presumed: Int, failed: [Int: Int]) -> String {
+    /// `failed`: by status and reason ("410 Unregistered", "8 invalid token").
+    static func outcomeBars(accepted: Int, presumed: Int, failed: [String: Int]) -> String {
         var bars: [(String, Int, String)] = [("accepted", accepted, "#2a9a4a")]
         if presumed > 0 { bars.append(("presumed delivered", presumed, "#8aa")) }
-        for (status, count) in failed.sorted(by: { $0.key < $1.key }) {
-            bars.append(("status \(status): \(SendFailure.meaning(status: status))", count, "#c03030"))
+        for (label, count) in failed.sorted(by: { $0.key < $1.key }) {
+            bars.append((label, count, "#c03030"))
         }
         let maxCount = max(1, bars.map(\.1).max() ?? 1)
         let rowHeight = 24.0

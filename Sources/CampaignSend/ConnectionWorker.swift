@@ -263,7 +263,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     private func requeue(_ fresh: [Resend]) {
         resends.pushFront(fresh)
-        if !fresh.isEmpty { shared.count(resends: fresh.count) }
+        if !fresh.isEmpty { shared.count(resends: fresh.count, kind: "discarded or unproven on their connection") }
     }
 
     /// The connection ended without an error response: nothing in the window is proven.

@@ -84,6 +84,9 @@ public struct H2Answer: Equatable, Sendable {
         }
     }
 
+    /// "503 ServiceUnavailable", "500 (no reason)": how reports and metrics name an answer.
+    public var label: String { "\(status) \(reason?.name ?? "(no reason)")" }
+
     /// "status 410 Unregistered" and the like, for reports.
     public var description: String { "status \(status)" + (reason.map { " \($0)" } ?? "") }
 }

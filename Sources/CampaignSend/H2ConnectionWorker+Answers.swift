@@ -25,14 +25,14 @@ extension H2ConnectionWorker {
                     // RFC 9113 §8.7: never processed, so sent again exactly,
                     // after a backoff (a server refusing every stream must not
                     // turn this loop into a busy one).
-                    retryLater(item, afterSeconds: nil)
+                    retryLater(item, afterSeconds: nil, kind: "REFUSED_STREAM")
                     shared.serverTrouble("RST_STREAM REFUSED_STREAM", limitSeconds: settings.outageLimitSeconds)
                 } else {
                     // Reset without an answer: it may have been processed, so
                     // again as a possible duplicate, after a backoff, and not
                     // in this run once it was lost this way too often.
                     shared.serverTrouble("RST_STREAM \(H2Session.ErrorCode.name(code))", limitSeconds: settings.outageLimitSeconds)
-                    if let again = lost(item) { later(again, afterSeconds: nil) }
+                    if let again = lost(item) { later(again, afterSeconds: nil, kind: "reset \(H2Session.ErrorCode.name(code))") }
                 }
             case .goAway(let last, let code):
                 goingAway = true
@@ -94,35 +94,35 @@ extension H2ConnectionWorker {
             ready.append(item)
         case .tooManyTokenUpdates:
             // This connection is unusable; a new one with the same token, after a pause.
-            retryLater(item, afterSeconds: nil)
+            retryLater(item, afterSeconds: nil, kind: answer.label)
             goingAway = true
             shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
         case .retryLater(let after):
-            retryLater(item, afterSeconds: after)
+            retryLater(item, afterSeconds: after, kind: answer.label)
             // The server asked this connection to wait: it does, the others go on.
             if let after { pausedUntil = max(pausedUntil, now + UInt64(after) * 1_000_000_000) }
             shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
         case .unknown:
-            retryLater(item, afterSeconds: nil)
+            retryLater(item, afterSeconds: nil, kind: answer.label)
             shared.serverTrouble(answer.status == 0 ? "an answer without a :status" : answer.description, limitSeconds: settings.outageLimitSeconds)
         }
     }
 
     /// An answer asked for a retry: one more for the backoff's exponent.
-    func retryLater(_ item: Item, afterSeconds: Int?) {
+    func retryLater(_ item: Item, afterSeconds: Int?, kind: String) {
         var item = item
         item.retries += 1
-        later(item, afterSeconds: afterSeconds)
+        later(item, afterSeconds: afterSeconds, kind: kind)
     }
 
     /// Puts `item` back after a backoff: what the server asked for, or
     /// bounded exponential backoff with jitter. Never final: the server's
     /// trouble says nothing about the notification.
-    func later(_ item: Item, afterSeconds: Int?) {
+    func later(_ item: Item, afterSeconds: Int?, kind: String) {
         let base = afterSeconds.map(Double.init)
             ?? min(30, 0.25 * Double(1 << min(max(item.retries, 1) - 1, 7))) * Double.random(in: 0.5...1.5)
         waiting.append((now + UInt64(base * 1e9), item))
-        shared.count(resends: 1)
+        shared.count(resends: 1, kind: kind)
     }
 
     func failure(_ item: Item, _ answer: H2Answer, unregisteredAt: UInt32? = nil) -> SendFailure {

@@ -130,7 +130,7 @@ extension H2ConnectionWorker {
         // behind new work, the likelier a later loss catches them open again.
         ready.insert(contentsOf: again, at: readyHead)
         if !open.isEmpty || !unsent.isEmpty {
-            shared.count(resends: again.count, drops: 1)
+            shared.count(resends: again.count, kind: "lost connection", drops: 1)
             shared.serverTrouble("a connection lost with \(open.count) request\(open.count == 1 ? "" : "s") open", limitSeconds: settings.outageLimitSeconds)
         }
         closeConnection(abort: true)

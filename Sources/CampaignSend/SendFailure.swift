@@ -38,6 +38,25 @@ public enum FailureCause: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The status and the reason by name, as reports, `status` and metrics
+    /// label failures: "410 Unregistered", "400 BadDeviceToken", "8 invalid token".
+    public var label: String {
+        switch self {
+        case .binary(let s): "\(s.rawValue) \(s.meaning)"
+        case .http(let status, let reason): "\(status) \(reason?.name ?? "(no reason)")"
+        case .streamReset(let code): "reset \(code)"
+        }
+    }
+
+    /// The reason alone, for a metrics label: "Unregistered", "invalid token".
+    public var reasonName: String {
+        switch self {
+        case .binary(let s): s.meaning
+        case .http(_, let reason): reason?.name ?? ""
+        case .streamReset(let code): code
+        }
+    }
+
     /// In words: "invalid token (status 8)"'s meaning, "HTTP 410 Unregistered".
     public var description: String {
         switch self {

@@ -4,7 +4,9 @@
 public enum SendMetrics {
     /// The file's text for `counts` and `progress` after `seconds` of
     /// sending; every series is labelled with the journal directory.
-    public static func text(journal: String, counts: SendReport, progress: SendProgress, seconds: Double) -> String {
+    /// `running` false: the run's last write (it ended or stopped): `up` 0,
+    /// nothing in flight any more (what is not final waits for `--resume`).
+    public static func text(journal: String, counts: SendReport, progress: SendProgress, seconds: Double, running: Bool = true) -> String {
         let label = "journal=\"\(escaped(journal))\""
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
@@ -13,13 +15,19 @@ public enum SendMetrics {
         }
         metric("accepted_total", "counter", "Notifications proven accepted by the gateway.", [("", String(counts.accepted))])
         metric("presumed_total", "counter", "Notifications written in the simple format, presumed delivered.", [("", String(counts.presumed))])
-        metric("failed_total", "counter", "Notifications refused for good, by status.",
-               counts.failedByStatus.sorted { $0.key < $1.key }.map { (",status=\"\($0.key)\"", String($0.value)) })
+        // Every counter from the first write (0 before anything happened), so
+        // that an alert on failures can be written before the first one.
+        metric("failed_total", "counter", "Notifications refused for good (all reasons).", [("", String(counts.failed))])
+        metric("failed_by_reason_total", "counter", "Notifications refused for good, by status and reason.",
+               counts.failedByReasonAndStatus.map { (",status=\"\($0.status)\",reason=\"\(escaped($0.reason))\"", String($0.count)) })
         metric("resends_total", "counter", "Notifications sent again (discarded after a refusal, or unproven on a lost connection).", [("", String(counts.resends))])
+        metric("resent_by_kind_total", "counter", "Notifications sent again, by why (HTTP/2: 429, 500, 503, REFUSED_STREAM, lost connection).",
+               counts.resentByKind.sorted { $0.key < $1.key }.map { (",kind=\"\(escaped($0.key))\"", String($0.value)) })
         metric("duplicates_risked_total", "counter", "Notifications that may have been delivered twice.", [("", String(counts.duplicatesRisked))])
         metric("connections_total", "counter", "Connections established to the gateway.", [("", String(counts.reconnects))])
         metric("drops_total", "counter", "Connections lost without a response.", [("", String(counts.drops))])
-        let inFlight = max(0, progress.read - progress.alreadyDone - progress.settled)
+        metric("up", "gauge", "1 while a send runs on this journal, 0 once it ended or stopped.", [("", running ? "1" : "0")])
+        let inFlight = running ? max(0, progress.read - progress.alreadyDone - progress.settled) : 0
         metric("in_flight", "gauge", "Notifications read from the plan and not yet final.", [("", String(inFlight))])
         let rate = seconds > 0 ? Double(progress.settled) / seconds : 0
         metric("rate", "gauge", "Notifications made final per second, averaged over the send.", [("", String(Int(rate)))])

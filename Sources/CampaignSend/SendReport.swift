@@ -92,6 +92,11 @@ public struct SendReport: Sendable {
     public var presumed = 0
     /// Binary statuses (1–255) and HTTP/2 statuses (400 and up).
     public var failedByStatus: [Int: Int] = [:]
+    /// By status and reason: "410 Unregistered", "8 invalid token" (``FailureCause/label``).
+    public var failedByReason: [String: Int] = [:]
+    /// Notifications sent again, by why: "429 TooManyRequests", "503 ServiceUnavailable",
+    /// "REFUSED_STREAM", "lost connection", "discarded by the gateway"…
+    public var resentByKind: [String: Int] = [:]
     public var resends = 0
     public var duplicatesRisked = 0
     public var reconnects = 0
@@ -107,6 +112,14 @@ public struct SendReport: Sendable {
     public var roundTripMilliseconds: Double?
 
     public var failed: Int { failedByStatus.values.reduce(0, +) }
+
+    /// ``failedByReason`` split into status and reason ("410", "Unregistered"), in order.
+    public var failedByReasonAndStatus: [(status: String, reason: String, count: Int)] {
+        failedByReason.sorted { $0.key < $1.key }.map { label, count in
+            let parts = label.split(separator: " ", maxSplits: 1)
+            return (String(parts.first ?? ""), parts.count > 1 ? String(parts[1]) : "", count)
+        }
+    }
     public var perSecond: Double { seconds > 0 ? Double(accepted + presumed + failed) / seconds : 0 }
 
     public var json: JSONValue {
@@ -116,7 +129,9 @@ public struct SendReport: Sendable {
             ("plan_records", n(planRecords)), ("already_done", n(alreadyDone)),
             ("accepted", n(accepted)), ("presumed", n(presumed)), ("failed", n(failed)),
             ("failed_by_status", .object(failedByStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
-            ("resends", n(resends)), ("duplicates_risked", n(duplicatesRisked)),
+            ("failed_by_reason", .object(failedByReason.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })),
+            ("resends", n(resends)),
+            ("resent_by_kind", .object(resentByKind.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })), ("duplicates_risked", n(duplicatesRisked)),
             ("reconnects", n(reconnects)), ("drops", n(drops)), ("shutdowns", n(shutdowns)),
             ("pool_connections", n(poolConnections)),
             ("round_trip_ms", roundTripMilliseconds.map { .number(String(($0 * 10).rounded() / 10)) } ?? .null),
@@ -129,8 +144,8 @@ public struct SendReport: Sendable {
         var s = "send: \(outcome.rawValue): \(accepted) accepted"
         if presumed > 0 { s += ", \(presumed) presumed delivered (simple format: failures cannot be detected)" }
         s += ", \(failed) failed"
-        if !failedByStatus.isEmpty {
-            s += " (" + failedByStatus.sorted { $0.key < $1.key }.map { "status \($0.key)\($0.key >= 256 ? "" : " " + SendFailure.meaning(status: $0.key)): \($0.value)" }.joined(separator: ", ") + ")"
+        if !failedByReason.isEmpty {
+            s += " (" + failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"
         }
         if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
         s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(Int(perSecond))/s"
@@ -140,7 +155,8 @@ public struct SendReport: Sendable {
         }
         if resends > 0 && http2 {
             s += "\n  (resent: requests the server refused unprocessed (REFUSED_STREAM, above a GOAWAY) or asked to retry (429, 500, 503), "
-                + "and requests open on a lost connection, which may be duplicates)"
+                + "and requests open on a lost connection, which may be duplicates"
+                + (resentByKind.isEmpty ? "" : ": " + resentByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")) + ")"
         } else if resends > 0 {
             s += "\n  (resent: discarded by the gateway after a refusal or shutdown on their connection, or unproven when one was lost; "
                 + "the gateway confirms nothing, so each connection ends with a proof of acceptance, a notification it must refuse)"

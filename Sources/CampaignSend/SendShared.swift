@@ -134,9 +134,11 @@ final class SendShared: @unchecked Sendable {
         if due { logger(message + (skipped > 0 ? " (\(skipped) more failed attempts since the last line)" : "")) }
     }
 
-    func count(resends: Int = 0, duplicatesRisked: Int = 0, drops: Int = 0, shutdowns: Int = 0) {
+    /// `kind`: why the resends were sent again, for the report and metrics ("503 ServiceUnavailable", "lost connection").
+    func count(resends: Int = 0, kind: String? = nil, duplicatesRisked: Int = 0, drops: Int = 0, shutdowns: Int = 0) {
         mutex.lock()
         counts.resends += resends
+        if resends > 0, let kind { counts.resentByKind[kind, default: 0] += resends }
         counts.duplicatesRisked += duplicatesRisked
         counts.drops += drops
         counts.shutdowns += shutdowns
@@ -248,6 +250,7 @@ final class SendShared: @unchecked Sendable {
         let failures = outcome.failures
         for i in failures.indices {
             counts.failedByStatus[failures[i].status, default: 0] += 1
+            counts.failedByReason[failures[i].cause.label, default: 0] += 1
             // Journaled with the failure, so the store gets it even after a kill (a resume merges the journal's).
             if let at = failures[i].unregisteredAt { feedbackTokens.append((failures[i].token, at)) }
         }

@@ -247,6 +247,8 @@ public final class Sender: @unchecked Sendable {
         report.accepted = counts.accepted
         report.presumed = counts.presumed
         report.failedByStatus = counts.failedByStatus
+        report.failedByReason = counts.failedByReason
+        report.resentByKind = counts.resentByKind
         report.resends = counts.resends
         report.duplicatesRisked = counts.duplicatesRisked + duplicatesRiskedBeforeThisRun
         report.reconnects = counts.reconnects

@@ -162,7 +162,7 @@ import GatewaySimulator
         #expect(page.components(separatedBy: "<svg").count - 1 == 3, "rate, outcomes, connections and resends")
         #expect(page.contains("<polyline"))
         #expect(page.contains(">5998</td>"), "the accepted count in the summary")
-        #expect(page.contains("status 8: invalid token"))
+        #expect(page.contains(">8 invalid token<"), "failures by status and reason, as issue 24 names them")
         for forbidden in ["<script", "src=", "href=", "<link", "@import", "url("] {
             #expect(!page.contains(forbidden), "self-contained: \(forbidden)")
         }

@@ -40,14 +40,17 @@ import GatewaySimulator
         var counts = SendReport()
         counts.accepted = 900
         counts.failedByStatus = [8: 3, 1: 1]
+        counts.failedByReason = ["8 invalid token": 3, "1 processing error": 1]
         counts.resends = 7
         counts.reconnects = 2
         let text = SendMetrics.text(journal: "out/\"j\"", counts: counts,
                                     progress: SendProgress(read: 1000, alreadyDone: 0, total: 2000, settled: 904, failed: 4), seconds: 2)
         let lines = text.split(separator: "\n").map(String.init)
         #expect(lines.contains(#"campaign_send_accepted_total{journal="out/\"j\""} 900"#))
-        #expect(lines.contains(#"campaign_send_failed_total{journal="out/\"j\"",status="1"} 1"#))
-        #expect(lines.contains(#"campaign_send_failed_total{journal="out/\"j\"",status="8"} 3"#))
+        // Issue 24: the total from the first write, and each failure by status and reason.
+        #expect(lines.contains(#"campaign_send_failed_total{journal="out/\"j\""} 4"#))
+        #expect(lines.contains(#"campaign_send_failed_by_reason_total{journal="out/\"j\"",status="1",reason="processing error"} 1"#))
+        #expect(lines.contains(#"campaign_send_failed_by_reason_total{journal="out/\"j\"",status="8",reason="invalid token"} 3"#))
         #expect(lines.contains(#"campaign_send_in_flight{journal="out/\"j\""} 96"#))
         #expect(lines.contains(#"campaign_send_rate{journal="out/\"j\""} 452"#))
         #expect(lines.contains("# TYPE campaign_send_resends_total counter"))

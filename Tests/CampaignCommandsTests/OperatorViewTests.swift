@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+import APNSWire
+import CampaignJSON
+@testable import CampaignSend
+import CampaignTestSupport
+@testable import CampaignCommands
+import GatewaySimulator
+
+/// What an operator reads of an HTTP/2 send: failures and retries by the
+/// reason APNs gave, in the report, `status`, the metrics file and the page.
+@Suite(.serialized) struct OperatorViewTests {
+    @Test(.timeLimit(.minutes(2))) func failuresAndRetriesAreNamedByTheirReasonEverywhere() throws {
+        let dir = TemporaryDirectory("reasons")
+        let tokens = try H2SendTests.plan(count: 1_500, in: dir)
+        var faults = FaultPlan()
+        faults.badTokens = Set(tokens[0..<4].map { DeviceToken(hex: $0)!.bytes })
+        for t in tokens[10..<17] { faults.unregistered[DeviceToken(hex: t)!.bytes] = 1_700_000_000 }
+        faults.throttleRate = 0.02
+        faults.errorRate = 0.02
+        let simulator = try startHTTP2Simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let run = try H2SendTests.send(dir, simulator, ["--report", dir.file("report.json"), "--metrics", dir.file("metrics.prom")])
+        #expect(run.wait(timeout: 90) == 0, "\(run.stderr.suffix(1500))")
+        simulator.stop()
+
+        let report = try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: dir.file("report.json"))))
+        #expect(report["failed_by_reason"]?["400 BadDeviceToken"] == .number("4"))
+        #expect(report["failed_by_reason"]?["410 Unregistered"] == .number("7"))
+        let resent = report["resent_by_kind"]
+        #expect(resent?["429 TooManyRequests"]?.integerValue ?? 0 > 0, "\(String(describing: resent))")
+        #expect((resent?["500 InternalServerError"]?.integerValue ?? 0) + (resent?["503 ServiceUnavailable"]?.integerValue ?? 0) > 0)
+        #expect(run.stderr.contains("410 Unregistered: 7") && run.stderr.contains("400 BadDeviceToken: 4"), "\(run.stderr.suffix(800))")
+
+        let status = try PlanProcessTests.run(["status", "journal", "--json"], in: dir)
+        let json = try JSONValue.parse(status.out)
+        #expect(json["failed_by_reason"]?["410 Unregistered"] == .number("7") && json["failed_by_reason"]?["400 BadDeviceToken"] == .number("4"))
+        let text = String(decoding: try PlanProcessTests.run(["status", "journal"], in: dir).out, as: UTF8.self)
+        #expect(text.contains("failed: 400 BadDeviceToken: 4, 410 Unregistered: 7"), "\(text)")
+
+        let metrics = try String(contentsOfFile: dir.file("metrics.prom"), encoding: .utf8)
+        let label = "journal=\"journal\""   // as the send was given it
+        #expect(metrics.contains("campaign_send_failed_total{\(label)} 11"), "\(metrics)")
+        #expect(metrics.contains("campaign_send_failed_by_reason_total{\(label),status=\"410\",reason=\"Unregistered\"} 7"))
+        #expect(metrics.contains("campaign_send_resent_by_kind_total{\(label),kind=\"429 TooManyRequests\"}"))
+        #expect(metrics.contains("campaign_send_up{\(label)} 0") && metrics.contains("campaign_send_in_flight{\(label)} 0"), "the ended run says so")
+
+        #expect(try PlanProcessTests.run(["status", "journal", "--html", "page.html"], in: dir).status == 0)
+        let page = try String(contentsOfFile: dir.file("page.html"), encoding: .utf8)
+        #expect(page.contains("410 Unregistered") && page.contains("400 BadDeviceToken") && !page.contains("status 400: HTTP 400"))
+    }
+
+    @Test func everyCounterIsInTheMetricsFromTheFirstWrite() {
+        let text = SendMetrics.text(journal: "j", counts: SendReport(), progress: SendProgress(read: 0, alreadyDone: 0, total: nil, settled: 0, failed: 0), seconds: 0)
+        for series in ["accepted_total", "failed_total", "resends_total", "duplicates_risked_total", "connections_total", "drops_total", "in_flight"] {
+            #expect(text.contains("campaign_send_\(series){journal=\"j\"} 0"), "\(series)")
+        }
+    }
+
+    @Test func theHelpSaysWhatTheToolIsToday() {
+        let help = Campaign.helpMessage()
+        #expect(help.contains("HTTP/2 provider API") && help.contains("legacy binary interface"), "\(help)")
+        let sendHelp = Campaign.helpMessage(for: Send.self)
+        #expect(sendHelp.contains("HTTP/2 410"), "--feedback-store is not status 8 only")
+    }
+}
