@@ -131,9 +131,9 @@ struct Send: ParsableCommand {
 
     func run() throws {
         try reportingErrors(as: "send") {
-            let report = try send()
+            let (report, reportPath) = try send()
             printError(report.text)
-            if let path = self.report {
+            if let path = reportPath {
                 try writeOutput(report.json.serialized() + [0x0A], to: path)
             }
             switch report.outcome {
@@ -147,7 +147,8 @@ struct Send: ParsableCommand {
         }
     }
 
-    private func send() throws -> SendReport {
+    /// The run's report, and where it goes (`--report`, or on a resume the send's first `--report`).
+    private func send() throws -> (SendReport, String?) {
         let start: SendSession.Start
         var settings: SendSettings
         if let dir = resume {
@@ -216,12 +217,15 @@ struct Send: ParsableCommand {
         defer { signals.cancel() }
         let progress = isatty(2) == 1 ? ProgressLine(sender: sender) : nil
         defer { progress?.stop() }
-        let metricsFile = metrics.map { MetricsFile(sender: sender, path: $0, journal: session.journal.directory) }
+        let metricsFile = session.settings.metricsPath.map { MetricsFile(sender: sender, path: $0, journal: session.journal.directory) }
         defer { metricsFile?.stop() }
-        return try session.run(sender)
+        return (try session.run(sender), session.settings.reportPath)
     }
 
     private func apply(to settings: inout SendSettings) {
+        // A resume rewrites the send's report and metrics where they were, unless told otherwise.
+        if let path = report { settings.reportPath = path == "-" ? "-" : absolutePath(path) }
+        if let path = metrics { settings.metricsPath = path == "-" ? "-" : absolutePath(path) }
         switch connections {
         case .fixed(let n)?:
             (settings.connections, settings.maxConnections) = (n, nil)
@@ -308,7 +312,7 @@ final class MetricsFile: @unchecked Sendable {
         thread = startThread { [stopPipe] in
             let start = Date()
             func write(running: Bool) {
-                let text = SendMetrics.text(journal: journal, counts: sender.counts(), progress: sender.progress(),
+                let text = SendMetrics.text(journal: journal, counts: sender.counts(), totals: sender.wholeSendCounts(), progress: sender.progress(),
                                             seconds: Date().timeIntervalSince(start), running: running)
                 do { try SecureFile.write(Array(text.utf8), to: path, mode: SecureFile.publicMode) } catch {
                     printError("campaign send: cannot write metrics: \(error)")

@@ -1,5 +1,6 @@
 import APNSWire
 import CampaignSend
+import PlanStream
 
 /// `campaign status DIR --html FILE`: one self-contained page (inline CSS and
 /// SVG; no script, no network) with the send's rate over time, its outcomes
@@ -9,7 +10,22 @@ enum StatusPage {
         var failedByReason: [String: Int] = [:]
         for f in state.failures { failedByReason[f.cause.label, default: 0] += 1 }
         let remaining = state.planRecords.map { String(max(0, $0 - state.doneCount)) } ?? "unknown"
-        let summary: [(String, String)] = [
+        // What the send is: its campaign, protocol and gateway, from the plan's header and the settings.
+        let header = try? PlanHeader(json: state.planHeader)
+        let http2 = header?.wire == .http2
+        let gateway = "\(state.settings.gatewayHost):\(state.settings.gatewayPort)"
+        let environment = ["api.push.apple.com": " (production)", "api.sandbox.push.apple.com": " (sandbox)",
+                           "gateway.push.apple.com": " (production)", "gateway.sandbox.push.apple.com": " (sandbox)"][state.settings.gatewayHost] ?? ""
+        var what: [(String, String)] = [
+            ("Campaign", header?.campaign ?? "(unknown)"),
+            ("Protocol", http2 ? "HTTP/2 provider API" : "binary interface (\(header?.wire.description ?? "?") format)"),
+        ]
+        if http2, let fields = header?.http2 {
+            what.append(("Topic · push type", "\(fields.topic ?? "(the certificate's)") · \(fields.pushType)"))
+        }
+        what.append(("Gateway", gateway + environment + (state.settings.proxy.map { " through \($0)" } ?? "")))
+        what.append(("Journal", directory))
+        let summary: [(String, String)] = what + [
             ("Outcome", outcome), ("Runs", String(state.runs)),
             ("Plan", "\(state.settings.planPath ?? "spooled in the journal") · \(state.planRecords.map { "\($0) records" } ?? "not read to its end")"),
             ("Accepted", String(state.accepted)), ("Presumed delivered", String(state.presumed)),
@@ -19,25 +35,29 @@ enum StatusPage {
         ]
         var page = """
         <!DOCTYPE html>
-        <html lang="en"><head><meta charset="utf-8"><title>campaign send: \(escape(directory))</title>
+        <html lang="en"><head><meta charset="utf-8"><title>campaign \(escape(header?.campaign ?? directory)): send</title>
         <style>
         body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:900px;color:#222}
         h1{font-size:20px}h2{font-size:16px;margin-top:2em}
         table{border-collapse:collapse}td{padding:2px 12px 2px 0}td:first-child{color:#666}
         svg{background:#fafafa;border:1px solid #ddd}.axis{stroke:#999;stroke-width:1}.label{font-size:11px;fill:#555}
         </style></head><body>
-        <h1>campaign send · \(escape(directory))</h1>
+        <h1>\(escape(header?.campaign ?? "campaign send")) · \(http2 ? "HTTP/2" : "binary interface") · \(state.planRecords.map { "\($0) notifications" } ?? "plan not read to its end")</h1>
         <table>
         """
         for (name, value) in summary { page += "<tr><td>\(escape(name))</td><td>\(escape(value))</td></tr>\n" }
         page += "</table>\n"
-        page += "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline)
+        page += http2
+            ? "<h2>Send rate (notifications answered per second; each run drawn on its own)</h2>\n" + rateChart(state.timeline)
+            : "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline)
         page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, failed: failedByReason)
         page += "<h2>Connections and resends over time (cumulative, per run)</h2>\n" + countsChart(state.timeline)
         if state.timeline.joined().contains(where: { $0.open != nil }) {
             page += "<h2>Connections in use (HTTP/2: the pool grows with the distance) and the round trip measured (ms)</h2>\n" + poolChart(state.timeline)
         }
-        page += "<p class=\"label\">Resent: notifications the gateway discarded after a refusal or shutdown on their connection, or left unproven when one was lost. The gateway confirms nothing, so a connection ends with a proof of acceptance: a notification it must refuse.</p>\n"
+        page += http2
+            ? "<p class=\"label\">Resent: requests the server refused unprocessed (REFUSED_STREAM, above a GOAWAY) or asked to retry (429 TooManyRequests, 500, 503), and requests open on a lost connection (possible duplicates). None of them is final: only an answer about the notification itself is.</p>\n"
+            : "<p class=\"label\">Resent: notifications the gateway discarded after a refusal or shutdown on their connection, or left unproven when one was lost. The gateway confirms nothing, so a connection ends with a proof of acceptance: a notification it must refuse.</p>\n"
         page += "</body></html>\n"
         return page
     }

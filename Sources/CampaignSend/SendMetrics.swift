@@ -6,25 +6,29 @@ public enum SendMetrics {
     /// sending; every series is labelled with the journal directory.
     /// `running` false: the run's last write (it ended or stopped): `up` 0,
     /// nothing in flight any more (what is not final waits for `--resume`).
-    public static func text(journal: String, counts: SendReport, progress: SendProgress, seconds: Double, running: Bool = true) -> String {
+    /// The counters count the whole send (`totals`: every run; a resume adds
+    /// to what was there), the gauges this run.
+    public static func text(journal: String, counts: SendReport, totals: SendTotals? = nil, progress: SendProgress, seconds: Double,
+                            running: Bool = true) -> String {
+        let whole = totals ?? counts.totals
         let label = "journal=\"\(escaped(journal))\""
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
             out += "# HELP campaign_send_\(name) \(help)\n# TYPE campaign_send_\(name) \(type)\n"
             for sample in samples { out += "campaign_send_\(name){\(label)\(sample.labels)} \(sample.value)\n" }
         }
-        metric("accepted_total", "counter", "Notifications proven accepted by the gateway.", [("", String(counts.accepted))])
-        metric("presumed_total", "counter", "Notifications written in the simple format, presumed delivered.", [("", String(counts.presumed))])
+        metric("accepted_total", "counter", "Notifications proven accepted by the gateway.", [("", String(whole.accepted))])
+        metric("presumed_total", "counter", "Notifications written in the simple format, presumed delivered.", [("", String(whole.presumed))])
         // Every counter from the first write (0 before anything happened), so
         // that an alert on failures can be written before the first one.
-        metric("failed_total", "counter", "Notifications refused for good (all reasons).", [("", String(counts.failed))])
+        metric("failed_total", "counter", "Notifications refused for good (all reasons).", [("", String(whole.failed))])
         metric("failed_by_reason_total", "counter", "Notifications refused for good, by status and reason.",
-               counts.failedByReasonAndStatus.map { (",status=\"\($0.status)\",reason=\"\(escaped($0.reason))\"", String($0.count)) })
-        metric("resends_total", "counter", "Notifications sent again (discarded after a refusal, or unproven on a lost connection).", [("", String(counts.resends))])
+               SendReport.split(whole.failedByReason).map { (",status=\"\($0.status)\",reason=\"\(escaped($0.reason))\"", String($0.count)) })
+        metric("resends_total", "counter", "Notifications sent again (discarded after a refusal, or unproven on a lost connection).", [("", String(whole.resends))])
         metric("resent_by_kind_total", "counter", "Notifications sent again, by why (HTTP/2: 429, 500, 503, REFUSED_STREAM, lost connection).",
                counts.resentByKind.sorted { $0.key < $1.key }.map { (",kind=\"\(escaped($0.key))\"", String($0.value)) })
-        metric("duplicates_risked_total", "counter", "Notifications that may have been delivered twice.", [("", String(counts.duplicatesRisked))])
-        metric("connections_total", "counter", "Connections established to the gateway.", [("", String(counts.reconnects))])
+        metric("duplicates_risked_total", "counter", "Notifications that may have been delivered twice.", [("", String(whole.duplicatesRisked))])
+        metric("connections_total", "counter", "Connections established to the gateway.", [("", String(whole.reconnects))])
         metric("drops_total", "counter", "Connections lost without a response.", [("", String(counts.drops))])
         metric("up", "gauge", "1 while a send runs on this journal, 0 once it ended or stopped.", [("", running ? "1" : "0")])
         let inFlight = running ? max(0, progress.read - progress.alreadyDone - progress.settled) : 0

@@ -82,7 +82,39 @@ public enum SendOutcome: String, Sendable {
     case malformed
 }
 
-/// The counts of a send, for the terminal and `--report`.
+/// The whole send, every run of it: what its journal held when this run
+/// started (a resume) and this run's counts.
+public struct SendTotals: Sendable, Equatable {
+    public var runs = 1
+    public var accepted = 0
+    public var presumed = 0
+    public var failedByStatus: [Int: Int] = [:]
+    public var failedByReason: [String: Int] = [:]
+    public var resends = 0
+    public var duplicatesRisked = 0
+    public var reconnects = 0
+
+    public var failed: Int { failedByStatus.values.reduce(0, +) }
+
+    /// `before`: the journal as this run found it (nil for a new send).
+    /// `run.duplicatesRisked` already holds those carried over from a killed run.
+    public init(before: JournalState?, run: SendReport) {
+        runs = (before?.runs ?? 0) + 1
+        accepted = (before?.accepted ?? 0) + run.accepted
+        presumed = (before?.presumed ?? 0) + run.presumed
+        (failedByStatus, failedByReason) = (run.failedByStatus, run.failedByReason)
+        for f in before?.failures ?? [] {
+            failedByStatus[f.status, default: 0] += 1
+            failedByReason[f.cause.label, default: 0] += 1
+        }
+        resends = (before?.resends ?? 0) + run.resends
+        duplicatesRisked = (before?.duplicatesRisked ?? 0) + run.duplicatesRisked
+        reconnects = (before?.reconnects ?? 0) + run.reconnects
+    }
+}
+
+/// The counts of a send, for the terminal and `--report`: this run's, and
+/// (``wholeSend``) every run's together.
 public struct SendReport: Sendable {
     public var outcome: SendOutcome = .complete
     public var planRecords = 0
@@ -110,11 +142,16 @@ public struct SendReport: Sendable {
     public var poolConnections = 0
     /// The median over the run's seconds of the shortest round trip measured (HTTP/2), in milliseconds.
     public var roundTripMilliseconds: Double?
+    /// Every run of the send together (set at the end of a run); nil: this run is the whole send.
+    public var wholeSend: SendTotals?
+
+    /// The whole send: ``wholeSend``, or this run when it is the first.
+    public var totals: SendTotals { wholeSend ?? SendTotals(before: nil, run: self) }
 
     public var failed: Int { failedByStatus.values.reduce(0, +) }
 
-    /// ``failedByReason`` split into status and reason ("410", "Unregistered"), in order.
-    public var failedByReasonAndStatus: [(status: String, reason: String, count: Int)] {
+    /// Failures by label split into status and reason ("410", "Unregistered"), in order.
+    public static func split(_ failedByReason: [String: Int]) -> [(status: String, reason: String, count: Int)] {
         failedByReason.sorted { $0.key < $1.key }.map { label, count in
             let parts = label.split(separator: " ", maxSplits: 1)
             return (String(parts.first ?? ""), parts.count > 1 ? String(parts[1]) : "", count)
@@ -122,21 +159,30 @@ public struct SendReport: Sendable {
     }
     public var perSecond: Double { seconds > 0 ? Double(accepted + presumed + failed) / seconds : 0 }
 
+    /// The whole send's counts at the top (every run: a resume adds to what
+    /// was there), this run's under `this_run`.
     public var json: JSONValue {
         func n(_ v: Int) -> JSONValue { .number(String(v)) }
+        func byStatus(_ d: [Int: Int]) -> JSONValue { .object(d.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) }) }
+        func byName(_ d: [String: Int]) -> JSONValue { .object(d.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) }) }
+        let whole = totals
         return .object([
             ("outcome", .string(outcome.rawValue)),
-            ("plan_records", n(planRecords)), ("already_done", n(alreadyDone)),
-            ("accepted", n(accepted)), ("presumed", n(presumed)), ("failed", n(failed)),
-            ("failed_by_status", .object(failedByStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
-            ("failed_by_reason", .object(failedByReason.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })),
-            ("resends", n(resends)),
-            ("resent_by_kind", .object(resentByKind.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })), ("duplicates_risked", n(duplicatesRisked)),
-            ("reconnects", n(reconnects)), ("drops", n(drops)), ("shutdowns", n(shutdowns)),
+            ("plan_records", n(planRecords)), ("runs", n(whole.runs)),
+            ("accepted", n(whole.accepted)), ("presumed", n(whole.presumed)), ("failed", n(whole.failed)),
+            ("failed_by_status", byStatus(whole.failedByStatus)), ("failed_by_reason", byName(whole.failedByReason)),
+            ("resends", n(whole.resends)), ("duplicates_risked", n(whole.duplicatesRisked)), ("reconnects", n(whole.reconnects)),
             ("pool_connections", n(poolConnections)),
             ("round_trip_ms", roundTripMilliseconds.map { .number(String(($0 * 10).rounded() / 10)) } ?? .null),
             ("seconds", .number(format3(seconds))),
             ("notifications_per_second", n(Int(perSecond))),
+            ("this_run", .object([
+                ("already_done", n(alreadyDone)),
+                ("accepted", n(accepted)), ("presumed", n(presumed)), ("failed", n(failed)),
+                ("failed_by_reason", byName(failedByReason)),
+                ("resends", n(resends)), ("resent_by_kind", byName(resentByKind)), ("duplicates_risked", n(duplicatesRisked)),
+                ("reconnects", n(reconnects)), ("drops", n(drops)), ("shutdowns", n(shutdowns)),
+            ])),
         ])
     }
 
@@ -148,6 +194,11 @@ public struct SendReport: Sendable {
             s += " (" + failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"
         }
         if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
+        if let whole = wholeSend, whole.runs > 1 {
+            s += "\n  the whole send (\(whole.runs) runs): \(whole.accepted + whole.presumed) delivered, \(whole.failed) failed"
+                + (whole.failedByReason.isEmpty ? "" : " (" + whole.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")")
+                + ", \(whole.resends) resent, \(whole.duplicatesRisked) possible duplicates"
+        }
         s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(Int(perSecond))/s"
         if http2, poolConnections > 0 {
             s += "\n  pool: \(poolConnections) connection\(poolConnections == 1 ? "" : "s")"

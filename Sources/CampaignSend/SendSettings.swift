@@ -58,6 +58,10 @@ public struct SendSettings: Equatable, Sendable {
     public var proxy: HTTPProxy?
     /// `--proxy-user-env`: the variable that holds the proxy's `user:password`.
     public var proxyUserVariable: String?
+    /// `--report` and `--metrics` as the send was started (absolute, or `-`):
+    /// a resume rewrites them unless given others.
+    public var reportPath: String?
+    public var metricsPath: String?
 
     public init(gatewayHost: String, gatewayPort: Int, certificate: String) {
         self.gatewayHost = gatewayHost
@@ -77,7 +81,8 @@ public struct SendSettings: Equatable, Sendable {
         ] + (authKey == nil && streams == 1000 ? [] : [
             ("streams", n(streams)), ("auth_key", s(authKey)), ("key_id", s(keyID)), ("team_id", s(teamID)),
         ]) + (maxConnections.map { [("max_connections", n($0))] } ?? [])
-          + (proxy.map { [("proxy", .string($0.description)), ("proxy_user_env", s(proxyUserVariable))] } ?? []) + (answerTimeoutSeconds == 30 && outageLimitSeconds == 120 ? [] : [
+          + (proxy.map { [("proxy", .string($0.description)), ("proxy_user_env", s(proxyUserVariable))] } ?? [])
+          + (reportPath.map { [("report", .string($0))] } ?? []) + (metricsPath.map { [("metrics", .string($0))] } ?? []) + (answerTimeoutSeconds == 30 && outageLimitSeconds == 120 ? [] : [
             ("answer_timeout", .number(String(answerTimeoutSeconds))), ("outage_limit", .number(String(outageLimitSeconds))),
         ]))
     }
@@ -106,5 +111,7 @@ public struct SendSettings: Equatable, Sendable {
         // The URL as journaled: a user perhaps, never a password (see ``proxy``).
         proxy = v["proxy"]?.stringValue.flatMap { try? HTTPProxy(url: $0) }
         proxyUserVariable = v["proxy_user_env"]?.stringValue
+        reportPath = v["report"]?.stringValue
+        metricsPath = v["metrics"]?.stringValue
     }
 }

@@ -49,6 +49,13 @@ public final class Sender: @unchecked Sendable {
     /// duplicates, connections), for metrics.
     public func counts() -> SendReport { shared.report }
 
+    /// The whole send so far: what the journal held when this run started, and this run's counts.
+    public func wholeSendCounts() -> SendTotals {
+        var run = shared.report
+        run.duplicatesRisked += duplicatesRiskedBeforeThisRun
+        return SendTotals(before: resumeState, run: run)
+    }
+
     /// The plan's record count when known before reading it (a plan file's
     /// trailer, a journal that read the plan through): progress is measured against it.
     public var planTotal: Int?
@@ -278,6 +285,7 @@ public final class Sender: @unchecked Sendable {
         try journal.checkpoint()
         try updateFeedbackStore()
         report.seconds = Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9
+        report.wholeSend = SendTotals(before: resumeState, run: report)
         return report
     }
 

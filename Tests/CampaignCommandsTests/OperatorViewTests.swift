@@ -27,7 +27,7 @@ import GatewaySimulator
         let report = try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: dir.file("report.json"))))
         #expect(report["failed_by_reason"]?["400 BadDeviceToken"] == .number("4"))
         #expect(report["failed_by_reason"]?["410 Unregistered"] == .number("7"))
-        let resent = report["resent_by_kind"]
+        let resent = report["this_run"]?["resent_by_kind"]
         #expect(resent?["429 TooManyRequests"]?.integerValue ?? 0 > 0, "\(String(describing: resent))")
         #expect((resent?["500 InternalServerError"]?.integerValue ?? 0) + (resent?["503 ServiceUnavailable"]?.integerValue ?? 0) > 0)
         #expect(run.stderr.contains("410 Unregistered: 7") && run.stderr.contains("400 BadDeviceToken: 4"), "\(run.stderr.suffix(800))")
@@ -48,6 +48,40 @@ import GatewaySimulator
         #expect(try PlanProcessTests.run(["status", "journal", "--html", "page.html"], in: dir).status == 0)
         let page = try String(contentsOfFile: dir.file("page.html"), encoding: .utf8)
         #expect(page.contains("410 Unregistered") && page.contains("400 BadDeviceToken") && !page.contains("status 400: HTTP 400"))
+        // The campaign named, its protocol's words, not the binary interface's.
+        #expect(page.contains("<title>campaign h2: send</title>") && page.contains("HTTP/2 provider API"))
+        #expect(page.contains("com.example.campaign · alert") && page.contains("1500 notifications"))
+        #expect(!page.contains("proof of acceptance"), "binary-only words on an HTTP/2 page")
+    }
+
+    /// A kill and a resume: the resume rewrites the report and metrics the
+    /// send was started with, counting every run of it.
+    @Test(.timeLimit(.minutes(2))) func theReportAndMetricsCountTheWholeSendAcrossAKillAndAResume() throws {
+        let dir = TemporaryDirectory("whole")
+        let tokens = try H2SendTests.plan(count: 6_000, in: dir)
+        var faults = FaultPlan()
+        let bad = tokens[0..<3], gone = tokens[5_990..<6_000]   // refused in the first run, and in the resume
+        faults.badTokens = Set(bad.map { DeviceToken(hex: $0)!.bytes })
+        for t in gone { faults.unregistered[DeviceToken(hex: t)!.bytes] = 1_700_000_000 }
+        let simulator = try startHTTP2Simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let first = try H2SendTests.send(dir, simulator, ["--rate", "3000", "--report", "report.json", "--metrics", "metrics.prom"])
+        #expect(eventually(within: 30) { (try? H2SendTests.recorded(dir).count) ?? 0 >= 1_500 })
+        first.kill9()
+        let resumed = try CampaignProcess(["send", "--resume", "journal"] + SendProcessTests.credentials(), in: dir.path)
+        #expect(resumed.wait(timeout: 90) == 0, "\(resumed.stderr)")
+        simulator.stop()
+        let accepted = Set(try H2SendTests.recorded(dir).map(\.token)).count
+        #expect(accepted == 6_000 - 13)
+        let report = try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: dir.file("report.json"))))
+        #expect(report["runs"] == .number("2"))
+        #expect(report["accepted"] == .number(String(accepted)), "the whole send, not the resume's share")
+        #expect(report["failed_by_reason"]?["400 BadDeviceToken"] == .number("3") && report["failed_by_reason"]?["410 Unregistered"] == .number("10"))
+        #expect((report["this_run"]?["accepted"]?.integerValue ?? 0) < Int64(accepted), "this run's share is below the whole")
+        let metrics = try String(contentsOfFile: dir.file("metrics.prom"), encoding: .utf8)
+        #expect(metrics.contains("campaign_send_accepted_total{journal=\"journal\"} \(accepted)"), "the killed run's file is rewritten by the resume")
+        #expect(metrics.contains("campaign_send_failed_total{journal=\"journal\"} 13") && metrics.contains("campaign_send_up{journal=\"journal\"} 0"))
+        #expect(resumed.stderr.contains("the whole send (2 runs)"), "\(resumed.stderr)")
     }
 
     @Test func everyCounterIsInTheMetricsFromTheFirstWrite() {
