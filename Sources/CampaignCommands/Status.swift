@@ -88,7 +88,7 @@ struct Status: ParsableCommand {
             return
         }
         if let html {
-            try writeOutput(Array(StatusPage.html(journal: directory, state: state, outcome: view.outcomeText).utf8), to: html)
+            try writeOutput(Array(StatusPage.html(journal: directory, state: state, outcome: view.outcomeText, running: view.running != nil).utf8), to: html)
             return
         }
         let byStatus = view.failedByStatus

@@ -6,7 +6,7 @@ import PlanStream
 /// SVG; no script, no network) with the send's rate over time, its outcomes
 /// by status, its connections and resends, and the summary.
 enum StatusPage {
-    static func html(journal directory: String, state: JournalState, outcome: String) -> String {
+    static func html(journal directory: String, state: JournalState, outcome: String, running: Bool = false) -> String {
         var failedByReason: [String: Int] = [:]
         for f in state.failures { failedByReason[f.cause.label, default: 0] += 1 }
         let remaining = state.planRecords.map { String(max(0, $0 - state.doneCount)) } ?? "unknown"
@@ -48,10 +48,14 @@ enum StatusPage {
         for (name, value) in summary { page += "<tr><td>\(escape(name))</td><td>\(escape(value))</td></tr>\n" }
         page += "</table>\n"
         page += http2
-            ? "<h2>Send rate (notifications answered per second; each run drawn on its own)</h2>\n" + rateChart(state.timeline)
-            : "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline)
+            ? "<h2>Send rate (notifications answered per second; each run drawn on its own)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running)
+            : "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running)
         page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, failed: failedByReason)
-        page += "<h2>Connections and resends over time (cumulative, per run)</h2>\n" + countsChart(state.timeline)
+        page += "<h2>Connections opened and notifications resent over time (cumulative, per run; each on its own scale)</h2>\n" + countsChart(state.timeline)
+        // HTTP/2's retries have kinds worth telling apart (429, 5xx, refused streams, lost connections).
+        if http2, let chart = resentByKindChart(state.timeline) {
+            page += "<h2>Resent, by why (cumulative, per run): answers that ask for a retry, refused streams, lost connections</h2>\n" + chart
+        }
         if state.timeline.joined().contains(where: { $0.open != nil }) {
             page += "<h2>Connections in use (HTTP/2: the pool grows with the distance) and the round trip measured (ms)</h2>\n" + poolChart(state.timeline)
         }
@@ -101,20 +105,33 @@ enum StatusPage {
 
     static let width = 860.0, height = 220.0, margin = 40.0
 
-    /// The runs' per-second rates, one run after another along the time axis.
-    static func rateChart(_ timeline: [[JournalRecord.Tick]]) -> String {
+    /// The runs' per-second rates, one run after another along the time axis,
+    /// each run's start marked and its end labelled with how it ended
+    /// (`outcomes`: per run, nil for one killed or still running; `running`:
+    /// the last run is still going).
+    static func rateChart(_ timeline: [[JournalRecord.Tick]], outcomes: [String?] = [], running: Bool = false) -> String {
         var points: [(x: Double, y: Double)] = []
+        var markers: [(x: Double, label: String)] = []
         var offset = 0
-        for run in timeline {
+        for (i, run) in timeline.enumerated() {
             var previous = 0
             if !run.isEmpty { points.append((Double(offset), 0)) }   // each run starts from nothing
+            if timeline.count > 1 { markers.append((Double(offset), i == 0 ? "run 1" : "run \(i + 1) (resume)")) }
             for tick in run {
                 points.append((Double(offset + tick.second), Double(max(0, tick.accepted + tick.failed - previous))))
                 previous = tick.accepted + tick.failed
             }
             offset += (run.last?.second ?? 0) + 1
+            let last = i == timeline.count - 1
+            let ended = i < outcomes.count ? outcomes[i] : nil
+            if let ended, ended != SendOutcome.complete.rawValue {
+                markers.append((Double(offset), "stopped: \(ended)"))
+            } else if ended == nil, !(last && running), !run.isEmpty {
+                markers.append((Double(offset), "killed (no end record)"))
+            }
         }
-        return lineChart([("#2a7ab0", points)], emptyText: "no timeline (runs shorter than a second, or a journal from before timelines)")
+        return lineChart([("#2a7ab0", points)], emptyText: "no timeline (runs shorter than a second, or a journal from before timelines)",
+                         markers: markers)
     }
 
     static func countsChart(_ timeline: [[JournalRecord.Tick]]) -> String {
@@ -131,8 +148,27 @@ enum StatusPage {
             }
             offset += (run.last?.second ?? 0) + 1
         }
-        return lineChart([("#b05a2a", connections), ("#6a2ab0", resent)], emptyText: "no timeline",
-                         legend: [("#b05a2a", "connections"), ("#6a2ab0", "resent")])
+        // Each on its own axis: a few connections beside thousands of resends would draw flat.
+        return lineChart([("#b05a2a", connections)], emptyText: "no timeline", legend: [("#b05a2a", "connections opened")])
+            + lineChart([("#6a2ab0", resent)], emptyText: "no timeline", legend: [("#6a2ab0", "resent")])
+    }
+
+    /// Resent notifications by why (429, 500, 503, REFUSED_STREAM, lost
+    /// connection), cumulative per run, a line each; nil when none was recorded.
+    static func resentByKindChart(_ timeline: [[JournalRecord.Tick]]) -> String? {
+        let kinds = Set(timeline.joined().flatMap(\.resentByKind.keys)).sorted()
+        guard !kinds.isEmpty else { return nil }
+        let palette = ["#c03030", "#d08020", "#6a2ab0", "#2a7ab0", "#2a8a4a", "#8a2a6a", "#777"]
+        var series: [(color: String, points: [(x: Double, y: Double)])] = kinds.indices.map { (palette[$0 % palette.count], []) }
+        var offset = 0
+        for run in timeline {
+            for (k, kind) in kinds.enumerated() {
+                if !run.isEmpty { series[k].points.append((Double(offset), 0)) }
+                for tick in run { series[k].points.append((Double(offset + tick.second), Double(tick.resentByKind[kind] ?? 0))) }
+            }
+            offset += (run.last?.second ?? 0) + 1
+        }
+        return lineChart(series, emptyText: "nothing resent", legend: kinds.enumerated().map { (palette[$0.offset % palette.count], $0.element) })
     }
 
     static func poolChart(_ timeline: [[JournalRecord.Tick]]) -> String {
@@ -150,7 +186,7 @@ enum StatusPage {
     }
 
     static func lineChart(_ series: [(color: String, points: [(x: Double, y: Double)])], emptyText: String,
-                          legend: [(String, String)] = []) -> String {
+                          legend: [(String, String)] = [], markers: [(x: Double, label: String)] = []) -> String {
         let all = series.flatMap(\.points)
         guard let maxX = all.map(\.x).max(), maxX > 0 else { return "<p class=\"label\">\(escape(emptyText))</p>\n" }
         let maxY = max(1, all.map(\.y).max() ?? 1)
@@ -164,6 +200,11 @@ enum StatusPage {
         for (color, points) in series where !points.isEmpty {
             let path = points.map { "\(format(sx($0.x))),\(format(sy($0.y)))" }.joined(separator: " ")
             svg += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(path)\"/>\n"
+        }
+        for (i, marker) in markers.enumerated() {
+            let x = format(sx(marker.x))
+            svg += "<line x1=\"\(x)\" y1=\"\(sy(0))\" x2=\"\(x)\" y2=\"\(sy(maxY))\" stroke=\"#999\" stroke-dasharray=\"4 3\"/>"
+            svg += "<text class=\"label\" x=\"\(format(sx(marker.x) + 3))\" y=\"\(format(sy(maxY) + 12 + Double(i % 3) * 12))\">\(escape(marker.label))</text>\n"
         }
         for (i, (color, name)) in legend.enumerated() {
             svg += "<rect x=\"\(Double(i) * 120 + margin + 10)\" y=\"8\" width=\"10\" height=\"10\" fill=\"\(color)\"/><text class=\"label\" x=\"\(Double(i) * 120 + margin + 26)\" y=\"17\">\(escape(name))</text>\n"

@@ -36,6 +36,10 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var acceptedOnConnection = 0
     private var readBuffer = [UInt8](repeating: 0, count: 4096)
     private var lastWriteProgress: UInt64 = 0
+    /// What a window may hold before its proof, paced to the gateway's reading.
+    private var windowBytes = WindowByteLimit()
+    /// When this connection's first bytes were written (to pace ``windowBytes``).
+    private var firstWriteAt: UInt64? = nil
 
     init(engine: ConnectionEngine, format: NotificationFormat) {
         self.engine = engine
@@ -79,7 +83,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         fillBatch()
         if !window.hasProof, window.notificationCount > 0, format.reportsErrors {
             if !workLeft || cadence.isDue(notifications: window.notificationCount, now: now)
-                || window.entries.count >= settings.maxWindow || shared.isStopping {
+                || window.entries.count >= settings.maxWindow || shared.isStopping || sent.count >= windowBytes.bytes {
                 appendProof()
             }
         }
@@ -101,7 +105,8 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         // frames, a cadence of 64 would otherwise not be kept.
         let every = cadence.notificationsPerProof ?? Int.max
         while sent.count - written < settings.batchBytes, window.entries.count < settings.maxWindow,
-              window.notificationCount < every, !shared.isStopping {
+              window.notificationCount < every, !shared.isStopping,
+              !format.reportsErrors || sent.count < windowBytes.bytes {
             if let rate = engine.rate, !rate.take() { break }
             if let r = resends.popFirst() {
                 let start = sent.count
@@ -191,7 +196,10 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             connectionLost()
             return
         }
-        if written > before { lastWriteProgress = now }
+        if written > before {
+            lastWriteProgress = now
+            if firstWriteAt == nil { firstWriteAt = lastWriteProgress }
+        }
         guard written == sent.count else { return }
         batchStartedAt = nil
         if window.hasProof, proofWrittenAt == nil { proofWrittenAt = now }
@@ -247,6 +255,10 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         for (seq, status) in resolution.refusedAsMalformed {
             engine.log("the gateway refused plan record \(seq) with status \(status): a bug in the plan or the encoder; it will not be sent again")
         }
+        if response.identifier & 0x8000_0000 != 0, let first = firstWriteAt {
+            // Our proof's answer: everything before it was read in this time.
+            windowBytes.proven(written: sent.count, seconds: Double(now &- first) / 1e9)
+        }
         acceptedOnConnection += resolution.outcome.accepted
         requeue(resolution.resend)
         if resolution.wasShutdown { shared.count(shutdowns: 1) }
@@ -295,6 +307,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     }
 
     private func resetWindow() {
+        firstWriteAt = nil
         window.removeAll()
         cadence.windowEnded()
         sent.removeAll(keepingCapacity: true)

@@ -37,6 +37,8 @@ public struct JournalState: Sendable {
     public var suppressions: [([UInt8], UInt32)] { failures.compactMap { f in f.unregisteredAt.map { (f.token, $0) } } }
     /// Per run (in order), its timeline: counts once a second.
     public var timeline: [[JournalRecord.Tick]] = []
+    /// Per run (in order), how it ended; nil for a run with no end record (killed, crashed, or still running).
+    public var runOutcomes: [String?] = []
 }
 
 /// A journal that cannot be used.
@@ -239,6 +241,7 @@ public final class Journal: @unchecked Sendable {
         case .start(_, let header):
             s.runs += 1
             s.timeline.append([])
+            s.runOutcomes.append(nil)
             s.outcome = nil
             // A resume with --replan starts with a new plan whose header differs in its times.
             if header != .null { s.planHeader = header }
@@ -263,6 +266,7 @@ public final class Journal: @unchecked Sendable {
             s.reconnects += reconnects
         case .end(let outcome):
             s.outcome = outcome
+            if !s.runOutcomes.isEmpty { s.runOutcomes[s.runOutcomes.count - 1] = outcome }
         case .tick(let tick):
             if s.timeline.isEmpty { s.timeline.append([]) }
             s.timeline[s.timeline.count - 1].append(tick)

@@ -36,10 +36,13 @@ public enum JournalRecord: Equatable, Sendable {
         public var open: Int?
         /// The shortest round trip the connections measured in that second, in milliseconds.
         public var roundTripMilliseconds: Double?
+        /// Resent so far, by why ("429 TooManyRequests", "REFUSED_STREAM"…); empty in older journals.
+        public var resentByKind: [String: Int] = [:]
 
-        public init(second: Int, accepted: Int, failed: Int, resent: Int, connections: Int, open: Int? = nil, roundTripMilliseconds: Double? = nil) {
+        public init(second: Int, accepted: Int, failed: Int, resent: Int, connections: Int, open: Int? = nil, roundTripMilliseconds: Double? = nil,
+                    resentByKind: [String: Int] = [:]) {
             (self.second, self.accepted, self.failed, self.resent, self.connections) = (second, accepted, failed, resent, connections)
-            (self.open, self.roundTripMilliseconds) = (open, roundTripMilliseconds)
+            (self.open, self.roundTripMilliseconds, self.resentByKind) = (open, roundTripMilliseconds, resentByKind)
         }
     }
 
@@ -75,7 +78,8 @@ public enum JournalRecord: Equatable, Sendable {
             return .object([("t", .string("tick")), ("s", n(k.second)), ("accepted", n(k.accepted)), ("failed", n(k.failed)),
                             ("resent", n(k.resent)), ("connections", n(k.connections))]
                            + (k.open.map { [("open", n($0))] } ?? [])
-                           + (k.roundTripMilliseconds.map { [("rtt_ms", .number(String(($0 * 10).rounded() / 10)))] } ?? []))
+                           + (k.roundTripMilliseconds.map { [("rtt_ms", .number(String(($0 * 10).rounded() / 10)))] } ?? [])
+                           + (k.resentByKind.isEmpty ? [] : [("resent_by_kind", .object(k.resentByKind.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) }))]))
         }
     }
 
@@ -120,7 +124,10 @@ public enum JournalRecord: Equatable, Sendable {
         case "tick":
             self = .tick(Tick(second: int("s"), accepted: int("accepted"), failed: int("failed"), resent: int("resent"),
                               connections: int("connections"), open: v["open"]?.integerValue.map { Int($0) },
-                              roundTripMilliseconds: v["rtt_ms"]?.doubleValue))
+                              roundTripMilliseconds: v["rtt_ms"]?.doubleValue,
+                              resentByKind: v["resent_by_kind"]?.objectMembers.map { members in
+                                  Dictionary(members.compactMap { m in m.value.integerValue.map { (m.key, Int($0)) } }, uniquingKeysWith: max)
+                              } ?? [:]))
         default:
             return nil
         }

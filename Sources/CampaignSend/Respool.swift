@@ -30,7 +30,15 @@ public enum Respool {
         // (the planner upstream then ends on a broken pipe, which is harmless).
         let first = try openSpool()
         while (try? first.next()) ?? nil != nil {}
-        if first.isComplete { return 0 }
+        if first.isComplete {
+            // A kill between putting a new plan in the spool's place and
+            // journaling its header leaves the journal with the old plan's
+            // times: the complete spool is the plan to go on with.
+            if let journaled = try? PlanHeader(json: state.planHeader), sameBeyondTimes(journaled, first.header) {
+                state.planHeader = first.header.json
+            }
+            return 0
+        }
 
         let old = try openSpool()
         let replacement = journal.spoolPath + ".replan"
@@ -38,10 +46,7 @@ public enum Respool {
         var keep = false
         defer { if !keep { unlink(replacement) } }
 
-        var oldHeader = old.header, newHeader = new.header
-        oldHeader.created = 0; oldHeader.expiry = 0
-        newHeader.created = 0; newHeader.expiry = 0
-        guard oldHeader == newHeader else {
+        guard sameBeyondTimes(old.header, new.header) else {
             throw refuse("the plan on standard input is for another job or settings (its header differs beyond its times); refusing to resume")
         }
         var checked = 0
@@ -66,5 +71,12 @@ public enum Respool {
         keep = true
         state.planHeader = new.header.json
         return checked
+    }
+
+    /// Whether two plan headers differ at most in their times (`created`, `expiry`): the same job planned again.
+    static func sameBeyondTimes(_ a: PlanHeader, _ b: PlanHeader) -> Bool {
+        var (a, b) = (a, b)
+        (a.created, a.expiry, b.created, b.expiry) = (0, 0, 0, 0)
+        return a == b
     }
 }

@@ -140,3 +140,28 @@ struct ProofCadence {
         adaptiveEvery = max(64, min(adaptiveEvery ?? Int.max, max(1, risked / 2)))
     }
 }
+
+/// How many bytes a binary connection writes before its proof of
+/// acceptance: about ``targetSeconds`` of what the gateway was last seen to
+/// read, so that a proof's answer (the only news of progress) never waits
+/// behind minutes of data in the socket buffers of a slow gateway.
+struct WindowByteLimit {
+    /// Before anything was measured: on loopback one early proof (a
+    /// reconnect) more; from a gateway reading 400 KB/s, news in 3 s.
+    static let first = 1 << 20
+    static let minimum = 256 << 10
+    static let maximum = 256 << 20
+    /// How much of the gateway's reading a window may hold.
+    static let targetSeconds = 2.0
+
+    private(set) var bytes = WindowByteLimit.first
+
+    /// A proof was answered `seconds` after the connection's first write,
+    /// for `written` bytes: the gateway read them at that pace. Windows too
+    /// small to measure (under ``minimum``) change nothing.
+    mutating func proven(written: Int, seconds: Double) {
+        guard written >= Self.minimum, seconds > 0 else { return }
+        let paced = Double(written) / seconds * Self.targetSeconds
+        bytes = Int(min(Double(Self.maximum), max(Double(Self.minimum), paced)))
+    }
+}

@@ -183,7 +183,8 @@ public final class Sender: @unchecked Sendable {
                 if let milliseconds { shared.noteRoundTrip(milliseconds: milliseconds) }
                 try? shared.journal.append(.tick(.init(second: second, accepted: c.accepted + c.presumed, failed: c.failed,
                                                         resent: c.resends, connections: c.reconnects,
-                                                        open: oneQueue ? pool.size : nil, roundTripMilliseconds: milliseconds)))
+                                                        open: oneQueue ? pool.size : nil, roundTripMilliseconds: milliseconds,
+                                                        resentByKind: c.resentByKind)))
             }
         }
         var tickerRunning = true

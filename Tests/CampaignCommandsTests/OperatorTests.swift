@@ -159,7 +159,7 @@ import GatewaySimulator
         #expect(result.status == 0, "\(result.err)")
         let page = try String(contentsOfFile: dir.file("report.html"), encoding: .utf8)
         #expect(page.hasPrefix("<!DOCTYPE html>") && page.hasSuffix("</html>\n"))
-        #expect(page.components(separatedBy: "<svg").count - 1 == 3, "rate, outcomes, connections and resends")
+        #expect(page.components(separatedBy: "<svg").count - 1 == 4, "rate, outcomes, connections, resends (each on its own axis since issue 24)")
         #expect(page.contains("<polyline"))
         #expect(page.contains(">5998</td>"), "the accepted count in the summary")
         #expect(page.contains(">8 invalid token<"), "failures by status and reason, as issue 24 names them")

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Testing
 import APNSWire
@@ -52,6 +55,7 @@ import GatewaySimulator
         #expect(page.contains("<title>campaign h2: send</title>") && page.contains("HTTP/2 provider API"))
         #expect(page.contains("com.example.campaign · alert") && page.contains("1500 notifications"))
         #expect(!page.contains("proof of acceptance"), "binary-only words on an HTTP/2 page")
+
     }
 
     /// A kill and a resume: the resume rewrites the report and metrics the
@@ -63,9 +67,10 @@ import GatewaySimulator
         let bad = tokens[0..<3], gone = tokens[5_990..<6_000]   // refused in the first run, and in the resume
         faults.badTokens = Set(bad.map { DeviceToken(hex: $0)!.bytes })
         for t in gone { faults.unregistered[DeviceToken(hex: t)!.bytes] = 1_700_000_000 }
+        faults.throttleRate = 0.01
         let simulator = try startHTTP2Simulator(in: dir, faults: faults)
         defer { simulator.stop() }
-        let first = try H2SendTests.send(dir, simulator, ["--rate", "3000", "--report", "report.json", "--metrics", "metrics.prom"])
+        let first = try H2SendTests.send(dir, simulator, ["--rate", "1000", "--report", "report.json", "--metrics", "metrics.prom"])
         #expect(eventually(within: 30) { (try? H2SendTests.recorded(dir).count) ?? 0 >= 1_500 })
         first.kill9()
         let resumed = try CampaignProcess(["send", "--resume", "journal"] + SendProcessTests.credentials(), in: dir.path)
@@ -82,6 +87,37 @@ import GatewaySimulator
         #expect(metrics.contains("campaign_send_accepted_total{journal=\"journal\"} \(accepted)"), "the killed run's file is rewritten by the resume")
         #expect(metrics.contains("campaign_send_failed_total{journal=\"journal\"} 13") && metrics.contains("campaign_send_up{journal=\"journal\"} 0"))
         #expect(resumed.stderr.contains("the whole send (2 runs)"), "\(resumed.stderr)")
+        // The page marks each run, and labels the kill instead of a silent drop.
+        #expect(try PlanProcessTests.run(["status", "journal", "--html", "page.html"], in: dir).status == 0)
+        let page = try String(contentsOfFile: dir.file("page.html"), encoding: .utf8)
+        #expect(page.contains(">run 1<") && page.contains(">run 2 (resume)<") && page.contains(">killed (no end record)<"), "\(page.prefix(3000))")
+        #expect(page.contains("Resent, by why") && page.contains(">429 TooManyRequests<"), "retried answers by kind over time")
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.runOutcomes == [nil, "complete"])
+    }
+
+    /// A default binary send of 200,000 to a gateway that reads 400 KB/s:
+    /// the journal (and so `status`) shows notifications done within 10 s,
+    /// not once several megabytes of socket buffers have drained.
+    @Test(.timeLimit(.minutes(2))) func aSlowBinaryGatewayShowsProgressWithinTenSeconds() throws {
+        let dir = TemporaryDirectory("slowgateway")
+        var faults = FaultPlan()
+        faults.readDelayMilliseconds = 40   // one TLS record (16 KB) per 40 ms
+        _ = try SendProcessTests.plan(count: 200_000, into: dir.file("plan.ndjson"), seed: 41)
+        let simulator = try SendProcessTests.simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                       "127.0.0.1:\(simulator.port)"] + SendProcessTests.credentials(), in: dir.path)
+        let started = Date()
+        var done = 0
+        _ = eventually(within: 10) {
+            let status = try? PlanProcessTests.run(["status", "journal", "--json"], in: dir)
+            done = Int((try? JSONValue.parse(status?.out ?? Data()))?["done"]?.integerValue ?? 0)
+            return done > 0
+        }
+        #expect(done > 0, "nothing done \(Int(Date().timeIntervalSince(started))) s into the send")
+        kill(run.process.processIdentifier, SIGTERM)
+        #expect(run.wait(timeout: 15) == 75, "\(run.stderr.suffix(800))")
     }
 
     @Test func everyCounterIsInTheMetricsFromTheFirstWrite() {

@@ -92,3 +92,42 @@ import GatewaySimulator
         }
     }
 }
+
+extension SendSessionTests {
+    /// `plan | send` killed between a replan's new spool and the journal
+    /// learning its header: the next `--replan` goes on with the complete
+    /// spool (its header differs from the journal's only in its times).
+    @Test func aKillBetweenReplacingTheSpoolAndJournalingItsHeaderStillResumes() throws {
+        let harness = try SendHarness(faults: .init())
+        _ = try makePlan(count: 20, in: harness.dir)
+        let plan = try String(contentsOfFile: harness.dir.file("plan.ndjson"), encoding: .utf8)
+        let header = String(plan.prefix { $0 != "\n" })
+        let created = try #require(header.range(of: #""created":[0-9]+"#, options: .regularExpression))
+        let earlier = header.replacingCharacters(in: created, with: #""created":1000"#)
+        #expect(earlier != header)
+        var settings = harness.settings(connections: 1)
+        settings.planPath = nil
+        do { _ = try Journal.create(directory: harness.dir.file("j"), settings: settings, planHeader: try JSONValue.parse(earlier)) }
+        try plan.write(toFile: harness.dir.file("j/\(Journal.spoolName)"), atomically: true, encoding: .utf8)
+        let session = try SendSession(.resume(journal: harness.dir.file("j"), replan: true, adjust: { _ in }))
+        #expect(session.planTotal == nil || session.planTotal == 20)
+        #expect(try Journal.read(directory: harness.dir.file("j")).planHeader == JSONValue.parse(header), "the journal now names the spool's header")
+    }
+}
+
+/// A binary window holds about two seconds of what the gateway reads.
+@Suite struct WindowByteLimitTests {
+    @Test func theWindowFollowsTheGatewaysPace() {
+        var limit = WindowByteLimit()
+        #expect(limit.bytes == 1 << 20, "a megabyte before anything is measured")
+        limit.proven(written: 1 << 20, seconds: 2.5)             // a gateway reading 400 KB/s
+        #expect(limit.bytes == Int(Double(1 << 20) / 2.5 * 2))
+        limit.proven(written: 200 << 20, seconds: 1)             // loopback
+        #expect(limit.bytes == WindowByteLimit.maximum)
+        limit.proven(written: 300 << 10, seconds: 60)            // a gateway that barely reads
+        #expect(limit.bytes == WindowByteLimit.minimum)
+        let before = limit.bytes
+        limit.proven(written: 1000, seconds: 5)                  // too small to measure
+        #expect(limit.bytes == before)
+    }
+}
