@@ -206,8 +206,11 @@ enum StatusPage {
             svg += "<line x1=\"\(x)\" y1=\"\(sy(0))\" x2=\"\(x)\" y2=\"\(sy(maxY))\" stroke=\"#999\" stroke-dasharray=\"4 3\"/>"
             svg += "<text class=\"label\" x=\"\(format(sx(marker.x) + 3))\" y=\"\(format(sy(maxY) + 12 + Double(i % 3) * 12))\">\(escape(marker.label))</text>\n"
         }
-        for (i, (color, name)) in legend.enumerated() {
-            svg += "<rect x=\"\(Double(i) * 120 + margin + 10)\" y=\"8\" width=\"10\" height=\"10\" fill=\"\(color)\"/><text class=\"label\" x=\"\(Double(i) * 120 + margin + 26)\" y=\"17\">\(escape(name))</text>\n"
+        // Each entry as wide as its words (about 6.5 px a character at 11 px), so long reasons do not overlap.
+        var legendX = margin + 10
+        for (color, name) in legend {
+            svg += "<rect x=\"\(format(legendX))\" y=\"8\" width=\"10\" height=\"10\" fill=\"\(color)\"/><text class=\"label\" x=\"\(format(legendX + 16))\" y=\"17\">\(escape(name))</text>\n"
+            legendX += 16 + max(60, Double(name.count) * 6.5 + 14)
         }
         return svg + "</svg>\n"
     }
