@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
 import APNSWire
 import CampaignSend
 import PlanStream
@@ -26,7 +30,7 @@ enum StatusPage {
         what.append(("Gateway", gateway + environment + (state.settings.proxy.map { " through \($0)" } ?? "")))
         what.append(("Journal", directory))
         let summary: [(String, String)] = what + [
-            ("Outcome", outcome), ("Runs", String(state.runs)),
+            ("Outcome", outcome), ("Runs", runsText(state)),
             ("Plan", "\(state.settings.planPath ?? "spooled in the journal") · \(state.planRecords.map { "\($0) records" } ?? "not read to its end")"),
             ("Accepted", String(state.accepted)), ("Presumed delivered", String(state.presumed)),
             ("Failed", String(state.failures.count)), ("Remaining", remaining),
@@ -64,6 +68,28 @@ enum StatusPage {
             : "<p class=\"label\">Resent: notifications the gateway discarded after a refusal or shutdown on their connection, or left unproven when one was lost. The gateway confirms nothing, so a connection ends with a proof of acceptance: a notification it must refuse.</p>\n"
         page += "</body></html>\n"
         return page
+    }
+
+    /// "2: 2026-11-26 02:30:01 UTC, 4 s, killed; 02:30:06 UTC, 5 s, complete" (times where the journal has them).
+    static func runsText(_ state: JournalState) -> String {
+        var runs: [String] = []
+        var lastDay = ""
+        for i in 0..<state.runs {
+            var parts: [String] = []
+            if i < state.runStartedAt.count, let at = state.runStartedAt[i] {
+                var t = time_t(at)
+                var tm = tm()
+                gmtime_r(&t, &tm)
+                let day = String(format: "%04d-%02d-%02d", Int(tm.tm_year) + 1900, Int(tm.tm_mon) + 1, Int(tm.tm_mday))
+                parts.append((day == lastDay ? "" : day + " ") + String(format: "%02d:%02d:%02d UTC", Int(tm.tm_hour), Int(tm.tm_min), Int(tm.tm_sec)))
+                lastDay = day
+            }
+            if i < state.timeline.count, let last = state.timeline[i].last { parts.append("\(last.second + 1) s") }
+            let ended = i < state.runOutcomes.count ? state.runOutcomes[i] : nil
+            parts.append(ended ?? (i == state.runs - 1 && state.outcome == nil ? "running or killed" : "killed"))
+            runs.append(parts.joined(separator: ", "))
+        }
+        return "\(state.runs)" + (runs.isEmpty ? "" : ": " + runs.joined(separator: "; "))
     }
 
     /// The parts of a plan: a table of them, their outcomes together, and each part's rate.

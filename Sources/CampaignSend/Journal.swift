@@ -39,6 +39,8 @@ public struct JournalState: Sendable {
     public var timeline: [[JournalRecord.Tick]] = []
     /// Per run (in order), how it ended; nil for a run with no end record (killed, crashed, or still running).
     public var runOutcomes: [String?] = []
+    /// Per run (in order), when it began sending (UNIX seconds); nil in journals from before.
+    public var runStartedAt: [Int?] = []
 }
 
 /// A journal that cannot be used.
@@ -242,6 +244,7 @@ public final class Journal: @unchecked Sendable {
             s.runs += 1
             s.timeline.append([])
             s.runOutcomes.append(nil)
+            s.runStartedAt.append(nil)
             s.outcome = nil
             // A resume with --replan starts with a new plan whose header differs in its times.
             if header != .null { s.planHeader = header }
@@ -264,6 +267,8 @@ public final class Journal: @unchecked Sendable {
             s.resends += resends
             s.duplicatesRisked += risked
             s.reconnects += reconnects
+        case .clock(let seconds):
+            if !s.runStartedAt.isEmpty, s.runStartedAt[s.runStartedAt.count - 1] == nil { s.runStartedAt[s.runStartedAt.count - 1] = seconds }
         case .end(let outcome):
             s.outcome = outcome
             if !s.runOutcomes.isEmpty { s.runOutcomes[s.runOutcomes.count - 1] = outcome }

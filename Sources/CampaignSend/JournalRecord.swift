@@ -22,6 +22,8 @@ public enum JournalRecord: Equatable, Sendable {
     case end(outcome: String)
     /// Once a second while a run sends: its counts so far (this run's, from its start).
     case tick(Tick)
+    /// When a run began sending, in UNIX seconds (for the page's times; older journals have none).
+    case clock(unixSeconds: Int)
 
     /// A point of a run's timeline.
     public struct Tick: Equatable, Sendable {
@@ -74,6 +76,8 @@ public enum JournalRecord: Equatable, Sendable {
                             ("reconnects", n(reconnects))])
         case .end(let outcome):
             return .object([("t", .string("end")), ("outcome", .string(outcome))])
+        case .clock(let seconds):
+            return .object([("t", .string("clock")), ("at", n(seconds))])
         case .tick(let k):
             return .object([("t", .string("tick")), ("s", n(k.second)), ("accepted", n(k.accepted)), ("failed", n(k.failed)),
                             ("resent", n(k.resent)), ("connections", n(k.connections))]
@@ -121,6 +125,9 @@ public enum JournalRecord: Equatable, Sendable {
         case "end":
             guard let outcome = v["outcome"]?.stringValue else { return nil }
             self = .end(outcome: outcome)
+        case "clock":
+            guard let at = v["at"]?.integerValue else { return nil }
+            self = .clock(unixSeconds: Int(at))
         case "tick":
             self = .tick(Tick(second: int("s"), accepted: int("accepted"), failed: int("failed"), resent: int("resent"),
                               connections: int("connections"), open: v["open"]?.integerValue.map { Int($0) },

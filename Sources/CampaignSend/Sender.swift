@@ -124,6 +124,8 @@ public final class Sender: @unchecked Sendable {
 
     func run<Transport: NotificationTransport>(plan: PlanReader, transport: Transport) throws -> SendReport {
         let started = Deadline.now()
+        // The run's wall-clock start, for the page (its ticks count seconds from here).
+        try journal.append(.clock(unixSeconds: Int(time(nil))))
         if let warning = transport.warning { logger("warning: \(warning)") }
         // One queue that every connection takes from (HTTP/2: streams stand
         // alone), and then the pool may grow; or one queue per connection.

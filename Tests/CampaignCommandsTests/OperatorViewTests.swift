@@ -68,6 +68,7 @@ import GatewaySimulator
         faults.badTokens = Set(bad.map { DeviceToken(hex: $0)!.bytes })
         for t in gone { faults.unregistered[DeviceToken(hex: t)!.bytes] = 1_700_000_000 }
         faults.throttleRate = 0.01
+        faults.errorRate = 0.01
         let simulator = try startHTTP2Simulator(in: dir, faults: faults)
         defer { simulator.stop() }
         let first = try H2SendTests.send(dir, simulator, ["--rate", "1000", "--report", "report.json", "--metrics", "metrics.prom"])
@@ -83,6 +84,9 @@ import GatewaySimulator
         #expect(report["accepted"] == .number(String(accepted)), "the whole send, not the resume's share")
         #expect(report["failed_by_reason"]?["400 BadDeviceToken"] == .number("3") && report["failed_by_reason"]?["410 Unregistered"] == .number("10"))
         #expect((report["this_run"]?["accepted"]?.integerValue ?? 0) < Int64(accepted), "this run's share is below the whole")
+        let status = try JSONValue.parse(try PlanProcessTests.run(["status", "journal", "--json"], in: dir).out)
+        #expect(status["accepted"] == .number(String(accepted)) && status["runs"] == .number("2"))
+        #expect(status["failed_by_reason"]?["400 BadDeviceToken"] == .number("3") && status["failed_by_reason"]?["410 Unregistered"] == .number("10"))
         let metrics = try String(contentsOfFile: dir.file("metrics.prom"), encoding: .utf8)
         #expect(metrics.contains("campaign_send_accepted_total{journal=\"journal\"} \(accepted)"), "the killed run's file is rewritten by the resume")
         #expect(metrics.contains("campaign_send_failed_total{journal=\"journal\"} 13") && metrics.contains("campaign_send_up{journal=\"journal\"} 0"))
@@ -94,6 +98,8 @@ import GatewaySimulator
         #expect(page.contains("Resent, by why") && page.contains(">429 TooManyRequests<"), "retried answers by kind over time")
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(state.runOutcomes == [nil, "complete"])
+        #expect(state.runStartedAt.count == 2 && state.runStartedAt.allSatisfy { ($0 ?? 0) > 1_700_000_000 }, "each run's start time journaled")
+        #expect(page.contains("UTC") && page.contains(", killed;") && page.contains(", complete"), "the runs with their times and ends")
     }
 
     /// A default binary send of 200,000 to a gateway that reads 400 KB/s:

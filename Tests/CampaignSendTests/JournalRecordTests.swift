@@ -72,6 +72,18 @@ import CampaignTestSupport
                 == "HTTP 400 BadDeviceToken")
     }
 
+    /// Each run's wall-clock start, for the page; a start without one (older journals) stays nil.
+    @Test func aRunsClockIsReplayedForItsRun() throws {
+        let record = JournalRecord.clock(unixSeconds: 1_790_000_000)
+        #expect(String(decoding: record.json.serialized(), as: UTF8.self) == #"{"t":"clock","at":1790000000}"#)
+        #expect(JournalRecord(json: try JSONValue.parse(#"{"t":"clock","at":1790000000}"#)) == record)
+        var state = JournalState(settings: Self.settings, planHeader: .null)
+        for r in [JournalRecord.start(settings: Self.settings, planHeader: .null), .start(settings: Self.settings, planHeader: .null), record] {
+            Journal.apply(r, to: &state)
+        }
+        #expect(state.runStartedAt == [nil, 1_790_000_000])
+    }
+
     @Test func unknownKindsAreSkippedNotMisread() throws {
         #expect(JournalRecord(json: try JSONValue.parse(#"{"t":"from-the-future","x":1}"#)) == nil)
         #expect(JournalRecord(json: try JSONValue.parse(#"{"t":"start"}"#)) == nil, "a start without settings")
