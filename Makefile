@@ -4,8 +4,9 @@
 #   make nightly (feedback →) plan → send for one campaign, from cron (scripts/nightly.sh)
 
 SWIFT        ?= swift
-# What building and running campaign needs (GNU parallel sends plan parts)…
-RUNTIME_APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev libnghttp2-dev pkg-config parallel
+# What building and running campaign needs (GNU parallel sends plan parts;
+# tzdata: the zones of scheduled campaigns, read from /usr/share/zoneinfo)…
+RUNTIME_APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev libnghttp2-dev pkg-config parallel tzdata
 # …and what only the tests and the bench start (tinyproxy: a real HTTP proxy in front of the simulator, for --proxy).
 APT_PACKAGES := $(RUNTIME_APT_PACKAGES) nghttp2-client curl tinyproxy
 # Offline validation of deploy/k8s against Kubernetes' schemas (it carries

@@ -60,16 +60,19 @@ let package = Package(
         // locks, threads, wake-up pipes and deadlines. The unsafe layer.
         .target(name: "CampaignIO", dependencies: ["CZlib", "CCSV", "CIOShims"], swiftSettings: hotPath),
 
+        // Time zones from the system's tz database, and when a scheduled campaign reaches each device.
+        .target(name: "LocalTime", dependencies: ["CampaignIO"]),
+
         // Audience rows, job files and payloads, the suppression store, the plan stream.
         .target(name: "AudienceIngest", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"], swiftSettings: hotPath),
-        .target(name: "CampaignPayload", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON"], swiftSettings: hotPath),
+        .target(name: "CampaignPayload", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "LocalTime"], swiftSettings: hotPath),
         .target(name: "FeedbackStore", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"]),
         // The plan stream: header, records, trailer; its writer and verifying reader.
-        .target(name: "PlanStream", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"], swiftSettings: hotPath),
+        .target(name: "PlanStream", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "LocalTime"], swiftSettings: hotPath),
 
         // The planner: de-duplication and the reading, preparing and planning stages.
         .target(name: "CampaignPlan", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload",
-                                                     "FeedbackStore", "PlanStream", "CIOShims"], swiftSettings: hotPath),
+                                                     "FeedbackStore", "PlanStream", "CIOShims", "LocalTime"], swiftSettings: hotPath),
 
         // Transport: sockets, TLS over OpenSSL (client and server), identities, development certificates.
         .target(name: "CampaignTLS", dependencies: ["CampaignIO", "COpenSSL", "COpenSSLShims"]),
@@ -77,7 +80,7 @@ let package = Package(
         .target(name: "CampaignHTTP2", dependencies: ["CNGHTTP2"]),
         // The sender: sessions, the transport seam, the binary transport, the journal.
         .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
-                                                     "CampaignHTTP2", "FeedbackStore"], swiftSettings: hotPath),
+                                                     "CampaignHTTP2", "FeedbackStore", "LocalTime"], swiftSettings: hotPath),
 
         // The gateway and feedback simulator, startable in-process on port 0.
         .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "CampaignHTTP2"]),
@@ -87,7 +90,7 @@ let package = Package(
             name: "CampaignCommands",
             dependencies: [
                 "APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream",
-                "CampaignTLS", "CampaignSend", "FeedbackStore", "GatewaySimulator",
+                "CampaignTLS", "CampaignSend", "FeedbackStore", "GatewaySimulator", "LocalTime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -103,6 +106,7 @@ let package = Package(
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire", "CampaignIO"]),
         .testTarget(name: "CampaignIOTests", dependencies: ["CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),
+        .testTarget(name: "LocalTimeTests", dependencies: ["LocalTime", "CampaignTestSupport"]),
         .testTarget(name: "CampaignFuzzTargetsTests", dependencies: ["CampaignFuzzTargets"], exclude: []),
         .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
         .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "PlanStream", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport"]),

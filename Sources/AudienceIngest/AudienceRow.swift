@@ -41,6 +41,7 @@ public final class AudienceSchema {
     public static let tokenAliases = ["token", "device_token"]
     public static let languageAliases = ["lang", "language", "locale"]
     public static let registeredAliases = ["registered_at"]
+    public static let timeZoneAliases = ["tz", "timezone", "time_zone"]
 }
 
 /// Our names for an audience's columns, mapped to the export's: a job's
@@ -55,13 +56,15 @@ public struct ColumnMapping: Sendable, Equatable {
     public init(_ sources: [String: String] = [:]) { self.sources = sources }
 
     /// Our names with a meaning of their own; the others are template variables.
-    public static let reservedNames = ["token", "lang", "registered_at"]
+    public static let reservedNames = ["token", "lang", "registered_at", "tz"]
 
     /// The names the token column may have.
     public var tokenNames: [String] { sources["token"].map { [$0] } ?? AudienceSchema.tokenAliases }
     /// The language columns, first non-empty wins.
     public var languageNames: [String] { sources["lang"].map { [$0] } ?? AudienceSchema.languageAliases }
     public var registeredNames: [String] { sources["registered_at"].map { [$0] } ?? AudienceSchema.registeredAliases }
+    /// The device's time zone (scheduled jobs): `tz`, `timezone` or `time_zone`, or the mapped column.
+    public var timeZoneNames: [String] { sources["tz"].map { [$0] } ?? AudienceSchema.timeZoneAliases }
 
     /// The column a template variable reads.
     public func source(of variable: String) -> String { sources[variable] ?? variable }
