@@ -8,6 +8,7 @@ import CampaignJSON
 import CampaignPayload
 import PlanStream
 import FeedbackStore
+import LocalTime
 
 /// Settings of one planning run beyond the job.
 public struct PlanOptions: Sendable {
@@ -45,6 +46,8 @@ public final class Planner {
     private var suppressed = TokenSet(values: true)
     private var hasSuppressed = false
     private(set) var seen: TokenSet
+    /// A scheduled job's zones (the default first).
+    private let zones: ZoneTable?
 
     /// The stable shard of a token: FNV-1a (64-bit) of its bytes, modulo the shard count.
     public static func shard(of token: UnsafeBufferPointer<UInt8>, shards: Int) -> Int {
@@ -74,6 +77,16 @@ public final class Planner {
             let literal = job.collapseTemplate?.isLiteral ?? true
             header.http2 = PlanHeader.HTTP2Fields(topic: job.topic, pushType: job.pushType, collapseId: literal ? job.collapseId : nil,
                                                   collapseIdTemplate: literal ? nil : job.collapseId)
+        }
+        if let schedule = job.schedule {
+            let database = ZoneDatabase()
+            guard case .zone(let defaultZone) = database.zone(named: schedule.defaultZone) else {
+                throw JobError(path: "defaultTimeZone", reason: "\"\(schedule.defaultZone)\" is not a zone of the tz database at \(database.directory)")
+            }
+            zones = ZoneTable(database: database, defaultZone: defaultZone)
+            header.schedule = schedule
+        } else {
+            zones = nil
         }
         renderer = PayloadRenderer(job: job, now: options.now)
         selector = job.selector
@@ -131,13 +144,19 @@ public final class Planner {
         }
         let started = monotonicSeconds()
         var summary = PlanSummary()
-        for (k, plan) in plans.enumerated() { try plan.writeHeader(header(ofPart: k)) }
+        // A scheduled plan is written once every row is read: its records
+        // go in order of moment, and deliverAt's date depends on every zone.
+        let spill = try zones.map { _ throws(IOError) in try ScheduleSpill(directory: Self.temporaryDirectory) }
+        var defaultedZones = 0
+        if spill == nil {
+            for (k, plan) in plans.enumerated() { try plan.writeHeader(header(ofPart: k)) }
+        }
         let parted = plans.count > 1
         let plan = plans[0]
         let rowReader = RowReader(reader: reader)
         let preparer = RowPreparer(renderer: renderer, selector: selector, messageTags: messageTags,
                                    wire: job.wire, maxPayload: header.maxPayload, shards: header.shards, parts: options.parts,
-                                   collapse: job.collapseTemplate, columns: columns)
+                                   collapse: job.collapseTemplate, columns: columns, zones: zones)
         let reading = BatchPipeline(batches: (0..<8).map { _ in PreparedBatch(size: 1024) }) { rowReader.fill($0) }
         let pipeline = BatchPipeline(after: reading) { preparer.prepare($0) }
         defer { pipeline.stop() }
@@ -203,7 +222,12 @@ public final class Planner {
                     }
                     seen.insert(t, hash: p.tokenHash)
                     let line = UnsafeBufferPointer(rebasing: arena[Int(p.lineStart)..<Int(p.lineEnd)])
-                    try (parted ? plans[Int(p.part)] : plan).append(lineAfterSeq: line)
+                    if let spill {
+                        try spill.append(key: ScheduleSpill.key(zone: p.zone, part: p.part), line: line)
+                        if p.zoneDefaulted { defaultedZones += 1 }
+                    } else {
+                        try (parted ? plans[Int(p.part)] : plan).append(lineAfterSeq: line)
+                    }
                     summary.planned += 1
                     plannedCounts[Int(p.message)] += 1
                     if p.kind == .truncated { truncatedCounts[Int(p.message)] += 1 }
@@ -217,6 +241,7 @@ public final class Planner {
             if let failure = batch.failure { throw failure }
             pipeline.recycle(batch)
         }
+        if let spill, let zones { summary.schedule = try writeScheduled(spill, zones: zones, plans: plans, defaultedZones: defaultedZones) }
         // Each part's trailer counts its own records; rows and rejects are the whole audience's.
         for plan in plans { try plan.finish(rowsRead: summary.rowsRead, rejected: summary.rejectedTotal) }
         for plan in plans { try plan.commit(syncingDirectory: !parted) }
@@ -228,6 +253,59 @@ public final class Planner {
         }
         for (v, n) in defaultedCounts.enumerated() where n > 0 { summary.defaulted[renderer.variables[v]] = n }
         summary.seconds = monotonicSeconds() - started
+        return summary
+    }
+}
+
+extension Planner {
+    /// Where scheduled records wait while the audience is read: `$TMPDIR`, else /tmp.
+    static var temporaryDirectory: String {
+        if let t = getenv("TMPDIR"), t.pointee != 0 { return String(cString: t) }
+        return "/tmp"
+    }
+
+    /// Gives every zone its moment, then writes the headers (with
+    /// deliverAt's date) and the records, in order of moment.
+    func writeScheduled(_ spill: ScheduleSpill, zones table: ZoneTable, plans: [PlanWriter], defaultedZones: Int) throws -> ScheduleSummary {
+        let zones = table.all
+        let counts = spill.counts
+        let used = Set(counts.keys.map { $0 >> 16 })
+        let now = Int64(options.now)
+        var moments = [Int64](repeating: now, count: zones.count)
+        var summary = ScheduleSummary()
+        summary.defaultedTimeZone = defaultedZones
+        switch header.schedule {
+        case .deliverAt(var d)?:
+            let date = d.date ?? d.defaultDate(zones: used.sorted().map { zones[$0] }, now: now)
+            d.date = date
+            header.schedule = .deliverAt(d)
+            summary.date = date.description
+            for z in used { moments[z] = d.moment(in: zones[z], on: date) }
+        case .quietHours(let q)?:
+            for z in used { moments[z] = q.nextAllowed(in: zones[z], atOrAfter: now) }
+        case nil:
+            break
+        }
+        let quiet = if case .quietHours? = header.schedule { true } else { false }
+        for (k, plan) in plans.enumerated() { try plan.writeHeader(header(ofPart: k)) }
+        // In order of moment; zones of one moment in the order met.
+        let keys = counts.keys.sorted { a, b in
+            let (ma, mb) = (moments[a >> 16], moments[b >> 16])
+            return ma != mb ? ma < mb : a < b
+        }
+        for key in keys {
+            let zone = key >> 16, part = key & 0xFFFF
+            var quoted: [UInt8] = []
+            if quiet { JSONText.appendString(Array(zones[zone].name.utf8), to: &quoted) }
+            let n = counts[key] ?? 0
+            summary.perHour[moments[zone] - ((moments[zone] % 3600) + 3600) % 3600, default: 0] += n
+            if moments[zone] < now { summary.pastAtPlanTime += n }
+            try quoted.withUnsafeBufferPointer { tz in
+                try spill.forEachLine(key: key) { line in
+                    try plans[part].append(lineAfterSeq: line, at: moments[zone], timeZone: quiet ? tz : nil)
+                }
+            }
+        }
         return summary
     }
 }

@@ -32,6 +32,10 @@ struct PreparedRow {
     var part: Int32 = 0
     /// Bit `v`: variable `v` of the renderer had no value and its default was written.
     var defaulted: UInt64 = 0
+    /// A scheduled job: the row's zone in the planner's ``ZoneTable`` (0: the job's default).
+    var zone: Int32 = 0
+    /// The row's zone was empty or unknown, so the default was used.
+    var zoneDefaulted = false
 }
 
 /// A reject code and its sentence.

@@ -1,6 +1,7 @@
 import APNSWire
 import CampaignIO
 import CampaignJSON
+import LocalTime
 
 /// Why a row was not planned. The code is stable, for scripts; the reason is
 /// the sentence for people.
@@ -20,6 +21,8 @@ public enum RejectCode: String, CaseIterable, Sendable {
     case cannotFit = "cannot_fit"
     /// h2: the rendered `collapseId` is empty or over 64 bytes.
     case invalidCollapseId = "invalid_collapse_id"
+    /// A scheduled job: the row's time zone is neither a zone name nor an offset.
+    case invalidTimeZone = "invalid_timezone"
 }
 
 /// Writes the rejects file: NDJSON `{"line":N,"token":"hex","code":"…","reason":"…"}`,
@@ -62,6 +65,8 @@ public struct PlanSummary: Sendable, Equatable {
     public var truncated: [String: Int] = [:]
     /// Planned notifications that wrote a variable's default (no value in the row), per variable.
     public var defaulted: [String: Int] = [:]
+    /// A scheduled job's: its date, the zones defaulted, records per hour.
+    public var schedule: ScheduleSummary?
     public var seconds = 0.0
 
     public var rejectedTotal: Int { rejected.values.reduce(0, +) }
@@ -78,6 +83,14 @@ public struct PlanSummary: Sendable, Equatable {
             ("per_language", counts(perLanguage)),
             ("truncated", counts(truncated)),
             ("defaulted", counts(defaulted)),
+        ] + (schedule.map { s in [
+            ("schedule", JSONValue.object([
+                ("date", s.date.map { .string($0) } ?? .null),
+                ("defaulted_timezone", .number(String(s.defaultedTimeZone))),
+                ("past_at_plan_time", .number(String(s.pastAtPlanTime))),
+                ("per_hour", .object(s.perHour.sorted { $0.key < $1.key }.map { (utcText($0.key), .number(String($0.value))) })),
+            ])),
+        ] } ?? []) + [
             ("seconds", .number(String(format3(seconds)))),
         ])
     }
@@ -96,6 +109,12 @@ public struct PlanSummary: Sendable, Equatable {
         }
         if !defaulted.isEmpty {
             lines.append("  defaults used: " + defaulted.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
+        if let s = schedule {
+            lines.append("  scheduled" + (s.date.map { " for \($0)" } ?? "") + ": \(s.perHour.count) hour\(s.perHour.count == 1 ? "" : "s") of UTC"
+                         + (s.defaultedTimeZone > 0 ? ", \(s.defaultedTimeZone) row\(s.defaultedTimeZone == 1 ? "" : "s") given the default time zone" : "")
+                         + (s.pastAtPlanTime > 0 ? ", \(s.pastAtPlanTime) already past their moment" : ""))
+            for (hour, n) in s.perHour.sorted(by: { $0.key < $1.key }) { lines.append("    \(utcText(hour).prefix(16)) \(n)") }
         }
         return lines.joined(separator: "\n")
     }

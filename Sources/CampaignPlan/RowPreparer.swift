@@ -82,11 +82,15 @@ final class RowPreparer: @unchecked Sendable {
     /// of them that is not empty (an export may fill only `locale`).
     private var langColumns: [Int] = []
     private let token = UnsafeMutablePointer<UInt8>.allocate(capacity: 128)
+    /// A scheduled job: the zones met so far, and the zone column.
+    private let zones: ZoneTable?
+    private var zoneColumn: Int? = nil
 
     init(renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
          wire: WireProtocol, maxPayload: Int, shards: Int, parts: Int = 1, collapse: Template? = nil,
-         columns mapping: ColumnMapping = ColumnMapping()) {
+         columns mapping: ColumnMapping = ColumnMapping(), zones: ZoneTable? = nil) {
         self.mapping = mapping
+        self.zones = zones
         self.renderer = renderer
         self.selector = selector
         let tags = messageTags.flatMap { $0 }
@@ -120,6 +124,7 @@ final class RowPreparer: @unchecked Sendable {
             tokenColumn = schema.column(anyOf: mapping.tokenNames)
             langColumns = schema.columns(anyOf: mapping.languageNames)
             registeredColumn = schema.column(anyOf: mapping.registeredNames)
+            zoneColumn = schema.column(anyOf: mapping.timeZoneNames)
         }
         // Passed down rather than read from the property at each row (a retain and a release).
         let columns = self.columns
@@ -186,6 +191,18 @@ final class RowPreparer: @unchecked Sendable {
         }
         if tokenCount > wire.maxTokenBytes {
             return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes, more than \(wire.maxTokenBytes)", token: p, in: batch)
+        }
+        if let zones {
+            let text = row.string(zoneColumn).map { String($0.trimmingWhitespace()) } ?? ""
+            if text.isEmpty {
+                p.zoneDefaulted = true
+            } else {
+                guard let number = zones.number(of: text, defaulted: &p.zoneDefaulted) else {
+                    return rejected(.rejectedUnlessDuplicate, .invalidTimeZone,
+                                    "invalid time zone \"\(text)\": not a zone name (such as Europe/Berlin) or an offset (such as +05:30)", token: p, in: batch)
+                }
+                p.zone = number
+            }
         }
         var langColumn = langColumns.first
         if langColumns.count > 1 { langColumn = langColumns.first { row.range(of: $0) != nil } ?? langColumn }

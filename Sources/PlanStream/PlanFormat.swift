@@ -4,6 +4,7 @@ import Glibc
 import APNSWire
 import CampaignIO
 import CampaignJSON
+import LocalTime
 
 /// The first line of a plan: `{"header":{…}}`.
 public struct PlanHeader: Equatable, Sendable {
@@ -25,6 +26,9 @@ public struct PlanHeader: Equatable, Sendable {
     public var part: PlanPart?
     /// h2 plans: the request headers every notification shares.
     public var http2: HTTP2Fields?
+    /// A scheduled campaign: each record carries its moment (`at`), and the
+    /// send releases it then. `deliverAt`'s date is the one the plan chose.
+    public var schedule: DeliverySchedule?
 
     /// What an h2 plan's requests carry besides the token and payload.
     public struct HTTP2Fields: Equatable, Sendable {
@@ -77,6 +81,7 @@ public struct PlanHeader: Equatable, Sendable {
                         ("collapseId", h.collapseId.map { .string($0) } ?? .null)]
             if let t = h.collapseIdTemplate { members.append(("collapseIdTemplate", .string(t))) }
         }
+        if let schedule { members.append(("schedule", Self.json(schedule))) }
         return .object([("header", .object(members))])
     }
 
@@ -111,6 +116,41 @@ public struct PlanHeader: Equatable, Sendable {
             http2 = HTTP2Fields(topic: h["topic"]?.stringValue, pushType: pushType, collapseId: h["collapseId"]?.stringValue,
                                 collapseIdTemplate: h["collapseIdTemplate"]?.stringValue)
         }
+        if let s = h["schedule"] {
+            guard let schedule = Self.schedule(s) else { throw .badHeader("schedule must hold deliverAt (localTime, date, window, late, defaultTimeZone) or quietHours (from, to, defaultTimeZone)") }
+            self.schedule = schedule
+        }
+    }
+
+    static func json(_ schedule: DeliverySchedule) -> JSONValue {
+        switch schedule {
+        case .deliverAt(let d):
+            return .object([("deliverAt", .object([
+                ("localTime", .string(d.localTime.description)), ("date", d.date.map { .string($0.description) } ?? .null),
+                ("window", .number(String(d.windowSeconds))), ("late", .string(d.late.rawValue)), ("defaultTimeZone", .string(d.defaultZone)),
+            ]))])
+        case .quietHours(let q):
+            return .object([("quietHours", .object([
+                ("from", .string(q.from.description)), ("to", .string(q.to.description)), ("defaultTimeZone", .string(q.defaultZone)),
+            ]))])
+        }
+    }
+
+    static func schedule(_ v: JSONValue) -> DeliverySchedule? {
+        if let d = v["deliverAt"] {
+            guard let time = d["localTime"]?.stringValue.flatMap(TimeOfDay.init(text:)),
+                  let window = d["window"]?.integerValue, window >= 0,
+                  let late = d["late"]?.stringValue.flatMap(LatePolicy.init(rawValue:)),
+                  let zone = d["defaultTimeZone"]?.stringValue else { return nil }
+            let date = d["date"]?.stringValue.flatMap(CivilDate.init(iso:))
+            return .deliverAt(DeliverAt(localTime: time, date: date, windowSeconds: Int(window), defaultZone: zone, late: late))
+        }
+        if let q = v["quietHours"] {
+            guard let from = q["from"]?.stringValue.flatMap(TimeOfDay.init(text:)), let to = q["to"]?.stringValue.flatMap(TimeOfDay.init(text:)),
+                  let zone = q["defaultTimeZone"]?.stringValue else { return nil }
+            return .quietHours(QuietHours(from: from, to: to, defaultZone: zone))
+        }
+        return nil
     }
 }
 
@@ -172,8 +212,15 @@ public struct PlanRecord: Equatable, Sendable {
     public var payload: [UInt8]
     /// h2, with a collapseId template: this record's `apns-collapse-id`.
     public var collapseId: String?
+    /// A scheduled campaign's: the moment it may go (UNIX seconds).
+    public var at: Int64?
+    /// Quiet hours: the device's zone, checked again when the record is released.
+    public var timeZone: String?
 
-    public init(seq: UInt64, shard: Int, token: [UInt8], lang: String, payload: [UInt8], collapseId: String? = nil) {
+    public init(seq: UInt64, shard: Int, token: [UInt8], lang: String, payload: [UInt8], collapseId: String? = nil,
+                at: Int64? = nil, timeZone: String? = nil) {
+        self.at = at
+        self.timeZone = timeZone
         self.seq = seq
         self.shard = shard
         self.token = token
@@ -182,7 +229,7 @@ public struct PlanRecord: Equatable, Sendable {
         self.collapseId = collapseId
     }
 
-    // A record's line, `{"seq":…,"shard":…,"token":"…","lang":"…","payload":{…}}\n`,
+    // A record's line, `{"seq":…[,"at":…[,"tz":"…"]],"shard":…,"token":"…","lang":"…","payload":{…}}\n`,
     // in parts, so the planner can render the payload in place and number
     // the record later, on another thread (see SeqText). The payload comes
     // last so a reader can take its bytes without parsing them.
@@ -317,10 +364,23 @@ public final class PlanWriter {
 
     /// Appends the next record from its line without the leading `{"seq":N`
     /// (from `,"shard":` to the newline, as the planner's preparing stage makes it).
-    package func append(lineAfterSeq: UnsafeBufferPointer<UInt8>) throws(IOError) {
+    /// - Parameters:
+    ///   - at: a scheduled record's moment (`,"at":N` after the seq).
+    ///   - timeZone: its zone, JSON-quoted (`,"tz":"…"` after the moment).
+    package func append(lineAfterSeq: UnsafeBufferPointer<UInt8>, at: Int64? = nil, timeZone: UnsafeBufferPointer<UInt8>? = nil) throws(IOError) {
         seq += 1
         seqText.increment()
         seqText.appendLineStart(to: pending)
+        if let at {
+            pending.append(#","at":"#)
+            var digits: [UInt8] = []
+            JSONText.appendDecimal(at, to: &digits)
+            digits.withUnsafeBufferPointer { pending.append($0) }
+            if let timeZone {
+                pending.append(#","tz":"#)
+                pending.append(timeZone)
+            }
+        }
         pending.append(lineAfterSeq)
         records += 1
         if pending.count >= Self.flushThreshold { try flush() }

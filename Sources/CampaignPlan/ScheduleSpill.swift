@@ -1,0 +1,161 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CampaignIO
+import CampaignJSON
+import LocalTime
+import PlanStream
+
+/// The zones an audience names, numbered as the preparing stage meets them.
+/// Written by the preparing thread, read by the planning thread once every
+/// row is planned.
+final class ZoneTable: @unchecked Sendable {
+    let database: ZoneDatabase
+    /// The job's default zone is zone 0.
+    private(set) var zones: [ZoneRules]
+    private var index: [String: Int32] = [:]
+    private let lock = Lock()
+
+    init(database: ZoneDatabase, defaultZone: ZoneRules) {
+        self.database = database
+        zones = [defaultZone]
+        index[defaultZone.name] = 0
+    }
+
+    /// What a row's zone text comes to: its zone's number, the default's
+    /// (0) with `defaulted` for an unknown name, or nil for an invalid one.
+    func number(of text: String, defaulted: inout Bool) -> Int32? {
+        lock.lock()
+        if let known = index[text] {
+            lock.unlock()
+            if known < 0 { defaulted = known == -1; return known == -1 ? 0 : nil }
+            return known
+        }
+        lock.unlock()
+        let found = database.zone(named: text)
+        lock.lock()
+        defer { lock.unlock() }
+        switch found {
+        case .zone(let rules):
+            // `+0530` and `+05:30` are one zone.
+            let number = index[rules.name] ?? {
+                zones.append(rules)
+                return Int32(zones.count - 1)
+            }()
+            index[rules.name] = number
+            index[text] = number
+            return number
+        case .unknown:
+            index[text] = -1
+            defaulted = true
+            return 0
+        case .invalid:
+            index[text] = -2
+            return nil
+        }
+    }
+
+    var all: [ZoneRules] {
+        lock.lock()
+        defer { lock.unlock() }
+        return zones
+    }
+}
+
+/// Records of a scheduled campaign set aside by zone (and part) while the
+/// audience is read, then written out in order of moment once every zone is
+/// known: memory holds at most a small buffer per zone, the records wait in
+/// one unlinked temporary file (0600; it holds tokens).
+final class ScheduleSpill {
+    private struct Bucket {
+        var buffer: [UInt8] = []
+        var chunks: [(offset: Int, count: Int)] = []
+        var records = 0
+    }
+    private var buckets: [Int: Bucket] = [:]
+    private let fd: Int32
+    private var size = 0
+    private let path: String
+    static let chunkBytes = 32 << 10
+
+    init(directory: String) throws(IOError) {
+        var template = Array("\(directory)/campaign-schedule-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        path = String(cString: template)
+        guard fd >= 0 else { throw IOError(path: path, reason: "cannot be created for the scheduled records: \(String(cString: strerror(errno)))") }
+        // Unlinked at once: nothing is left behind, whatever ends the planner.
+        unlink(path)
+        fchmod(fd, 0o600)
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// The key of zone `zone` in part `part`.
+    static func key(zone: Int32, part: Int32) -> Int { Int(zone) << 16 | Int(part) }
+
+    func append(key: Int, line: UnsafeBufferPointer<UInt8>) throws(IOError) {
+        var bucket = buckets.removeValue(forKey: key) ?? Bucket()
+        bucket.buffer.append(contentsOf: line)
+        bucket.records += 1
+        if bucket.buffer.count >= Self.chunkBytes {
+            try write(bucket.buffer)
+            bucket.chunks.append((size - bucket.buffer.count, bucket.buffer.count))
+            bucket.buffer.removeAll(keepingCapacity: true)
+        }
+        buckets[key] = bucket
+    }
+
+    private func write(_ bytes: [UInt8]) throws(IOError) {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, bytes.count - done, off_t(size + done)) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { throw IOError(path: path, reason: "cannot be written: \(String(cString: strerror(errno)))") }
+            done += n
+        }
+        size += bytes.count
+    }
+
+    /// Record counts per key.
+    var counts: [Int: Int] { buckets.mapValues(\.records) }
+
+    /// Calls `body` with each record line of `key`, in the order appended.
+    func forEachLine(key: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> Void) throws {
+        guard let bucket = buckets[key] else { return }
+        var chunk = [UInt8](repeating: 0, count: Self.chunkBytes * 2)
+        func lines(_ bytes: UnsafeBufferPointer<UInt8>) throws {
+            var start = 0
+            for i in 0..<bytes.count where bytes[i] == 0x0A {
+                try body(UnsafeBufferPointer(rebasing: bytes[start...i]))
+                start = i + 1
+            }
+        }
+        for (offset, count) in bucket.chunks {
+            if chunk.count < count { chunk = [UInt8](repeating: 0, count: count) }
+            var done = 0
+            while done < count {
+                let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+                if n < 0, errno == EINTR { continue }
+                guard n > 0 else { throw IOError(path: path, reason: "cannot be read back: \(String(cString: strerror(errno)))") }
+                done += n
+            }
+            try chunk.withUnsafeBufferPointer { try lines(UnsafeBufferPointer(rebasing: $0[0..<count])) }
+        }
+        try bucket.buffer.withUnsafeBufferPointer { try lines($0) }
+    }
+}
+
+/// What a scheduled plan's summary adds.
+public struct ScheduleSummary: Sendable, Equatable {
+    /// deliverAt: the date every zone's moment falls on.
+    public var date: String?
+    /// Rows whose zone was unknown or empty and got the job's default.
+    public var defaultedTimeZone = 0
+    /// Planned records per hour of UTC (the hour's start, UNIX seconds).
+    public var perHour: [Int64: Int] = [:]
+    /// Records whose moment had passed at plan time (sent at once, or skipped, by the window).
+    public var pastAtPlanTime = 0
+
+    public init() {}
+}
