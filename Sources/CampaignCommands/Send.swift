@@ -5,6 +5,7 @@ import CampaignJSON
 import CampaignPlan
 import CampaignSend
 import CampaignTLS
+import LocalTime
 
 /// `campaign send`: a plan to the gateway over parallel TLS connections.
 struct Send: ParsableCommand {
@@ -90,6 +91,9 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("Prove acceptance at least every S seconds while notifications are unproven, so progress and the journal advance during a long send (default 2; 0: by count and at the end only).", valueName: "s"))
     var checkpointSeconds: Double?
 
+    @Flag(help: ArgumentHelp("A scheduled plan (deliverAt, quietHours): send what is due now and exit 0 with outcome scheduled, naming the next moment; cron runs `campaign send --resume DIR --due-only` every few minutes. Without it, send waits for each moment (connections closed while the next is over a minute away)."))
+    var dueOnly = false
+
     @Flag(help: ArgumentHelp("With --resume, after `plan | send` was killed while planning: read the plan again from standard input, check it against what was spooled, and go on."))
     var replan = false
 
@@ -137,7 +141,7 @@ struct Send: ParsableCommand {
                 try writeOutput(report.json.serialized() + [0x0A], to: path)
             }
             switch report.outcome {
-            case .complete: return
+            case .complete, .scheduled: return
             case .incompletePlan: throw CampaignExit.incompletePlan
             case .interrupted: throw CampaignExit.interrupted
             case .gaveUp: throw CampaignExit.unavailable
@@ -211,16 +215,49 @@ struct Send: ParsableCommand {
         }
         guard let context = madeContext else { throw ValidationError("internal: no TLS context") }
         for note in session.notes { printError("campaign send: \(note)") }
-        let sender = try session.makeSender(context: context, cancellation: CancellationPipe(),
-                                            logger: { printError("campaign send: \($0)") })
-        let signals = SignalWatcher(signals: [SIGINT, SIGTERM], handler: SignalEscalation(first: { sender.requestStop() }).handle)
+        // The first signal stops the running send, or ends a wait for the next moment at once.
+        let waitStop = try CancellationPipe()
+        let running = RunningSender()
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM], handler: SignalEscalation(first: {
+            waitStop.cancel()
+            running.sender?.requestStop()
+        }).handle)
         defer { signals.cancel() }
-        let progress = isatty(2) == 1 ? ProgressLine(sender: sender) : nil
-        defer { progress?.stop() }
-        let metricsFile = session.settings.metricsPath.map { MetricsFile(sender: sender, path: $0, journal: session.journal.directory) }
-        defer { metricsFile?.stop() }
-        return (try session.run(sender), session.settings.reportPath)
+        var run = session
+        while true {
+            let sender = try run.makeSender(context: context, cancellation: CancellationPipe(),
+                                            logger: { printError("campaign send: \($0)") })
+            sender.dueOnly = dueOnly
+            running.sender = sender
+            if waitStop.isCancelled { sender.requestStop() }
+            let progress = isatty(2) == 1 ? ProgressLine(sender: sender) : nil
+            let metricsFile = run.settings.metricsPath.map { MetricsFile(sender: sender, path: $0, journal: run.journal.directory) }
+            var report = try run.run(sender)
+            progress?.stop()
+            metricsFile?.stop()
+            running.sender = nil
+            guard report.outcome == .scheduled, !dueOnly, let next = report.nextMoment else { return (report, run.settings.reportPath) }
+            printError(report.text)
+            if let path = run.settings.reportPath { try writeOutput(report.json.serialized() + [0x0A], to: path) }
+            // Connections open a little before the moment; the run then waits for it with them open.
+            let wake = Double(next) - Self.openBeforeMomentSeconds
+            printError("campaign send: waiting until \(utcText(next)) for the next notifications (connections closed; a signal ends the wait, and --resume goes on)")
+            let wait = wake - wallClockSeconds()
+            if wait > 0, !sleep(until: .after(seconds: wait), cancellation: waitStop) {
+                report.outcome = .interrupted
+                report.message = "stopped while waiting for \(utcText(next)); `campaign send --resume \(run.journal.directory)` goes on"
+                return (report, run.settings.reportPath)
+            }
+            if waitStop.isCancelled {
+                report.outcome = .interrupted
+                return (report, run.settings.reportPath)
+            }
+            run = try run.nextRun()
+        }
     }
+
+    /// How long before a scheduled moment a waiting send opens its connections again.
+    static let openBeforeMomentSeconds = 10.0
 
     private func apply(to settings: inout SendSettings) {
         // A resume rewrites the send's report and metrics where they were, unless told otherwise.
@@ -254,6 +291,16 @@ struct Send: ParsableCommand {
 
 /// `path` made absolute against the current directory, as the journal keeps it.
 func absolutePath(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path }
+
+/// The send a signal stops (none while a scheduled send waits between runs).
+final class RunningSender: @unchecked Sendable {
+    private var current: Sender?
+    private let lock = Lock()
+    var sender: Sender? {
+        get { lock.lock(); defer { lock.unlock() }; return current }
+        set { lock.lock(); current = newValue; lock.unlock() }
+    }
+}
 
 /// First signal: stop gracefully. Second: exit at once; the journal is
 /// append-only with a checksum per record, so it is consistent at any moment.

@@ -81,7 +81,7 @@ final class ScheduleSpill {
     init(directory: String) throws(IOError) {
         var template = Array("\(directory)/campaign-schedule-XXXXXX".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        path = String(cString: template)
+        path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard fd >= 0 else { throw IOError(path: path, reason: "cannot be created for the scheduled records: \(String(cString: strerror(errno)))") }
         // Unlinked at once: nothing is left behind, whatever ends the planner.
         unlink(path)

@@ -14,11 +14,15 @@ public struct JournalState: Sendable {
     public var planChecksum: String?
     public var planRecords: Int?
     public var planIncomplete = false
-    /// Final ordinals per shard (accepted, presumed or failed).
+    /// Final ordinals per shard (accepted, presumed, failed or skipped).
     public var done: [Int: OrdinalRanges] = [:]
     public var presumed = 0
     public var accepted = 0
     public var failures: [SendFailure] = []
+    /// Scheduled notifications skipped as too late (final, not failed).
+    public var skipped: [SkippedNotification] = []
+    /// Per run (in order), the moments a scheduled send released after waiting (UNIX seconds, when).
+    public var waves: [[(moment: Int, at: Int)]] = []
     /// Per shard, ordinals below this were written to a connection at least once.
     public var sentBelow: [Int: Int] = [:]
     public var resends = 0
@@ -243,6 +247,7 @@ public final class Journal: @unchecked Sendable {
         case .start(_, let header):
             s.runs += 1
             s.timeline.append([])
+            s.waves.append([])
             s.runOutcomes.append(nil)
             s.runStartedAt.append(nil)
             s.outcome = nil
@@ -261,6 +266,12 @@ public final class Journal: @unchecked Sendable {
         case .fail(let f):
             s.failures.append(f)
             s.done[f.shard, default: OrdinalRanges()].insert(f.ordinal..<(f.ordinal + 1))
+        case .skip(let k):
+            s.skipped.append(k)
+            s.done[k.shard, default: OrdinalRanges()].insert(k.ordinal..<(k.ordinal + 1))
+        case .wave(let moment, let at):
+            if s.waves.isEmpty { s.waves.append([]) }
+            s.waves[s.waves.count - 1].append((moment, at))
         case .sent(let below):
             for (shard, n) in below { s.sentBelow[shard] = max(s.sentBelow[shard] ?? 0, n) }
         case .counters(let resends, let risked, let reconnects):

@@ -24,6 +24,11 @@ public enum JournalRecord: Equatable, Sendable {
     case tick(Tick)
     /// When a run began sending, in UNIX seconds (for the page's times; older journals have none).
     case clock(unixSeconds: Int)
+    /// A scheduled notification not sent: its moment passed more than the
+    /// job's window ago and the job says `late: skip`. Final, not a failure.
+    case skip(SkippedNotification)
+    /// A scheduled send began releasing the notifications of `moment` (UNIX seconds), at `unixSeconds`.
+    case wave(moment: Int, unixSeconds: Int)
 
     /// A point of a run's timeline.
     public struct Tick: Equatable, Sendable {
@@ -78,6 +83,13 @@ public enum JournalRecord: Equatable, Sendable {
             return .object([("t", .string("end")), ("outcome", .string(outcome))])
         case .clock(let seconds):
             return .object([("t", .string("clock")), ("at", n(seconds))])
+        case .skip(let k):
+            var token: [UInt8] = []
+            HexEncoding.append(k.token, to: &token)
+            return .object([("t", .string("skip")), ("seq", .number(String(k.seq))), ("shard", n(k.shard)), ("ordinal", n(k.ordinal)),
+                            ("token", .string(String(decoding: token, as: UTF8.self))), ("at", n(Int(k.moment))), ("skipped_at", n(Int(k.skippedAt)))])
+        case .wave(let moment, let seconds):
+            return .object([("t", .string("wave")), ("moment", n(moment)), ("at", n(seconds))])
         case .tick(let k):
             return .object([("t", .string("tick")), ("s", n(k.second)), ("accepted", n(k.accepted)), ("failed", n(k.failed)),
                             ("resent", n(k.resent)), ("connections", n(k.connections))]
@@ -128,6 +140,12 @@ public enum JournalRecord: Equatable, Sendable {
         case "clock":
             guard let at = v["at"]?.integerValue else { return nil }
             self = .clock(unixSeconds: Int(at))
+        case "skip":
+            self = .skip(SkippedNotification(seq: UInt64(clamping: int("seq")), shard: int("shard"), ordinal: int("ordinal"),
+                                             token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [],
+                                             moment: Int64(int("at")), skippedAt: Int64(int("skipped_at"))))
+        case "wave":
+            self = .wave(moment: int("moment"), unixSeconds: int("at"))
         case "tick":
             self = .tick(Tick(second: int("s"), accepted: int("accepted"), failed: int("failed"), resent: int("resent"),
                               connections: int("connections"), open: v["open"]?.integerValue.map { Int($0) },

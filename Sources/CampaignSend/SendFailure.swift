@@ -114,3 +114,26 @@ public struct SendFailure: Equatable, Sendable {
         return gaveUp ? "\(cause), given up after \(attempts) attempts" : cause.description
     }
 }
+
+/// A scheduled notification recorded as skipped (`late: skip`): its moment
+/// had passed by more than the job's window when the send came to it.
+public struct SkippedNotification: Equatable, Sendable {
+    public var seq: UInt64
+    public var shard: Int
+    public var ordinal: Int
+    public var token: [UInt8]
+    /// Its moment and when it was skipped (UNIX seconds).
+    public var moment: Int64
+    public var skippedAt: Int64
+
+    public init(seq: UInt64, shard: Int, ordinal: Int, token: [UInt8], moment: Int64, skippedAt: Int64) {
+        (self.seq, self.shard, self.ordinal, self.token, self.moment, self.skippedAt) = (seq, shard, ordinal, token, moment, skippedAt)
+    }
+
+    /// "late by 4 h 10 min (its moment was 2026-12-01T14:00:00Z)".
+    public var reason: String {
+        let late = max(0, skippedAt - moment)
+        let words = late >= 3600 ? "\(late / 3600) h \(late % 3600 / 60) min" : "\(late / 60) min \(late % 60) s"
+        return "skipped: late by \(words), past the job's window (late: skip)"
+    }
+}

@@ -1,6 +1,7 @@
 import APNSWire
 import CampaignJSON
 import CampaignTLS
+import LocalTime
 
 /// Why a send stopped before its end.
 public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
@@ -80,12 +81,17 @@ public enum SendOutcome: String, Sendable {
     case credentials
     /// HTTP/2: too many requests in a row refused as malformed.
     case malformed
+    /// A scheduled campaign: what was due is final; the rest waits for its
+    /// moment (``SendReport/nextMoment``); `--resume` goes on.
+    case scheduled
 }
 
 /// The whole send, every run of it: what its journal held when this run
 /// started (a resume) and this run's counts.
 public struct SendTotals: Sendable, Equatable {
     public var runs = 1
+    /// Scheduled notifications skipped as too late.
+    public var skipped = 0
     public var accepted = 0
     public var presumed = 0
     public var failedByStatus: [Int: Int] = [:]
@@ -110,6 +116,7 @@ public struct SendTotals: Sendable, Equatable {
         resends = (before?.resends ?? 0) + run.resends
         duplicatesRisked = (before?.duplicatesRisked ?? 0) + run.duplicatesRisked
         reconnects = (before?.reconnects ?? 0) + run.reconnects
+        skipped = (before?.skipped.count ?? 0) + run.skipped
     }
 }
 
@@ -144,6 +151,14 @@ public struct SendReport: Sendable {
     public var roundTripMilliseconds: Double?
     /// Every run of the send together (set at the end of a run); nil: this run is the whole send.
     public var wholeSend: SendTotals?
+    /// A scheduled plan: skipped as too late in this run (final), and held
+    /// back because the device was in its quiet hours (left for later).
+    public var skipped = 0
+    public var deferred = 0
+    /// A scheduled plan: the next moment something is due (UNIX seconds), when the run ended before it.
+    public var nextMoment: Int64?
+    /// A scheduled plan: the moments released after a wait in this run.
+    public var waves = 0
 
     /// The whole send: ``wholeSend``, or this run when it is the first.
     public var totals: SendTotals { wholeSend ?? SendTotals(before: nil, run: self) }
@@ -169,7 +184,8 @@ public struct SendReport: Sendable {
         return .object([
             ("outcome", .string(outcome.rawValue)),
             ("plan_records", n(planRecords)), ("runs", n(whole.runs)),
-            ("accepted", n(whole.accepted)), ("presumed", n(whole.presumed)), ("failed", n(whole.failed)),
+            ("accepted", n(whole.accepted)), ("presumed", n(whole.presumed)), ("failed", n(whole.failed)), ("skipped", n(whole.skipped)),
+            ("next_moment", nextMoment.map { .string(utcText($0)) } ?? .null),
             ("failed_by_status", byStatus(whole.failedByStatus)), ("failed_by_reason", byName(whole.failedByReason)),
             ("resends", n(whole.resends)), ("duplicates_risked", n(whole.duplicatesRisked)), ("reconnects", n(whole.reconnects)),
             ("pool_connections", n(poolConnections)),
@@ -182,6 +198,7 @@ public struct SendReport: Sendable {
                 ("failed_by_reason", byName(failedByReason)),
                 ("resends", n(resends)), ("resent_by_kind", byName(resentByKind)), ("duplicates_risked", n(duplicatesRisked)),
                 ("reconnects", n(reconnects)), ("drops", n(drops)), ("shutdowns", n(shutdowns)),
+                ("skipped", n(skipped)), ("deferred_for_quiet_hours", n(deferred)), ("waves", n(waves)),
             ])),
         ])
     }
@@ -193,7 +210,11 @@ public struct SendReport: Sendable {
         if !failedByReason.isEmpty {
             s += " (" + failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"
         }
+        if skipped > 0 { s += ", \(skipped) skipped as too late" }
         if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
+        if let next = nextMoment {
+            s += "\n  scheduled: the next notifications are due at \(utcText(next))" + (deferred > 0 ? " (\(deferred) held back by their quiet hours)" : "")
+        }
         if let whole = wholeSend, whole.runs > 1 {
             s += "\n  the whole send (\(whole.runs) runs): \(whole.accepted + whole.presumed) delivered, \(whole.failed) failed"
                 + (whole.failedByReason.isEmpty ? "" : " (" + whole.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")")

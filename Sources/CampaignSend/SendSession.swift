@@ -74,23 +74,46 @@ public final class SendSession {
             var settings = replayed.settings
             adjust(&settings)
             try prepare(try Self.openPlan(state: replayed, journal: opened).header, &settings)
-            do {
-                carried = try Sender.prepareResume(state: replayed, scan: Self.openPlan(state: replayed, journal: opened), journal: opened)
-            } catch let error as PlanError where replayed.settings.planPath == nil && !replan {
-                // The spool ends where a kill cut `plan | send`: say what goes on.
-                throw JournalError(path: directory, reason: "\(error) The plan came from standard input and its spool was cut (the planner was stopped too): plan again into the resume, `campaign plan JOB AUDIENCE | campaign send --resume \(directory) --replan`")
-            }
-            plan = try Self.openPlan(state: replayed, journal: opened)
+            (plan, carried) = try Self.begin(journal: opened, state: replayed, settings: settings, replan: replan)
             if replayed.outcome == SendOutcome.complete.rawValue {
                 notes.append("the send in \(directory) is already complete; nothing to do.")
             }
-            try opened.append(.start(settings: settings, planHeader: plan.header.json))
-            try opened.checkpoint()
             journal = opened
             state = replayed
             planTotal = replayed.planRecords
             self.settings = settings
         }
+    }
+
+    /// The next run of this send, on the same journal (still locked): what
+    /// a scheduled send does when its next moment comes.
+    public func nextRun() throws -> SendSession {
+        try SendSession(continuing: journal, settings: settings)
+    }
+
+    private init(continuing journal: Journal, settings: SendSettings) throws {
+        let replayed = try Journal.read(directory: journal.directory)
+        (plan, carried) = try Self.begin(journal: journal, state: replayed, settings: settings, replan: false)
+        self.journal = journal
+        self.state = replayed
+        self.settings = settings
+        planTotal = replayed.planRecords
+    }
+
+    /// A resumed run's first steps: the plan checked against the journal,
+    /// the possible duplicates counted, the run's start record.
+    private static func begin(journal: Journal, state: JournalState, settings: SendSettings, replan: Bool) throws -> (PlanReader, Int) {
+        let carried: Int
+        do {
+            carried = try Sender.prepareResume(state: state, scan: Self.openPlan(state: state, journal: journal), journal: journal)
+        } catch let error as PlanError where state.settings.planPath == nil && !replan {
+            // The spool ends where a kill cut `plan | send`: say what goes on.
+            throw JournalError(path: journal.directory, reason: "\(error) The plan came from standard input and its spool was cut (the planner was stopped too): plan again into the resume, `campaign plan JOB AUDIENCE | campaign send --resume \(journal.directory) --replan`")
+        }
+        let plan = try Self.openPlan(state: state, journal: journal)
+        try journal.append(.start(settings: settings, planHeader: plan.header.json))
+        try journal.checkpoint()
+        return (plan, carried)
     }
 
     /// The sender for this session; `run()` it (``Sender/run(plan:)``

@@ -284,6 +284,18 @@ final class SendShared: @unchecked Sendable {
         }
     }
 
+    /// The plan reader could not journal: the send stops, as for any journal failure.
+    func journalFailed(_ error: Error) {
+        mutex.lock()
+        journalError = error
+        stopping = true
+        let queues = self.queues
+        mutex.unlock()
+        logger("cannot write the journal: \(error)")
+        halt.cancel()
+        for q in queues { q.abandon() }
+    }
+
     func workerFinished(sentBelow below: [Int32: Int32]) {
         mutex.lock()
         for (k, v) in below where (sentBelow[k] ?? 0) < v { sentBelow[k] = v }

@@ -7,6 +7,7 @@ import CampaignJSON
 import PlanStream
 import CampaignTLS
 import FeedbackStore
+import LocalTime
 
 /// Sends a plan: reads it on the calling thread, spreads its shards over
 /// connections, and journals every proof.
@@ -90,7 +91,9 @@ public final class Sender: @unchecked Sendable {
         // notification it left open on a lost connection, once; the rest it
         // handed over were answered as not processed (403, 429, 5xx, refused
         // streams). Only a run that was killed leaves some uncounted.
-        let countedByTheLastRun = scan.header.wire == .http2 && state.outcome != nil
+        // A binary run that ended because the rest was scheduled later had
+        // every notification it sent proven; the ones it held back were never sent.
+        let countedByTheLastRun = state.outcome != nil && (scan.header.wire == .http2 || state.outcome == SendOutcome.scheduled.rawValue)
         while let record = try scan.next() {
             let ordinal = ordinals[record.shard]
             ordinals[record.shard] += 1
@@ -108,6 +111,14 @@ public final class Sender: @unchecked Sendable {
 
     /// Possible duplicates carried over from an earlier, interrupted run.
     public var duplicatesRiskedBeforeThisRun = 0
+
+    /// A scheduled plan: send only what is due now, then end with outcome
+    /// `scheduled` (`send --due-only`, for cron).
+    public var dueOnly = false
+    /// A scheduled plan: the longest wait for the next moment with the
+    /// connections open; a later moment ends the run (`scheduled`) and the
+    /// caller starts the next one when it comes.
+    public var holdOpenSeconds: Double = 60
 
     /// Frames each connection's queue holds before the plan reader waits.
     /// Tests lower it to reach the full-queue paths with small plans.
@@ -208,6 +219,7 @@ public final class Sender: @unchecked Sendable {
         let staging = StagedFrames(queues: queues, cancellation: cancellation)
         plan.beforeRead = { _ = staging.handOverAll() }
         defer { plan.beforeRead = nil }
+        var gate = ScheduleGate(schedule: plan.header.schedule, dueOnly: dueOnly, holdOpenSeconds: holdOpenSeconds)
         do {
             let (connections, parts) = (queues.count, plan.header.part?.count ?? 1)
             var more = true
@@ -225,6 +237,26 @@ public final class Sender: @unchecked Sendable {
                         report.alreadyDone += 1
                         return
                     }
+                    if let at = record.at {
+                        switch gate.admit(at: at, timeZone: record.timeZone, handOver: { _ = staging.handOverAll() }, halt: shared.halt) {
+                        case .send: break
+                        case .later:
+                            pushed = false
+                            return
+                        case .deferred:
+                            return
+                        case .skip(let now):
+                            let skipped = SkippedNotification(seq: record.seq, shard: record.shard, ordinal: Int(ordinal), token: Array(record.token),
+                                                              moment: at, skippedAt: now)
+                            do { try journal.append(.skip(skipped)) } catch { shared.journalFailed(error) }
+                            report.skipped += 1
+                            return
+                        }
+                        if let wave = gate.takeWave() {
+                            try? journal.append(.wave(moment: Int(wave), unixSeconds: Int(time(nil))))
+                            report.waves += 1
+                        }
+                    }
                     let queue = connections == 1 ? 0 : transport.queue(forShard: record.shard, parts: parts, queues: connections)
                     pushed = staging.append(to: queue, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal) { bytes in
                         transport.encode(record, to: &bytes)
@@ -240,7 +272,7 @@ public final class Sender: @unchecked Sendable {
         }
         published(read: report.planRecords, alreadyDone: report.alreadyDone)
         for q in queues { q.close() }
-        let planFullyRead = !shared.isStopping && !cancellation.isCancelled && readError == nil
+        let planFullyRead = !shared.isStopping && !cancellation.isCancelled && readError == nil && gate.stoppedAt == nil
         if planFullyRead {
             try journal.append(.plan(records: report.planRecords, crc32: plan.trailer?.crc32, incomplete: !plan.isComplete))
         }
@@ -276,6 +308,10 @@ public final class Sender: @unchecked Sendable {
             report.message = failure.description + (pendingNote.map { " (\($0))" } ?? "")
         } else if shared.journalFailure != nil || cancellation.isCancelled || shared.isStopping {
             report.outcome = .interrupted
+        } else if let next = gate.nextMoment, readError == nil {
+            report.outcome = .scheduled
+            report.nextMoment = next
+            report.deferred = gate.deferred
         } else if readError != nil || !plan.isComplete {
             report.outcome = .incompletePlan
             report.message = readError.map { "\($0)" } ?? (settings.planPath == nil

@@ -32,6 +32,8 @@ struct GatewaySession {
     let recording: Bool
     private var rng: SplitMix64
     private var acceptedTotal = 0
+    /// When the bytes being decoded arrived (UNIX milliseconds), for the record.
+    private var receivedMilliseconds: Int64 = 0
     private var lastAccepted: UInt32? = nil
 
     init(index: Int, faults: FaultPlan, limits: NotificationDecoder.Limits, recording: Bool) {
@@ -70,6 +72,8 @@ struct GatewaySession {
                 return .peerClosed
             }
             buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            // When these bytes arrived, for the record (once per read, not per notification).
+            if recording { receivedMilliseconds = NotificationRecordFile.nowMilliseconds() }
             if let ending = decodeAvailable(&decoder, &progress, connection: connection, cancellation: cancellation) {
                 report(progress)
                 return ending
@@ -114,7 +118,8 @@ struct GatewaySession {
             progress.accepted += 1
             lastAccepted = notification.identifier
             if recording {
-                NotificationRecordFile.appendLine(connection: index, notification: notification, to: &progress.recordLines)
+                NotificationRecordFile.appendLine(connection: index, notification: notification, receivedMilliseconds: receivedMilliseconds,
+                                                  to: &progress.recordLines)
             }
             if let limit = faults.dropEvery, acceptedTotal % limit == 0 {
                 progress.discarded = Self.countComplete(&decoder)

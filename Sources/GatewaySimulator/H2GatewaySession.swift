@@ -170,6 +170,8 @@ struct H2GatewaySession {
         }
         out.append(contentsOf: #"{"conn":"#.utf8)
         JSONText.appendDecimal(index, to: &out)
+        out.append(contentsOf: #","received_ms":"#.utf8)
+        JSONText.appendDecimal(NotificationRecordFile.nowMilliseconds(), to: &out)
         out.append(contentsOf: #","stream":"#.utf8)
         JSONText.appendDecimal(stream, to: &out)
         optional("apns-id", "apns_id")

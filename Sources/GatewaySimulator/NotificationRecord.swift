@@ -33,10 +33,19 @@ final class NotificationRecordFile: @unchecked Sendable {
         handle.write(Data(bytes))
     }
 
-    /// Formats one line into `out`.
-    static func appendLine(connection: Int, notification n: DecodedNotification, to out: inout [UInt8]) {
+    /// The wall clock in UNIX milliseconds: when a notification arrived.
+    static func nowMilliseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// Formats one line into `out` (`received_ms`: when it arrived, UNIX milliseconds).
+    static func appendLine(connection: Int, notification n: DecodedNotification, receivedMilliseconds: Int64, to out: inout [UInt8]) {
         out.append(contentsOf: #"{"conn":"#.utf8)
         JSONText.appendDecimal(connection, to: &out)
+        out.append(contentsOf: #","received_ms":"#.utf8)
+        JSONText.appendDecimal(receivedMilliseconds, to: &out)
         out.append(contentsOf: #","cmd":"#.utf8)
         JSONText.appendDecimal(n.format.command, to: &out)
         out.append(contentsOf: #","id":"#.utf8)

@@ -96,3 +96,14 @@ public func utcText(_ unixSeconds: Int64) -> String {
     func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
     return "\(date)T\(two(inDay / 3600)):\(two(inDay / 60 % 60)):\(two(inDay % 60))Z"
 }
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The wall clock (UNIX seconds with a fraction): what moments are compared with.
+public func wallClockSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
