@@ -4,6 +4,7 @@ import APNSWire
 import CampaignJSON
 import CampaignSend
 import PlanStream
+import LocalTime
 
 /// `campaign status DIR…`: how far a send got, from its journal alone; over
 /// several journals (the parts of one plan), one view of the whole.
@@ -30,7 +31,7 @@ struct Status: ParsableCommand {
     @Flag(help: "Print JSON instead of text.")
     var json = false
 
-    @Flag(help: "Print every notification that failed for good, as NDJSON: {\"seq\",\"token\",\"status\",\"reason\",\"attempts\"} (with \"part\" and \"journal\" over parts).")
+    @Flag(help: "Print every notification that failed for good, as NDJSON: {\"seq\",\"token\",\"status\",\"reason\",\"attempts\"} (with \"part\" and \"journal\" over parts); a scheduled send's notifications skipped as too late follow, as {\"seq\",\"token\",\"outcome\":\"skipped\",\"moment\",\"reason\"}.")
     var failures = false
 
     @Option(help: ArgumentHelp("Write a self-contained HTML page of the send (rate over time, outcomes, connections and resends) here.", valueName: "file"))
@@ -81,10 +82,24 @@ struct Status: ParsableCommand {
         return String(decoding: JSONValue.object(members).serialized(), as: UTF8.self)
     }
 
+    static func skippedLine(_ k: SkippedNotification, part: Int? = nil, journal: String? = nil) -> String {
+        var token: [UInt8] = []
+        HexEncoding.append(k.token, to: &token)
+        var members: [(key: String, value: JSONValue)] = []
+        if let part { members.append(("part", .number(String(part)))) }
+        if let journal { members.append(("journal", .string(journal))) }
+        members += [
+            ("seq", .number(String(k.seq))), ("token", .string(String(decoding: token, as: UTF8.self))),
+            ("outcome", .string("skipped")), ("moment", .string(utcText(k.moment))), ("reason", .string(k.reason)),
+        ]
+        return String(decoding: JSONValue.object(members).serialized(), as: UTF8.self)
+    }
+
     private func single(_ view: JournalView) throws {
         let state = view.state, directory = view.directory
         if failures {
             for f in state.failures { print(Self.failureLine(f)) }
+            for k in state.skipped { print(Self.skippedLine(k)) }
             return
         }
         if let html {
@@ -104,6 +119,11 @@ struct Status: ParsableCommand {
             print("  failed: " + view.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
         }
         print("  remaining: \(view.remaining.map(String.init) ?? "unknown until the plan has been read to its end")")
+        if let schedule = view.schedule {
+            print("  scheduled: \(schedule.what); \(state.doneCount) final (\(state.skipped.count) skipped as too late), \(schedule.dueNow) due now, \(schedule.waiting) waiting")
+            for (hour, n) in schedule.perHour.sorted(by: { $0.key < $1.key }) { print("    \(utcText(hour).prefix(16))Z \(n)") }
+            if let next = schedule.nextMoment { print("  next moment: \(utcText(next))") }
+        }
         if (try? PlanHeader(json: state.planHeader))?.wire == .http2 {
             print("  resent: \(state.resends) (refused unprocessed, asked to retry, or open on a lost connection), possible duplicates: \(state.duplicatesRisked) (requests open on a lost connection)")
         } else {
@@ -122,6 +142,7 @@ struct Status: ParsableCommand {
             for row in view.rows {
                 guard let j = row.journal else { continue }
                 for f in j.state.failures { print(Self.failureLine(f, part: row.part, journal: j.directory)) }
+                for k in j.state.skipped { print(Self.skippedLine(k, part: row.part, journal: j.directory)) }
             }
             return
         }
@@ -213,7 +234,57 @@ struct JournalView {
             ("failed_by_reason", .object(failedByReason.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })),
             ("remaining", remaining.map(n) ?? .null), ("resends", n(state.resends)),
             ("duplicates_risked", n(state.duplicatesRisked)), ("torn_tail", .bool(state.tornTail)),
-        ] + poolMembers)
+        ] + poolMembers + scheduleMembers)
+    }
+
+    private var scheduleMembers: [(String, JSONValue)] {
+        guard let s = schedule else { return [] }
+        func n(_ v: Int) -> JSONValue { .number(String(v)) }
+        return [("skipped", n(state.skipped.count)), ("due_now", n(s.dueNow)), ("waiting", n(s.waiting)),
+                ("scheduled_per_hour", .object(s.perHour.sorted { $0.key < $1.key }.map { (utcText($0.key), n($0.value)) })),
+                ("next_moment", s.nextMoment.map { .string(utcText($0)) } ?? .null)]
+    }
+
+    /// A scheduled send: what is not final yet, by when it is due (from a
+    /// pass over the plan; nil when the plan is not scheduled or cannot be read).
+    struct ScheduleView {
+        var what: String
+        var dueNow = 0
+        var waiting = 0
+        var perHour: [Int64: Int] = [:]
+        var nextMoment: Int64?
+    }
+
+    var schedule: ScheduleView? {
+        guard let header = try? PlanHeader(json: state.planHeader), let schedule = header.schedule,
+              let plan = try? SendSession.planReader(state: state, directory: directory) else { return nil }
+        var view = ScheduleView(what: "")
+        switch schedule {
+        case .deliverAt(let d):
+            view.what = "at \(d.localTime) local" + (d.date.map { " on \($0)" } ?? "") + ", window \(d.windowSeconds / 60) min, late: \(d.late.rawValue)"
+        case .quietHours(let q):
+            view.what = "quiet hours \(q.from) to \(q.to) local"
+        }
+        let now = Int64(wallClockSeconds())
+        var ordinals = [Int](repeating: 0, count: header.shards)
+        do {
+            while try plan.nextView({ record in
+                let ordinal = ordinals[record.shard]
+                ordinals[record.shard] += 1
+                if state.done[record.shard]?.contains(ordinal) == true { return }
+                guard let at = record.at else { return }
+                if at <= now {
+                    view.dueNow += 1
+                } else {
+                    view.waiting += 1
+                    view.perHour[at - at % 3600, default: 0] += 1
+                    view.nextMoment = min(view.nextMoment ?? at, at)
+                }
+            }) {}
+        } catch {
+            return view
+        }
+        return view
     }
 
     private var poolMembers: [(String, JSONValue)] {

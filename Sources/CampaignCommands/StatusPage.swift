@@ -5,6 +5,7 @@ import Foundation
 import APNSWire
 import CampaignSend
 import PlanStream
+import LocalTime
 
 /// `campaign status DIR --html FILE`: one self-contained page (inline CSS and
 /// SVG; no script, no network) with the send's rate over time, its outcomes
@@ -26,6 +27,13 @@ enum StatusPage {
         ]
         if http2, let fields = header?.http2 {
             what.append(("Topic · push type", "\(fields.topic ?? "(the certificate's)") · \(fields.pushType)"))
+        }
+        switch header?.schedule {
+        case .deliverAt(let d)?:
+            what.append(("Schedule", "\(d.localTime) on each device's clock" + (d.date.map { ", \($0)" } ?? "") + "; window \(d.windowSeconds / 60) min, late: \(d.late.rawValue); \(state.skipped.count) skipped as too late"))
+        case .quietHours(let q)?:
+            what.append(("Schedule", "quiet hours \(q.from)–\(q.to) on each device's clock"))
+        case nil: break
         }
         what.append(("Gateway", gateway + environment + (state.settings.proxy.map { " through \($0)" } ?? "")))
         what.append(("Journal", directory))
@@ -52,8 +60,8 @@ enum StatusPage {
         for (name, value) in summary { page += "<tr><td>\(escape(name))</td><td>\(escape(value))</td></tr>\n" }
         page += "</table>\n"
         page += http2
-            ? "<h2>Send rate (notifications answered per second; each run drawn on its own)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running)
-            : "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running)
+            ? "<h2>Send rate (notifications answered per second; each run drawn on its own)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running, waves: state.waves, runStartedAt: state.runStartedAt)
+            : "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running, waves: state.waves, runStartedAt: state.runStartedAt)
         page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, failed: failedByReason)
         page += "<h2>Connections opened and notifications resent over time (cumulative, per run; each on its own scale)</h2>\n" + countsChart(state.timeline)
         // HTTP/2's retries have kinds worth telling apart (429, 5xx, refused streams, lost connections).
@@ -135,7 +143,10 @@ enum StatusPage {
     /// each run's start marked and its end labelled with how it ended
     /// (`outcomes`: per run, nil for one killed or still running; `running`:
     /// the last run is still going).
-    static func rateChart(_ timeline: [[JournalRecord.Tick]], outcomes: [String?] = [], running: Bool = false) -> String {
+    /// A scheduled send's waves (per run: each moment released after a wait,
+    /// and when) are marked where they began, by their moment in UTC.
+    static func rateChart(_ timeline: [[JournalRecord.Tick]], outcomes: [String?] = [], running: Bool = false,
+                          waves: [[(moment: Int, at: Int)]] = [], runStartedAt: [Int?] = []) -> String {
         var points: [(x: Double, y: Double)] = []
         var markers: [(x: Double, label: String)] = []
         var offset = 0
@@ -143,6 +154,9 @@ enum StatusPage {
             var previous = 0
             if !run.isEmpty { points.append((Double(offset), 0)) }   // each run starts from nothing
             if timeline.count > 1 { markers.append((Double(offset), i == 0 ? "run 1" : "run \(i + 1) (resume)")) }
+            if i < waves.count, i < runStartedAt.count, let start = runStartedAt[i] {
+                for wave in waves[i] { markers.append((Double(offset + max(0, wave.at - start)), "wave \(utcText(Int64(wave.moment)).dropFirst(11).prefix(5))Z")) }
+            }
             for tick in run {
                 points.append((Double(offset + tick.second), Double(max(0, tick.accepted + tick.failed - previous))))
                 previous = tick.accepted + tick.failed

@@ -132,6 +132,13 @@ public final class SendSession {
         try sender.run(plan: plan)
     }
 
+    /// The plan of the journal in `directory`, for reading alone (`status`): its file, or the spool.
+    public static func planReader(state: JournalState, directory: String) throws -> PlanReader {
+        if let path = state.settings.planPath { return try PlanReader(path: path) }
+        let spool = "\(directory)/\(Journal.spoolName)"
+        return try PlanReader(source: FileSource(path: spool), path: spool)
+    }
+
     /// The plan a journal was started with: from its path, or the journal's spool.
     static func openPlan(state: JournalState, journal: Journal) throws -> PlanReader {
         if let path = state.settings.planPath {
