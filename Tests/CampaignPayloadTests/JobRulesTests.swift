@@ -82,7 +82,7 @@ import CampaignJSON
     @Test func columnsMapOnlyNamesTheJobUses() {
         #expect(jobError(#"{"campaign":"c","messages":{"en":{"alert":"Hi {first_name}"}},"columns":{"token":"device_id","first_name":"fname","lang":"locale"}}"#) == nil)
         #expect(jobError(#"{"campaign":"c","messages":{"en":{"alert":"Hi {first_name}"}},"columns":{"frist_name":"fname"}}"#)
-                == "\"frist_name\" is not a name the job uses (it maps: token, lang, registered_at, first_name)")
+                == "\"frist_name\" is not a name the job uses (it maps: token, lang, registered_at, tz, first_name)")
         #expect(jobError(#"{"campaign":"c","messages":{"en":{"alert":"x"}},"columns":{"token":""}}"#) == "columns.token must name a column of the export (a string)")
     }
 }

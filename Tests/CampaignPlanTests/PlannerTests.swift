@@ -35,19 +35,23 @@ struct PlanRun {
     var reader: PlanReader!
 
     init(job: String = springJob, audience: String, name: String = "audience.csv", store: FeedbackStore? = nil, shards: Int = 8,
-         columns: ColumnMapping = ColumnMapping()) throws {
+         columns: ColumnMapping = ColumnMapping(), now: UInt32 = 1_700_000_000, parts: Int = 1) throws {
         let jobFile = try CampaignJob(json: JSONValue.parse(job), path: "job.json")
         try Data(audience.utf8).write(to: URL(fileURLWithPath: dir.file(name)))
-        var options = PlanOptions(now: 1_700_000_000)
+        var options = PlanOptions(now: now)
+        options.parts = parts
+        options.campaignHash = "test"
         options.shards = shards
         options.columns = columns
         let planner = try Planner(job: jobFile, options: options, feedback: store)
-        let writer = try PlanWriter(path: dir.file("plan.ndjson"))
+        let writers = try (0..<parts).map { k in try PlanWriter(path: dir.file(parts == 1 ? "plan.ndjson" : "part-\(k).plan")) }
         let rejectsWriter = try RejectsWriter(path: dir.file("rejects.ndjson"))
-        summary = try planner.run(reader: AudienceFile.open(dir.file(name), columns: planner.columns), plan: writer, rejects: rejectsWriter)
+        summary = try planner.run(reader: AudienceFile.open(dir.file(name), columns: planner.columns), plans: writers, rejects: rejectsWriter)
         try rejectsWriter.flush()
-        reader = try PlanReader(path: dir.file("plan.ndjson"))
-        while let r = try reader.next() { records.append(r) }
+        for k in 0..<parts {
+            reader = try PlanReader(path: dir.file(parts == 1 ? "plan.ndjson" : "part-\(k).plan"))
+            while let r = try reader.next() { records.append(r) }
+        }
         let rejectText = try String(contentsOfFile: dir.file("rejects.ndjson"), encoding: .utf8)
         rejects = try rejectText.split(separator: "\n").map { try JSONValue.parse(String($0)) }
     }
