@@ -121,7 +121,7 @@ let package = Package(
         .testTarget(
             name: "CampaignCommandsTests",
             dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream",
-                           "CampaignPayload", "CampaignSend", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore"]
+                           "CampaignPayload", "CampaignSend", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime"]
         ),
     ]
 )

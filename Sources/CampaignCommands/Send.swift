@@ -91,6 +91,9 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("Prove acceptance at least every S seconds while notifications are unproven, so progress and the journal advance during a long send (default 2; 0: by count and at the end only).", valueName: "s"))
     var checkpointSeconds: Double?
 
+    @Option(help: ArgumentHelp("A scheduled plan: the longest wait for the next moment with the connections open (default 60); a later moment closes them, and they open again 10 s before it.", valueName: "s"))
+    var holdOpen: Double?
+
     @Flag(help: ArgumentHelp("A scheduled plan (deliverAt, quietHours): send what is due now and exit 0 with outcome scheduled, naming the next moment; cron runs `campaign send --resume DIR --due-only` every few minutes. Without it, send waits for each moment (connections closed while the next is over a minute away)."))
     var dueOnly = false
 
@@ -129,6 +132,7 @@ struct Send: ParsableCommand {
         if let n = rate, n < 0 { throw ValidationError("--rate must not be negative.") }
         if let n = checkpointEvery, n < 0 { throw ValidationError("--checkpoint-every must not be negative.") }
         if let s = checkpointSeconds, !(0...3600).contains(s) { throw ValidationError("--checkpoint-seconds must be between 0 and 3600.") }
+        if let s = holdOpen, !(0...3600).contains(s) { throw ValidationError("--hold-open must be between 0 and 3600 seconds.") }
         if replan && resume == nil { throw ValidationError("--replan goes with --resume DIR.") }
         if replan && plan != "-" { throw ValidationError("--replan reads the plan from standard input; do not name a plan file.") }
     }
@@ -228,6 +232,7 @@ struct Send: ParsableCommand {
             let sender = try run.makeSender(context: context, cancellation: CancellationPipe(),
                                             logger: { printError("campaign send: \($0)") })
             sender.dueOnly = dueOnly
+            if let s = holdOpen { sender.holdOpenSeconds = s }
             running.sender = sender
             if waitStop.isCancelled { sender.requestStop() }
             let progress = isatty(2) == 1 ? ProgressLine(sender: sender) : nil
@@ -239,8 +244,12 @@ struct Send: ParsableCommand {
             guard report.outcome == .scheduled, !dueOnly, let next = report.nextMoment else { return (report, run.settings.reportPath) }
             printError(report.text)
             if let path = run.settings.reportPath { try writeOutput(report.json.serialized() + [0x0A], to: path) }
-            // Connections open a little before the moment; the run then waits for it with them open.
-            let wake = Double(next) - Self.openBeforeMomentSeconds
+            // Connections open a little before the moment; the run then waits
+            // for it with them open (but one held back by quiet hours is
+            // checked again only by a run that starts once they are over).
+            var wake = Double(next) - (report.nextMomentEndsQuietHours ? 0 : Self.openBeforeMomentSeconds)
+            let progressed = report.accepted + report.failed + report.skipped > 0
+            if !progressed { wake = max(wake, wallClockSeconds() + 1) }   // never a tight loop of empty runs
             printError("campaign send: waiting until \(utcText(next)) for the next notifications (connections closed; a signal ends the wait, and --resume goes on)")
             let wait = wake - wallClockSeconds()
             if wait > 0, !sleep(until: .after(seconds: wait), cancellation: waitStop) {

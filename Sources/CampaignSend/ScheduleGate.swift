@@ -37,6 +37,14 @@ struct ScheduleGate {
         (self.schedule, self.dueOnly, self.holdOpenSeconds) = (schedule, dueOnly, holdOpenSeconds)
     }
 
+    /// Whether the next moment is the end of a device's quiet hours: a later
+    /// run must start at it, not before (the plan holds that record earlier,
+    /// where a run does not wait).
+    var nextMomentEndsQuietHours: Bool {
+        guard let q = deferredUntil else { return false }
+        return stoppedAt.map { q <= $0 } ?? true
+    }
+
     /// When the rest is due: the moment the run stopped at, or the earliest end of a quiet spell.
     var nextMoment: Int64? {
         switch (stoppedAt, deferredUntil) {

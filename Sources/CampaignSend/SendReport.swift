@@ -157,6 +157,8 @@ public struct SendReport: Sendable {
     public var deferred = 0
     /// A scheduled plan: the next moment something is due (UNIX seconds), when the run ended before it.
     public var nextMoment: Int64?
+    /// The next moment ends some device's quiet hours: the next run starts at it, not early.
+    public var nextMomentEndsQuietHours = false
     /// A scheduled plan: the moments released after a wait in this run.
     public var waves = 0
 

@@ -312,6 +312,7 @@ public final class Sender: @unchecked Sendable {
             report.outcome = .scheduled
             report.nextMoment = next
             report.deferred = gate.deferred
+            report.nextMomentEndsQuietHours = gate.nextMomentEndsQuietHours
         } else if readError != nil || !plan.isComplete {
             report.outcome = .incompletePlan
             report.message = readError.map { "\($0)" } ?? (settings.planPath == nil

@@ -1,0 +1,216 @@
+import Foundation
+import Testing
+import CampaignJSON
+import CampaignSend
+import CampaignTestSupport
+import GatewaySimulator
+import LocalTime
+
+/// Scheduled campaigns sent for real: waves a minute apart made from the
+/// current time with zones whose offsets differ by a minute, checked against
+/// the simulator's record of when each notification arrived.
+@Suite(.serialized) struct ScheduledSendTests {
+    /// A campaign whose devices sit in fixed-offset zones: `groups` gives each
+    /// zone's offset in minutes and its device count. Every device's moment is
+    /// `localTime` (the time of day of `base` in UTC) on `base`'s date, so a
+    /// zone `m` minutes ahead of UTC has its moment at `base - m·60`.
+    struct Campaign {
+        let dir = TemporaryDirectory("scheduled")
+        /// Each token's zone offset (minutes) and moment.
+        var moments: [String: (offset: Int, at: Int64)] = [:]
+        var tokens: [String] { Array(moments.keys) }
+
+        init(base: Int64, groups: [(minutes: Int, count: Int)], schedule: ((String, String) -> String)? = nil) throws {
+            try? FileManager.default.createSymbolicLink(atPath: dir.file("certs"), withDestinationPath: TestCertificates.directory)
+            let day = base - ((base % 86_400) + 86_400) % 86_400
+            let date = CivilDate(daysSinceEpoch: Int(day / 86_400)).description
+            let text = TimeOfDay(seconds: Int(base - day)).description
+            let key = schedule?(text, date) ?? #""deliverAt":{"localTime":"\#(text)","date":"\#(date)","window":"1h","defaultTimeZone":"UTC"}"#
+            try #"{"campaign":"waves","format":"h2","topic":"com.example.campaign",\#(key),"messages":{"en":{"alert":"Wave {n}"}}}"#
+                .write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+            var rows = ["token,lang,tz,n"]
+            var n = 0
+            for (minutes, count) in groups {
+                for _ in 0..<count {
+                    n += 1
+                    let token = String(format: "%064x", n * 7919 + minutes + 100_000)
+                    rows.append("\(token),en,\(ZoneDatabase.offsetName(minutes * 60)),\(n)")
+                    moments[token] = (minutes, base - Int64(minutes * 60))
+                }
+            }
+            try rows.joined(separator: "\n").write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+            let run = try PlanProcessTests.run(["plan", "job.json", "audience.csv", "--out", "plan.ndjson"], in: dir)
+            #expect(run.status == 0, "\(run.err)")
+        }
+
+        /// When each accepted notification arrived (UNIX milliseconds), by token, every arrival kept.
+        func arrivals() throws -> [String: [Int64]] {
+            guard let text = try? String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8) else { return [:] }
+            var out: [String: [Int64]] = [:]
+            for line in text.split(separator: "\n") {
+                let v = try JSONValue.parse(String(line))
+                out[try #require(v["token"]?.stringValue), default: []].append(try #require(v["received_ms"]?.integerValue))
+            }
+            return out
+        }
+
+        func send(_ simulator: GatewaySimulator, _ extra: [String]) throws -> CampaignProcess {
+            try CampaignProcess(["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)"]
+                                + SendProcessTests.credentials() + extra, in: dir.path)
+        }
+
+        func resume(_ simulator: GatewaySimulator, _ extra: [String] = []) throws -> CampaignProcess {
+            try CampaignProcess(["send", "--resume", "journal", "--gateway", "127.0.0.1:\(simulator.port)"] + extra, in: dir.path)
+        }
+
+        /// Every token arrived exactly once; none of `offsets` before its moment, and each within `late` ms after it
+        /// (or, for a moment already past when the send began at `started`, within `pastLate` ms of that:
+        /// the process starting and connecting).
+        func expectEachOnceOnTime(started: Int64, late: Int64 = 1000, pastLate: Int64 = 3000, skipping skipped: Set<String> = []) throws {
+            let arrivals = try self.arrivals()
+            #expect(Set(arrivals.keys) == Set(tokens).subtracting(skipped), "every notification delivered, none lost")
+            #expect(arrivals.values.allSatisfy { $0.count == 1 }, "none twice: \(arrivals.filter { $0.value.count > 1 }.count)")
+            for (token, times) in arrivals {
+                let (offset, at) = moments[token]!
+                let due = max(at * 1000, started)
+                #expect(times[0] >= at * 1000, "zone \(offset) min: arrived \(times[0] - at * 1000) ms before its moment")
+                #expect(times[0] <= due + (at * 1000 < started ? pastLate : late), "zone \(offset) min: arrived \(times[0] - due) ms after it was due")
+            }
+        }
+    }
+
+    static func nowMilliseconds() -> Int64 { Int64(wallClockSeconds() * 1000) }
+
+    /// The next whole second at least `lead` seconds away.
+    static func soon(_ lead: Double) -> Int64 { Int64((wallClockSeconds() + lead).rounded(.up)) }
+
+    @Test(.timeLimit(.minutes(3))) func wavesAMinuteApartGoAtTheirMomentsAndPastOnesAtOnce() throws {
+        // Zones 5 min ahead (already past), UTC (in 4 s), 1 min behind (a minute later).
+        let w1 = Self.soon(4)
+        let campaign = try Campaign(base: w1, groups: [(5, 10), (0, 10), (-1, 10)])
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let started = Self.nowMilliseconds()
+        // A 20 s hold: the minute to the second wave closes the connections and opens them again before it.
+        let send = try campaign.send(simulator, ["--hold-open", "20"])
+        #expect(send.wait(timeout: 150) == 0, "\(send.stderr)")
+        try campaign.expectEachOnceOnTime(started: started)
+        #expect(send.stderr.contains("waiting until \(utcText(w1 + 60))"), "\(send.stderr)")
+        let state = try Journal.read(directory: campaign.dir.file("journal"))
+        #expect(state.outcome == "complete")
+        #expect(state.runs == 2, "the first run ended before the minute's wait, the second sent the last wave")
+        #expect(state.waves.joined().map(\.moment) == [Int(w1), Int(w1 + 60)])
+        let page = try PlanProcessTests.run(["status", "journal", "--html", "page.html"], in: campaign.dir)
+        #expect(page.status == 0)
+        let html = try String(contentsOfFile: campaign.dir.file("page.html"), encoding: .utf8)
+        #expect(html.contains("Schedule") && html.contains("wave "))
+    }
+
+    @Test(.timeLimit(.minutes(3))) func aSendKilledWhileWaitingResumesWithoutLosingOrRepeating() throws {
+        let w1 = Self.soon(4)
+        let campaign = try Campaign(base: w1, groups: [(3, 5), (0, 10), (-1, 10)])
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let started = Self.nowMilliseconds()
+        let first = try campaign.send(simulator, [])
+        let firstWave = Set(campaign.moments.filter { $0.value.offset >= 0 }.keys)
+        #expect(eventually(within: 20) { (try? campaign.arrivals().keys.count) == firstWave.count })
+        // Waiting, connections open, for the wave a minute later.
+        let status = try PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir)
+        let json = try JSONValue.parse(String(decoding: status.out, as: UTF8.self))
+        #expect(json["waiting"]?.integerValue == 10, "\(String(decoding: status.out, as: UTF8.self))")
+        first.kill9()
+        #expect(first.process.terminationReason == .uncaughtSignal)
+        let resumed = try campaign.resume(simulator)
+        #expect(resumed.wait(timeout: 120) == 0, "\(resumed.stderr)")
+        try campaign.expectEachOnceOnTime(started: started)
+        let state = try Journal.read(directory: campaign.dir.file("journal"))
+        #expect(state.outcome == "complete" && state.accepted == 25)
+    }
+
+    @Test(.timeLimit(.minutes(3))) func dueOnlyRunsFromCronDeliverEachNotificationOnceAndEndComplete() throws {
+        let w1 = Self.soon(3)
+        let campaign = try Campaign(base: w1, groups: [(2, 5), (0, 5), (-1, 5)])
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let first = try campaign.send(simulator, ["--due-only"])
+        #expect(first.wait(timeout: 30) == 0, "\(first.stderr)")
+        #expect(first.stderr.contains("send: scheduled"), "\(first.stderr)")
+        #expect(first.stderr.contains("due at \(utcText(w1))"), "\(first.stderr)")
+        #expect(Set(try campaign.arrivals().keys) == Set(campaign.moments.filter { $0.value.offset == 2 }.keys), "only what was due")
+        var runs = 1
+        var outcome = "scheduled"
+        let deadline = Date().addingTimeInterval(120)
+        while outcome != "complete", Date() < deadline {
+            let run = try campaign.resume(simulator, ["--due-only"])
+            #expect(run.wait(timeout: 30) == 0, "\(run.stderr)")
+            runs += 1
+            outcome = try Journal.read(directory: campaign.dir.file("journal")).outcome ?? "none"
+            if outcome != "complete" { usleep(700_000) }   // cron's interval, shortened
+        }
+        #expect(outcome == "complete")
+        #expect(runs > 3)
+        let arrivals = try campaign.arrivals()
+        #expect(Set(arrivals.keys) == Set(campaign.tokens))
+        #expect(arrivals.values.allSatisfy { $0.count == 1 }, "each delivered once over \(runs) runs")
+        for (token, times) in arrivals { #expect(times[0] >= campaign.moments[token]!.at * 1000, "never early") }
+        let again = try campaign.resume(simulator, ["--due-only"])
+        #expect(again.wait(timeout: 30) == 0)
+        #expect(again.stderr.contains("already complete"))
+    }
+
+    @Test(.timeLimit(.minutes(3))) func quietHoursHoldBackDevicesUntilTheyEndEvenWhenTheyBeginAfterPlanning() throws {
+        // Quiet from T−55 s to T+8 s on each device's clock. UTC's devices are
+        // inside at plan time; those a minute behind enter them at T+5 s, while
+        // the send is running; those a minute ahead are past them.
+        let t = Self.soon(1)
+        let tod = { (s: Int64) in TimeOfDay(seconds: Int(((s % 86_400) + 86_400) % 86_400)).description }
+        let quiet = #""quietHours":{"from":"\#(tod(t - 55))","to":"\#(tod(t + 8))","defaultTimeZone":"UTC"}"#
+        var campaign = try Campaign(base: t, groups: [(0, 6), (-1, 6), (1, 6)]) { _, _ in quiet }
+        // What each may not be sent in: its quiet hours in UTC.
+        let quietUTC: [Int: ClosedRange<Int64>] = [0: (t - 55)...(t + 7), -1: (t + 5)...(t + 67), 1: (t - 115)...(t - 54)]
+        for (token, value) in campaign.moments { campaign.moments[token] = (value.offset, 0) }
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        // Sending begins once the devices a minute behind are inside their quiet hours.
+        while wallClockSeconds() < Double(t + 6) { usleep(50_000) }
+        let send = try campaign.send(simulator, [])
+        #expect(send.wait(timeout: 150) == 0, "\(send.stderr)")
+        let arrivals = try campaign.arrivals()
+        #expect(Set(arrivals.keys) == Set(campaign.tokens))
+        #expect(arrivals.values.allSatisfy { $0.count == 1 })
+        for (token, times) in arrivals {
+            let offset = campaign.moments[token]!.offset
+            let second = times[0] / 1000
+            #expect(!quietUTC[offset]!.contains(second), "zone \(offset) min sent at \(second - t) s, inside its quiet hours")
+        }
+        // The devices a minute behind went once their quiet hours ended, in a later run.
+        let behind = arrivals.filter { campaign.moments[$0.key]!.offset == -1 }.map { $0.value[0] }
+        #expect(behind.allSatisfy { $0 >= (t + 68) * 1000 && $0 <= (t + 69) * 1000 + 500 }, "\(behind.map { $0 - t * 1000 })")
+        #expect(send.stderr.contains("held back by their quiet hours"), "\(send.stderr)")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func lateNotificationsAreSkippedNotFailedAndListedAsSkipped() throws {
+        let base = Int64(wallClockSeconds()) - 1
+        // window 1h, late: skip: 2 h late is skipped, 30 min late goes at once.
+        let campaign = try Campaign(base: base, groups: [(120, 3), (30, 4), (0, 2)]) { time, date in
+            #""deliverAt":{"localTime":"\#(time)","date":"\#(date)","window":"1h","late":"skip","defaultTimeZone":"UTC"}"#
+        }
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let send = try campaign.send(simulator, ["--report", "report.json"])
+        #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
+        let skipped = Set(campaign.moments.filter { $0.value.offset == 120 }.keys)
+        #expect(Set(try campaign.arrivals().keys) == Set(campaign.tokens).subtracting(skipped))
+        let report = try JSONValue.parse(try String(contentsOfFile: campaign.dir.file("report.json"), encoding: .utf8))
+        #expect(report["skipped"]?.integerValue == 3 && report["failed"]?.integerValue == 0 && report["outcome"]?.stringValue == "complete")
+        let status = try JSONValue.parse(String(decoding: try PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir).out, as: UTF8.self))
+        #expect(status["skipped"]?.integerValue == 3 && status["failed"]?.integerValue == 0 && status["remaining"]?.integerValue == 0)
+        let listed = String(decoding: try PlanProcessTests.run(["status", "journal", "--failures"], in: campaign.dir).out, as: UTF8.self)
+            .split(separator: "\n").map { try! JSONValue.parse(String($0)) }
+        #expect(listed.count == 3)
+        #expect(listed.allSatisfy { $0["outcome"]?.stringValue == "skipped" && $0["status"] == nil })
+        #expect(Set(listed.compactMap { $0["token"]?.stringValue }) == skipped)
+        #expect(listed.first?["reason"]?.stringValue?.hasPrefix("skipped: late by 2 h") == true)
+    }
+}
