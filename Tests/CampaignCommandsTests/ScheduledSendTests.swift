@@ -213,4 +213,28 @@ import LocalTime
         #expect(Set(listed.compactMap { $0["token"]?.stringValue }) == skipped)
         #expect(listed.first?["reason"]?.stringValue?.hasPrefix("skipped: late by 2 h") == true)
     }
+
+    @Test(.timeLimit(.minutes(2)), arguments: [[], ["--hold-open", "5"]])
+    func aSignalWhileWaitingEndsTheSendAtOnce(hold: [String]) throws {
+        // Due a minute ago (sent at once), and in 50 s: the send waits, with its
+        // connections open (the default hold) or between runs (a 5 s hold).
+        let w1 = Self.soon(50)
+        let campaign = try Campaign(base: w1, groups: [(1, 3), (0, 3)])
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let send = try campaign.send(simulator, hold)
+        #expect(eventually(within: 20) { (try? campaign.arrivals().count) == 3 })
+        usleep(300_000)
+        let signalled = Date()
+        kill(send.process.processIdentifier, SIGTERM)
+        #expect(send.wait(timeout: 10) == 75, "\(send.stderr)")
+        #expect(Date().timeIntervalSince(signalled) < 3, "a wait ends at once on a signal")
+        #expect(try campaign.arrivals().count == 3, "nothing sent before its moment")
+        // The journal goes on: what is due is done, the rest still waits.
+        let resumed = try campaign.resume(simulator, ["--due-only"])
+        #expect(resumed.wait(timeout: 30) == 0, "\(resumed.stderr)")
+        #expect(resumed.stderr.contains("due at \(utcText(w1))"), "\(resumed.stderr)")
+        let status = try JSONValue.parse(String(decoding: try PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir).out, as: UTF8.self))
+        #expect(status["waiting"]?.integerValue == 3 && status["done"]?.integerValue == 3)
+    }
 }
