@@ -127,6 +127,14 @@ if BIG > 0:
     s, m, _, _ = timed(f"{C} plan jobs/spring.json {a_big} --out /dev/null --rejects {OUT}/rejects-big.ndjson")
     results[f"plan_rss_mb_{BIG // 1000000}m"] = round(m, 1)
     results[f"plan_big_rows_per_second"] = round(BIG / s)
+    # A scheduled job (jobs/morning.json: 09:00 on each device's clock) over
+    # the same number of rows with a tz column: every record waits in the
+    # planner's spill file until the zones are known.
+    a_tz = f"{OUT}/audience-{BIG}-tz.csv"
+    if not os.path.exists(a_tz): sh(f"{B} audience --rows {BIG} --seed 3 --time-zones > {a_tz}")
+    s, m, _, _ = timed(f"{C} plan jobs/morning.json {a_tz} --out /dev/null --rejects {OUT}/rejects-tz.ndjson")
+    results[f"plan_scheduled_rss_mb_{BIG // 1000000}m"] = round(m, 1)
+    results["plan_scheduled_big_rows_per_second"] = round(BIG / s)
 
 json.dump(results, open(f"{OUT}/results.json", "w"), indent=2)
 print(f"\n{'measure':45} {'value':>14}")
@@ -146,4 +154,5 @@ row("best send / minimal writer", f"{results['send_best_share_of_writer']:.0%}")
 row("plan | send, 2 connections, /s", f"{results['plan_pipe_send_per_second']:,}")
 for k, v in results.items():
     if k.startswith("plan_rss_mb"): row(f"plan peak RSS, {k.split('_')[-1]} unique tokens, MB", v)
+    if k.startswith("plan_scheduled_rss_mb"): row(f"plan peak RSS, scheduled, {k.split('_')[-1]} tokens, MB", v)
 print(f"\nwritten: {OUT}/results.json", file=sys.stderr)

@@ -63,6 +63,13 @@ struct Validate: ParsableCommand {
         }
         let h2 = jobFile.wire.isHTTP2 ? ", push type \(jobFile.pushType), topic \(jobFile.topic ?? "(the certificate's)")" : ""
         print("\(job): campaign \(jobFile.campaign), format \(jobFile.wire)\(h2), limit \(jobFile.maxPayload) bytes, variables: \(variables.joined(separator: ", "))")
+        switch jobFile.schedule {
+        case .deliverAt(let d)?:
+            print("  scheduled: \(d.localTime) on each device's clock (its tz column), \(d.date.map { "on \($0)" } ?? "on the first date it is still to come everywhere"), window \(d.windowSeconds / 60) min, late: \(d.late.rawValue), default zone \(d.defaultZone)")
+        case .quietHours(let q)?:
+            print("  scheduled: never \(q.from)–\(q.to) on each device's clock (its tz column), default zone \(q.defaultZone)")
+        case nil: break
+        }
         var out: [UInt8] = []
         for (i, message) in jobFile.messages.enumerated() {
             var full: [UInt8] = []

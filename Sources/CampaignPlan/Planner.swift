@@ -295,15 +295,13 @@ extension Planner {
         }
         for key in keys {
             let zone = key >> 16, part = key & 0xFFFF
-            var quoted: [UInt8] = []
-            if quiet { JSONText.appendString(Array(zones[zone].name.utf8), to: &quoted) }
+            let fields = PlanWriter.scheduleFields(at: moments[zone], timeZone: quiet ? zones[zone].name : nil)
             let n = counts[key] ?? 0
             summary.perHour[moments[zone] - ((moments[zone] % 3600) + 3600) % 3600, default: 0] += n
             if moments[zone] < now { summary.pastAtPlanTime += n }
-            try quoted.withUnsafeBufferPointer { tz in
-                try spill.forEachLine(key: key) { line in
-                    try plans[part].append(lineAfterSeq: line, at: moments[zone], timeZone: quiet ? tz : nil)
-                }
+            let plan = plans[part]
+            try fields.withUnsafeBufferPointer { fields in
+                try spill.forEachLine(key: key) { line in try plan.append(lineAfterSeq: line, fieldsAfterSeq: fields) }
             }
         }
         return summary

@@ -85,6 +85,7 @@ final class RowPreparer: @unchecked Sendable {
     /// A scheduled job: the zones met so far, and the zone column.
     private let zones: ZoneTable?
     private var zoneColumn: Int? = nil
+    private var zoneCache = ZoneCache()
 
     init(renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
          wire: WireProtocol, maxPayload: Int, shards: Int, parts: Int = 1, collapse: Template? = nil,
@@ -141,6 +142,30 @@ final class RowPreparer: @unchecked Sendable {
         }
     }
 
+    /// The row's zone in `table` (0 with `defaulted` for an empty or unknown
+    /// one), nil for an invalid one: its bytes trimmed of ASCII blanks, looked
+    /// up in this thread's cache first, so no String is made per row.
+    private func zoneNumber(_ row: AudienceRow, table: ZoneTable, defaulted: inout Bool) -> Int32? {
+        guard let range = row.range(of: zoneColumn) else {
+            defaulted = true
+            return 0
+        }
+        var lower = range.lowerBound, upper = range.upperBound
+        var wasDefaulted = false
+        var number: Int32? = 0
+        row.storage.withUnsafeBufferPointer { (storage: UnsafeBufferPointer<UInt8>) -> Void in
+            while lower < upper, storage[lower] == 0x20 || storage[lower] == 0x09 { lower += 1 }
+            while upper > lower, storage[upper - 1] == 0x20 || storage[upper - 1] == 0x09 { upper -= 1 }
+            guard lower < upper else {
+                wasDefaulted = true
+                return
+            }
+            number = zoneCache.number(of: UnsafeBufferPointer(rebasing: storage[lower..<upper]), table: table, defaulted: &wasDefaulted)
+        }
+        defaulted = wasDefaulted
+        return number
+    }
+
     private func rejected(_ kind: PreparedRow.Kind, _ code: RejectCode, _ reason: String, token: PreparedRow? = nil,
                           in batch: PreparedBatch) -> PreparedRow {
         var p = token ?? PreparedRow()
@@ -193,16 +218,15 @@ final class RowPreparer: @unchecked Sendable {
             return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes, more than \(wire.maxTokenBytes)", token: p, in: batch)
         }
         if let zones {
-            let text = row.string(zoneColumn).map { String($0.trimmingWhitespace()) } ?? ""
-            if text.isEmpty {
-                p.zoneDefaulted = true
-            } else {
-                guard let number = zones.number(of: text, defaulted: &p.zoneDefaulted) else {
-                    return rejected(.rejectedUnlessDuplicate, .invalidTimeZone,
-                                    "invalid time zone \"\(text)\": not a zone name (such as Europe/Berlin) or an offset (such as +05:30)", token: p, in: batch)
-                }
-                p.zone = number
+            // The zone's bytes, trimmed of ASCII blanks; a table of those met
+            // (a few hundred at most) answers without making a String.
+            let number = zoneNumber(row, table: zones, defaulted: &p.zoneDefaulted)
+            guard let number else {
+                let text = row.string(zoneColumn).map { String($0.trimmingWhitespace()) } ?? ""
+                return rejected(.rejectedUnlessDuplicate, .invalidTimeZone,
+                                "invalid time zone \"\(text)\": not a zone name (such as Europe/Berlin) or an offset (such as +05:30)", token: p, in: batch)
             }
+            p.zone = number
         }
         var langColumn = langColumns.first
         if langColumns.count > 1 { langColumn = langColumns.first { row.range(of: $0) != nil } ?? langColumn }

@@ -62,17 +62,42 @@ final class ZoneTable: @unchecked Sendable {
     }
 }
 
+/// The preparing thread's own memory of zone texts: bytes → the table's
+/// answer, found by an FNV-1a hash and checked byte for byte.
+struct ZoneCache {
+    private struct Entry { var bytes: [UInt8]; var number: Int32?; var defaulted: Bool }
+    private var entries: [UInt64: Entry] = [:]
+
+    mutating func number(of text: UnsafeBufferPointer<UInt8>, table: ZoneTable, defaulted: inout Bool) -> Int32? {
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325
+        for b in text { h = (h ^ UInt64(b)) &* 0x100_0000_01B3 }
+        if let e = entries[h], e.bytes.elementsEqual(text) {
+            defaulted = e.defaulted
+            return e.number
+        }
+        var wasDefaulted = false
+        let number = table.number(of: String(decoding: text, as: UTF8.self), defaulted: &wasDefaulted)
+        // Bounded: an audience of endless distinct junk only costs lookups.
+        if entries.count < 4096 { entries[h] = Entry(bytes: Array(text), number: number, defaulted: wasDefaulted) }
+        defaulted = wasDefaulted
+        return number
+    }
+}
+
 /// Records of a scheduled campaign set aside by zone (and part) while the
 /// audience is read, then written out in order of moment once every zone is
 /// known: memory holds at most a small buffer per zone, the records wait in
 /// one unlinked temporary file (0600; it holds tokens).
 final class ScheduleSpill {
-    private struct Bucket {
-        var buffer: [UInt8] = []
-        var chunks: [(offset: Int, count: Int)] = []
-        var records = 0
-    }
-    private var buckets: [Int: Bucket] = [:]
+    /// Per bucket (a zone and part): bytes not yet written, chunks written, records.
+    private var buffers: [[UInt8]] = []
+    private var chunks: [[(offset: Int, count: Int)]] = []
+    private var records: [Int] = []
+    private var keys: [Int] = []
+    /// Key → bucket + 1 (0: none yet), for keys below `denseKeys`; a dictionary above.
+    private var dense: [Int32] = []
+    private var sparse: [Int: Int] = [:]
+    private static let denseKeys = 1 << 20
     private let fd: Int32
     private var size = 0
     private let path: String
@@ -94,16 +119,31 @@ final class ScheduleSpill {
     /// The key of zone `zone` in part `part`.
     static func key(zone: Int32, part: Int32) -> Int { Int(zone) << 16 | Int(part) }
 
-    func append(key: Int, line: UnsafeBufferPointer<UInt8>) throws(IOError) {
-        var bucket = buckets.removeValue(forKey: key) ?? Bucket()
-        bucket.buffer.append(contentsOf: line)
-        bucket.records += 1
-        if bucket.buffer.count >= Self.chunkBytes {
-            try write(bucket.buffer)
-            bucket.chunks.append((size - bucket.buffer.count, bucket.buffer.count))
-            bucket.buffer.removeAll(keepingCapacity: true)
+    private func bucket(_ key: Int) -> Int {
+        if key < Self.denseKeys {
+            if key >= dense.count { dense += [Int32](repeating: 0, count: max(key + 1 - dense.count, dense.count)) }
+            if dense[key] > 0 { return Int(dense[key]) - 1 }
+        } else if let b = sparse[key] {
+            return b
         }
-        buckets[key] = bucket
+        buffers.append([])
+        chunks.append([])
+        records.append(0)
+        keys.append(key)
+        let b = buffers.count - 1
+        if key < Self.denseKeys { dense[key] = Int32(b + 1) } else { sparse[key] = b }
+        return b
+    }
+
+    func append(key: Int, line: UnsafeBufferPointer<UInt8>) throws(IOError) {
+        let b = bucket(key)
+        buffers[b].append(contentsOf: line)
+        records[b] += 1
+        if buffers[b].count >= Self.chunkBytes {
+            try write(buffers[b])
+            chunks[b].append((size - buffers[b].count, buffers[b].count))
+            buffers[b].removeAll(keepingCapacity: true)
+        }
     }
 
     private func write(_ bytes: [UInt8]) throws(IOError) {
@@ -118,11 +158,11 @@ final class ScheduleSpill {
     }
 
     /// Record counts per key.
-    var counts: [Int: Int] { buckets.mapValues(\.records) }
+    var counts: [Int: Int] { Dictionary(uniqueKeysWithValues: zip(keys, records)) }
 
     /// Calls `body` with each record line of `key`, in the order appended.
     func forEachLine(key: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> Void) throws {
-        guard let bucket = buckets[key] else { return }
+        guard let b = key < Self.denseKeys ? (key < dense.count && dense[key] > 0 ? Int(dense[key]) - 1 : nil) : sparse[key] else { return }
         var chunk = [UInt8](repeating: 0, count: Self.chunkBytes * 2)
         func lines(_ bytes: UnsafeBufferPointer<UInt8>) throws {
             var start = 0
@@ -131,7 +171,7 @@ final class ScheduleSpill {
                 start = i + 1
             }
         }
-        for (offset, count) in bucket.chunks {
+        for (offset, count) in chunks[b] {
             if chunk.count < count { chunk = [UInt8](repeating: 0, count: count) }
             var done = 0
             while done < count {
@@ -142,7 +182,7 @@ final class ScheduleSpill {
             }
             try chunk.withUnsafeBufferPointer { try lines(UnsafeBufferPointer(rebasing: $0[0..<count])) }
         }
-        try bucket.buffer.withUnsafeBufferPointer { try lines($0) }
+        try buffers[b].withUnsafeBufferPointer { try lines($0) }
     }
 }
 

@@ -364,26 +364,27 @@ public final class PlanWriter {
 
     /// Appends the next record from its line without the leading `{"seq":N`
     /// (from `,"shard":` to the newline, as the planner's preparing stage makes it).
-    /// - Parameters:
-    ///   - at: a scheduled record's moment (`,"at":N` after the seq).
-    ///   - timeZone: its zone, JSON-quoted (`,"tz":"…"` after the moment).
-    package func append(lineAfterSeq: UnsafeBufferPointer<UInt8>, at: Int64? = nil, timeZone: UnsafeBufferPointer<UInt8>? = nil) throws(IOError) {
+    /// - Parameter fieldsAfterSeq: a scheduled record's `,"at":N` (and
+    ///   `,"tz":"…"`), the same bytes for every record of a zone.
+    package func append(lineAfterSeq: UnsafeBufferPointer<UInt8>, fieldsAfterSeq: UnsafeBufferPointer<UInt8>? = nil) throws(IOError) {
         seq += 1
         seqText.increment()
         seqText.appendLineStart(to: pending)
-        if let at {
-            pending.append(#","at":"#)
-            var digits: [UInt8] = []
-            JSONText.appendDecimal(at, to: &digits)
-            digits.withUnsafeBufferPointer { pending.append($0) }
-            if let timeZone {
-                pending.append(#","tz":"#)
-                pending.append(timeZone)
-            }
-        }
+        if let fieldsAfterSeq { pending.append(fieldsAfterSeq) }
         pending.append(lineAfterSeq)
         records += 1
         if pending.count >= Self.flushThreshold { try flush() }
+    }
+
+    /// A scheduled record's fields after its seq: `,"at":N` and, for quiet hours, `,"tz":"…"`.
+    package static func scheduleFields(at: Int64, timeZone: String?) -> [UInt8] {
+        var out = Array(#","at":"#.utf8)
+        JSONText.appendDecimal(at, to: &out)
+        if let timeZone {
+            out += Array(#","tz":"#.utf8)
+            JSONText.appendString(Array(timeZone.utf8), to: &out)
+        }
+        return out
     }
 
     public func writeTrailer(rowsRead: Int, rejected: Int) throws(IOError) {

@@ -10,6 +10,8 @@ struct AudienceOptions {
     var csv = true
     var seed: UInt64 = 42
     var badEvery = 0
+    /// A `tz` column (CSV only): zones of a worldwide app, for scheduled jobs.
+    var timeZones = false
 
     init(_ args: ArraySlice<String>) {
         parseOptions(args) { name, value in
@@ -18,6 +20,7 @@ struct AudienceOptions {
             case "--format": csv = value() == "csv"
             case "--seed": seed = UInt64(value())!
             case "--bad-every": badEvery = Int(value())!
+            case "--time-zones": timeZones = true
             default: fatalError("unknown option \(name)")
             }
         }
@@ -37,12 +40,19 @@ let languages: [String] = Array(repeating: "en-US", count: 30) + Array(repeating
 let firstNames = ["Ana", "José", "Mia", "Noah", "Zoë", "João", "Élodie", "Jürgen", "Sakura", "陳美玲", "Oliver", "Sofía",
                   "Maximilian-Alexander", "Aiyana", "Liam", "Emma", "Chiara", "Bartholomew", "Ngozi", "Đặng", "Åsa", "O'Brien"]
 
+/// Zones weighted like a worldwide app's users: IANA names, some fixed offsets, an unknown one, some empty.
+let timeZones: [String] = Array(repeating: "America/New_York", count: 12) + Array(repeating: "America/Los_Angeles", count: 8)
+    + Array(repeating: "America/Mexico_City", count: 6) + Array(repeating: "America/Sao_Paulo", count: 8) + Array(repeating: "Europe/Berlin", count: 8)
+    + Array(repeating: "Europe/London", count: 6) + Array(repeating: "Europe/Madrid", count: 5) + Array(repeating: "Asia/Tokyo", count: 5)
+    + Array(repeating: "Asia/Kolkata", count: 6) + ["Asia/Kathmandu", "Australia/Sydney", "Australia/Adelaide", "Pacific/Auckland", "Asia/Shanghai",
+    "America/St_Johns", "Africa/Lagos", "+05:30", "UTC-3", "-00:01", "Mars/Olympus", "", "", ""]
+
 func writeAudience(_ options: AudienceOptions) throws {
     var rng = SplitMix64(seed: options.seed)
     let out = FileHandle.standardOutput
     var buffer = ""
     buffer.reserveCapacity(1 << 20)
-    if options.csv { buffer += "token,lang,first_name,discount,badge,registered_at\n" }
+    if options.csv { buffer += "token,lang,first_name,discount,badge,registered_at" + (options.timeZones ? ",tz\n" : "\n") }
     for row in 1...max(1, options.rows) {
         var token = ""
         for _ in 0..<4 { token += String(format: "%016llx", rng.next()) }
@@ -62,7 +72,7 @@ func writeAudience(_ options: AudienceOptions) throws {
         }
         if options.csv {
             let quotedName = name.contains(",") || name.contains("\"") ? "\"\(name.replacingOccurrences(of: "\"", with: "\"\""))\"" : name
-            buffer += "\(token),\(lang),\(quotedName),\(discount),\(badge),\(registered)\n"
+            buffer += "\(token),\(lang),\(quotedName),\(discount),\(badge),\(registered)" + (options.timeZones ? ",\(rng.pick(timeZones))\n" : "\n")
         } else {
             let escapedName = name.replacingOccurrences(of: "\"", with: "\\\"")
             let escapedLang = lang.replacingOccurrences(of: "\"", with: "\\\"")

@@ -125,7 +125,7 @@ case "h2-sessions":
 default:
     print("""
     usage: campaign-bench simulator [--notifications N] [--connections C] [--record] [--format F] [--runs R]
-           campaign-bench audience [--rows N] [--format csv|ndjson] [--seed S] [--bad-every K]
+           campaign-bench audience [--rows N] [--format csv|ndjson] [--seed S] [--bad-every K] [--time-zones]
            campaign-bench csv-tokenize FILE
            campaign-bench writer --port P --certs DIR [--plan FILE | --notifications N]
            campaign-bench h2-sessions [--requests N] [--streams S]
