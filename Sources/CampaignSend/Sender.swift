@@ -54,6 +54,9 @@ public final class Sender: @unchecked Sendable {
     public func wholeSendCounts() -> SendTotals {
         var run = shared.report
         run.duplicatesRisked += duplicatesRiskedBeforeThisRun
+        readMutex.lock()
+        run.skipped = _skipped
+        readMutex.unlock()
         return SendTotals(before: resumeState, run: run)
     }
 
@@ -69,6 +72,8 @@ public final class Sender: @unchecked Sendable {
     }
     private var _recordsRead = 0
     private var _alreadyDone = 0
+    /// Scheduled notifications skipped as too late in this run, for metrics.
+    private var _skipped = 0
     private let readMutex = Lock()
 
     /// On resume: checks that `scan` (a first pass over the plan) is the plan the
@@ -250,6 +255,9 @@ public final class Sender: @unchecked Sendable {
                                                               moment: at, skippedAt: now)
                             do { try journal.append(.skip(skipped)) } catch { shared.journalFailed(error) }
                             report.skipped += 1
+                            readMutex.lock()
+                            _skipped = report.skipped
+                            readMutex.unlock()
                             return
                         }
                         if let wave = gate.takeWave() {

@@ -198,8 +198,10 @@ import LocalTime
         }
         let simulator = try startHTTP2Simulator(in: campaign.dir)
         defer { simulator.stop() }
-        let send = try campaign.send(simulator, ["--report", "report.json"])
+        let send = try campaign.send(simulator, ["--report", "report.json", "--metrics", "send.prom"])
         #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
+        let metrics = try String(contentsOfFile: campaign.dir.file("send.prom"), encoding: .utf8)
+        #expect(metrics.split(separator: "\n").contains { $0.hasPrefix("campaign_send_skipped_total{") && $0.hasSuffix("} 3") }, "\(metrics)")
         let skipped = Set(campaign.moments.filter { $0.value.offset == 120 }.keys)
         #expect(Set(try campaign.arrivals().keys) == Set(campaign.tokens).subtracting(skipped))
         let report = try JSONValue.parse(try String(contentsOfFile: campaign.dir.file("report.json"), encoding: .utf8))
