@@ -20,13 +20,14 @@ import LocalTime
         var moments: [String: (offset: Int, at: Int64)] = [:]
         var tokens: [String] { Array(moments.keys) }
 
-        init(base: Int64, groups: [(minutes: Int, count: Int)], schedule: ((String, String) -> String)? = nil) throws {
+        init(base: Int64, groups: [(minutes: Int, count: Int)], format: String = "h2", schedule: ((String, String) -> String)? = nil) throws {
             try? FileManager.default.createSymbolicLink(atPath: dir.file("certs"), withDestinationPath: TestCertificates.directory)
             let day = base - ((base % 86_400) + 86_400) % 86_400
             let date = CivilDate(daysSinceEpoch: Int(day / 86_400)).description
             let text = TimeOfDay(seconds: Int(base - day)).description
             let key = schedule?(text, date) ?? #""deliverAt":{"localTime":"\#(text)","date":"\#(date)","window":"1h","defaultTimeZone":"UTC"}"#
-            try #"{"campaign":"waves","format":"h2","topic":"com.example.campaign",\#(key),"messages":{"en":{"alert":"Wave {n}"}}}"#
+            let wire = format == "h2" ? #""format":"h2","topic":"com.example.campaign""# : #""format":"\#(format)""#
+            try #"{"campaign":"waves",\#(wire),\#(key),"messages":{"en":{"alert":"Wave {n}"}}}"#
                 .write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
             var rows = ["token,lang,tz,n"]
             var n = 0
@@ -238,5 +239,22 @@ import LocalTime
         #expect(resumed.stderr.contains("due at \(utcText(w1))"), "\(resumed.stderr)")
         let status = try JSONValue.parse(String(decoding: try PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir).out, as: UTF8.self))
         #expect(status["waiting"]?.integerValue == 3 && status["done"]?.integerValue == 3)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func theBinaryInterfaceReleasesWavesTheSameWay() throws {
+        // One engine for both protocols: the same gate in front of binary connections.
+        let w1 = Self.soon(3)
+        let campaign = try Campaign(base: w1, groups: [(120, 3), (30, 4), (0, 5)], format: "enhanced") { time, date in
+            #""deliverAt":{"localTime":"\#(time)","date":"\#(date)","window":"1h","late":"skip","defaultTimeZone":"UTC"}"#
+        }
+        let simulator = try SendProcessTests.simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let started = Self.nowMilliseconds()
+        let send = try campaign.send(simulator, [])
+        #expect(send.wait(timeout: 40) == 0, "\(send.stderr)")
+        let skipped = Set(campaign.moments.filter { $0.value.offset == 120 }.keys)
+        try campaign.expectEachOnceOnTime(started: started, skipping: skipped)
+        let state = try Journal.read(directory: campaign.dir.file("journal"))
+        #expect(state.outcome == "complete" && state.skipped.count == 3 && state.accepted == 9)
     }
 }
