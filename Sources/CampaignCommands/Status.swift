@@ -70,29 +70,29 @@ struct Status: ParsableCommand {
     }
 
     static func failureLine(_ f: SendFailure, part: Int? = nil, journal: String? = nil) -> String {
-        var token: [UInt8] = []
-        HexEncoding.append(f.token, to: &token)
-        var members: [(key: String, value: JSONValue)] = []
-        if let part { members.append(("part", .number(String(part)))) }
-        if let journal { members.append(("journal", .string(journal))) }
-        members += [
-            ("seq", .number(String(f.seq))), ("token", .string(String(decoding: token, as: UTF8.self))),
-            ("status", .number(String(f.status))), ("reason", .string(f.reason)), ("attempts", .number(String(f.attempts))),
-        ]
-        return String(decoding: JSONValue.object(members).serialized(), as: UTF8.self)
+        line(token: f.token, part: part, journal: journal, [
+            ("seq", .number(String(f.seq))), ("status", .number(String(f.status))), ("reason", .string(f.reason)),
+            ("attempts", .number(String(f.attempts))),
+        ])
     }
 
     static func skippedLine(_ k: SkippedNotification, part: Int? = nil, journal: String? = nil) -> String {
+        line(token: k.token, part: part, journal: journal, [
+            ("seq", .number(String(k.seq))), ("outcome", .string("skipped")), ("moment", .string(utcText(k.moment))), ("reason", .string(k.reason)),
+        ])
+    }
+
+    /// One `--failures` line: part and journal (over parts), seq, token, then `members`.
+    private static func line(token bytes: [UInt8], part: Int?, journal: String?, _ members: [(key: String, value: JSONValue)]) -> String {
         var token: [UInt8] = []
-        HexEncoding.append(k.token, to: &token)
-        var members: [(key: String, value: JSONValue)] = []
-        if let part { members.append(("part", .number(String(part)))) }
-        if let journal { members.append(("journal", .string(journal))) }
-        members += [
-            ("seq", .number(String(k.seq))), ("token", .string(String(decoding: token, as: UTF8.self))),
-            ("outcome", .string("skipped")), ("moment", .string(utcText(k.moment))), ("reason", .string(k.reason)),
-        ]
-        return String(decoding: JSONValue.object(members).serialized(), as: UTF8.self)
+        HexEncoding.append(bytes, to: &token)
+        var all: [(key: String, value: JSONValue)] = []
+        if let part { all.append(("part", .number(String(part)))) }
+        if let journal { all.append(("journal", .string(journal))) }
+        all.append(members[0])
+        all.append(("token", .string(String(decoding: token, as: UTF8.self))))
+        all += members.dropFirst()
+        return String(decoding: JSONValue.object(all).serialized(), as: UTF8.self)
     }
 
     private func single(_ view: JournalView) throws {

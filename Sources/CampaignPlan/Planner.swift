@@ -146,7 +146,7 @@ public final class Planner {
         var summary = PlanSummary()
         // A scheduled plan is written once every row is read: its records
         // go in order of moment, and deliverAt's date depends on every zone.
-        let spill = try zones.map { _ throws(IOError) in try ScheduleSpill(directory: Self.temporaryDirectory) }
+        let spill = try zones.map { _ throws(IOError) in try ScheduleSpill(directory: Self.temporaryDirectory, parts: plans.count) }
         var defaultedZones = 0
         if spill == nil {
             for (k, plan) in plans.enumerated() { try plan.writeHeader(header(ofPart: k)) }
@@ -223,7 +223,7 @@ public final class Planner {
                     seen.insert(t, hash: p.tokenHash)
                     let line = UnsafeBufferPointer(rebasing: arena[Int(p.lineStart)..<Int(p.lineEnd)])
                     if let spill {
-                        try spill.append(key: ScheduleSpill.key(zone: p.zone, part: p.part), line: line)
+                        try spill.append(key: spill.key(zone: p.zone, part: p.part), line: line)
                         if p.zoneDefaulted { defaultedZones += 1 }
                     } else {
                         try (parted ? plans[Int(p.part)] : plan).append(lineAfterSeq: line)
@@ -269,7 +269,7 @@ extension Planner {
     func writeScheduled(_ spill: ScheduleSpill, zones table: ZoneTable, plans: [PlanWriter], defaultedZones: Int) throws -> ScheduleSummary {
         let zones = table.all
         let counts = spill.counts
-        let used = Set(counts.keys.map { $0 >> 16 })
+        let used = Set(counts.keys.map(spill.zone(of:)))
         let now = Int64(options.now)
         var moments = [Int64](repeating: now, count: zones.count)
         var summary = ScheduleSummary()
@@ -290,11 +290,11 @@ extension Planner {
         for (k, plan) in plans.enumerated() { try plan.writeHeader(header(ofPart: k)) }
         // In order of moment; zones of one moment in the order met.
         let keys = counts.keys.sorted { a, b in
-            let (ma, mb) = (moments[a >> 16], moments[b >> 16])
+            let (ma, mb) = (moments[spill.zone(of: a)], moments[spill.zone(of: b)])
             return ma != mb ? ma < mb : a < b
         }
         for key in keys {
-            let zone = key >> 16, part = key & 0xFFFF
+            let zone = spill.zone(of: key), part = spill.part(of: key)
             let fields = PlanWriter.scheduleFields(at: moments[zone], timeZone: quiet ? zones[zone].name : nil)
             let n = counts[key] ?? 0
             summary.perHour[moments[zone] - ((moments[zone] % 3600) + 3600) % 3600, default: 0] += n

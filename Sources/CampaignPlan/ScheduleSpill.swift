@@ -13,44 +13,32 @@ final class ZoneTable: @unchecked Sendable {
     let database: ZoneDatabase
     /// The job's default zone is zone 0.
     private(set) var zones: [ZoneRules]
-    private var index: [String: Int32] = [:]
+    /// Zone name → number: `+0530` and `+05:30` are one zone.
+    private var numbers: [String: Int32] = [:]
     private let lock = Lock()
 
     init(database: ZoneDatabase, defaultZone: ZoneRules) {
         self.database = database
         zones = [defaultZone]
-        index[defaultZone.name] = 0
+        numbers[defaultZone.name] = 0
     }
 
     /// What a row's zone text comes to: its zone's number, the default's
     /// (0) with `defaulted` for an unknown name, or nil for an invalid one.
+    /// (The database remembers each text it was asked; callers keep their own cache.)
     func number(of text: String, defaulted: inout Bool) -> Int32? {
-        lock.lock()
-        if let known = index[text] {
-            lock.unlock()
-            if known < 0 { defaulted = known == -1; return known == -1 ? 0 : nil }
-            return known
-        }
-        lock.unlock()
-        let found = database.zone(named: text)
-        lock.lock()
-        defer { lock.unlock() }
-        switch found {
+        switch database.zone(named: text) {
         case .zone(let rules):
-            // `+0530` and `+05:30` are one zone.
-            let number = index[rules.name] ?? {
-                zones.append(rules)
-                return Int32(zones.count - 1)
-            }()
-            index[rules.name] = number
-            index[text] = number
-            return number
+            lock.lock()
+            defer { lock.unlock() }
+            if let known = numbers[rules.name] { return known }
+            zones.append(rules)
+            numbers[rules.name] = Int32(zones.count - 1)
+            return Int32(zones.count - 1)
         case .unknown:
-            index[text] = -1
             defaulted = true
             return 0
         case .invalid:
-            index[text] = -2
             return nil
         }
     }
@@ -63,14 +51,13 @@ final class ZoneTable: @unchecked Sendable {
 }
 
 /// The preparing thread's own memory of zone texts: bytes → the table's
-/// answer, found by an FNV-1a hash and checked byte for byte.
+/// answer, found by their hash (``TokenSet/hash(_:)``) and checked byte for byte.
 struct ZoneCache {
     private struct Entry { var bytes: [UInt8]; var number: Int32?; var defaulted: Bool }
     private var entries: [UInt64: Entry] = [:]
 
     mutating func number(of text: UnsafeBufferPointer<UInt8>, table: ZoneTable, defaulted: inout Bool) -> Int32? {
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        for b in text { h = (h ^ UInt64(b)) &* 0x100_0000_01B3 }
+        let h = TokenSet.hash(text)
         if let e = entries[h], e.bytes.elementsEqual(text) {
             defaulted = e.defaulted
             return e.number
@@ -94,16 +81,17 @@ final class ScheduleSpill {
     private var chunks: [[(offset: Int, count: Int)]] = []
     private var records: [Int] = []
     private var keys: [Int] = []
-    /// Key → bucket + 1 (0: none yet), for keys below `denseKeys`; a dictionary above.
-    private var dense: [Int32] = []
-    private var sparse: [Int: Int] = [:]
-    private static let denseKeys = 1 << 20
+    /// Key → bucket + 1 (0: none yet).
+    private var buckets: [Int32] = []
+    /// Parts of the plan: a key is `zone * parts + part`.
+    let parts: Int
     private let fd: Int32
     private var size = 0
     private let path: String
     static let chunkBytes = 32 << 10
 
-    init(directory: String) throws(IOError) {
+    init(directory: String, parts: Int) throws(IOError) {
+        self.parts = parts
         var template = Array("\(directory)/campaign-schedule-XXXXXX".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -116,23 +104,20 @@ final class ScheduleSpill {
 
     deinit { close(fd) }
 
-    /// The key of zone `zone` in part `part`.
-    static func key(zone: Int32, part: Int32) -> Int { Int(zone) << 16 | Int(part) }
+    /// The key of zone `zone` in part `part`, and back.
+    func key(zone: Int32, part: Int32) -> Int { Int(zone) * parts + Int(part) }
+    func zone(of key: Int) -> Int { key / parts }
+    func part(of key: Int) -> Int { key % parts }
 
     private func bucket(_ key: Int) -> Int {
-        if key < Self.denseKeys {
-            if key >= dense.count { dense += [Int32](repeating: 0, count: max(key + 1 - dense.count, dense.count)) }
-            if dense[key] > 0 { return Int(dense[key]) - 1 }
-        } else if let b = sparse[key] {
-            return b
-        }
+        if key >= buckets.count { buckets += [Int32](repeating: 0, count: max(key + 1 - buckets.count, buckets.count)) }
+        if buckets[key] > 0 { return Int(buckets[key]) - 1 }
         buffers.append([])
         chunks.append([])
         records.append(0)
         keys.append(key)
-        let b = buffers.count - 1
-        if key < Self.denseKeys { dense[key] = Int32(b + 1) } else { sparse[key] = b }
-        return b
+        buckets[key] = Int32(buffers.count)
+        return buffers.count - 1
     }
 
     func append(key: Int, line: UnsafeBufferPointer<UInt8>) throws(IOError) {
@@ -162,7 +147,8 @@ final class ScheduleSpill {
 
     /// Calls `body` with each record line of `key`, in the order appended.
     func forEachLine(key: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> Void) throws {
-        guard let b = key < Self.denseKeys ? (key < dense.count && dense[key] > 0 ? Int(dense[key]) - 1 : nil) : sparse[key] else { return }
+        guard key < buckets.count, buckets[key] > 0 else { return }
+        let b = Int(buckets[key]) - 1
         var chunk = [UInt8](repeating: 0, count: Self.chunkBytes * 2)
         func lines(_ bytes: UnsafeBufferPointer<UInt8>) throws {
             var start = 0
