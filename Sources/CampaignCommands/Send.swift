@@ -227,6 +227,7 @@ struct Send: ParsableCommand {
             running.sender?.requestStop()
         }).handle)
         defer { signals.cancel() }
+        if let ended = try session.readInputToEnd(cancellation: waitStop) { return (ended, session.settings.reportPath) }
         var run = session
         while true {
             let sender = try run.makeSender(context: context, cancellation: CancellationPipe(),
@@ -247,7 +248,8 @@ struct Send: ParsableCommand {
             // Connections open a little before the moment; the run then waits
             // for it with them open (but one held back by quiet hours is
             // checked again only by a run that starts once they are over).
-            var wake = Double(next) - (report.nextMomentEndsQuietHours ? 0 : Self.openBeforeMomentSeconds)
+            // (Never earlier than the hold allows: a run that began too early would end at once, empty.)
+            var wake = Double(next) - (report.nextMomentEndsQuietHours ? 0 : min(Self.openBeforeMomentSeconds, sender.holdOpenSeconds))
             let progressed = report.accepted + report.failed + report.skipped > 0
             if !progressed { wake = max(wake, wallClockSeconds() + 1) }   // never a tight loop of empty runs
             printError("campaign send: waiting until \(utcText(next)) for the next notifications (connections closed; a signal ends the wait, and --resume goes on)")

@@ -4,6 +4,7 @@ import Glibc
 import Synchronization
 import CampaignIO
 import CampaignTLS
+import LocalTime
 
 /// A wire protocol's side of one connection: the turns of ``ConnectionEngine/run(_:)``.
 protocol WireConnection: AnyObject {
@@ -56,8 +57,13 @@ final class ConnectionEngine {
     func retire() { retiring.store(true, ordering: .releasing) }
     var isRetiring: Bool { retiring.load(ordering: .acquiring) }
 
-    init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, shards: Int) {
+    /// A scheduled plan whose rule may hold a due record back (quiet hours,
+    /// `late: skip`): asked again as frames are taken to be written.
+    let release: WireRelease?
+
+    init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, shards: Int, release: WireRelease? = nil) {
         self.index = index
+        self.release = release
         self.queue = queue
         self.shared = shared
         self.settings = settings
@@ -107,8 +113,19 @@ final class ConnectionEngine {
     }
 
     /// Takes whole frames from the queue into `out` (see ``WorkQueue/take(maxBytes:maxFrames:into:taken:)``); how many.
+    /// A scheduled frame its ``release`` holds back is not taken: it is
+    /// journaled as skipped, or left pending until its quiet hours end.
     func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], taken: (QueuedFrame, Int) -> Void) -> Int {
-        let (n, finished) = queue.take(maxBytes: maxBytes, maxFrames: maxFrames, into: &out, taken: taken)
+        let n: Int, finished: Bool
+        if let release {
+            let now = Int64(wallClockSeconds())
+            var held: [WireRelease.Held] = []
+            (n, finished) = queue.take(maxBytes: maxBytes, maxFrames: maxFrames, into: &out,
+                                       admit: { release.admit($0, bytes: $1, now: now, held: &held) }, taken: taken)
+            if !held.isEmpty { shared.heldAtTheWire(held, now: now) }
+        } else {
+            (n, finished) = queue.take(maxBytes: maxBytes, maxFrames: maxFrames, into: &out, taken: taken)
+        }
         if finished { inputFinished = true }
         queueEmpty = n == 0 || queue.isEmpty
         return n

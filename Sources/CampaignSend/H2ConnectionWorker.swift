@@ -26,6 +26,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         var shard: Int32
         var ordinal: Int32
         var bytes: [UInt8]
+        /// A scheduled notification's moment (its expiry counts from it), or 0.
+        var moment: Int64 = 0
         /// Answers that asked for a retry (429, 5xx, refused streams) so far: the backoff's exponent.
         var retries = 0
         /// Connections lost (or streams reset) while it was open: it may have been processed each time.
@@ -212,7 +214,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 }
                 for (frame, offset) in taken {
                     ready.append(Item(seq: frame.seq, shard: frame.shard, ordinal: frame.ordinal,
-                                      bytes: Array(frames[offset..<(offset + frame.count)])))
+                                      bytes: Array(frames[offset..<(offset + frame.count)]), moment: frame.moment))
                 }
                 if n == 0 { break }
             }
@@ -222,23 +224,27 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             if readyHead > 4096, readyHead * 2 > ready.count { ready.removeFirst(readyHead); readyHead = 0 }
             do throws(H2Error) {
                 let tokenCount = Int(item.bytes[0])
-                let collapseAt = item.collapseAt, collapsePerRecord = fields.collapsePerRecord
+                let collapseAt = item.collapseAt, slots = templateSlots
+                let expiry = fields.expiryPerRecord ? fields.header.expiry(forMoment: item.moment == 0 ? nil : item.moment) : 0
                 let stream = try item.bytes.withUnsafeBufferPointer { bytes throws(H2Error) in
                     try session.submitRequest(template!, body: item.bytes, bodyStart: item.payloadStart) { slot, room in
-                        if slot == 1 && collapsePerRecord {   // apns-collapse-id
-                            let n = Int(bytes[collapseAt])
-                            room.baseAddress!.update(from: bytes.baseAddress! + collapseAt + 1, count: min(n, room.count))
-                            return n
-                        }
-                        if slot == 0 {   // :path
+                        switch slots[slot] {
+                        case .path:
                             let prefix: StaticString = "/3/device/"
                             room.baseAddress!.update(from: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
                             HexEncoding.write(UnsafeBufferPointer(rebasing: bytes[1..<(1 + tokenCount)]),
                                               to: room.baseAddress! + prefix.utf8CodeUnitCount)
                             return prefix.utf8CodeUnitCount + 2 * tokenCount
+                        case .expiration:
+                            return Self.writeDecimal(UInt64(expiry), to: room)
+                        case .collapseId:
+                            let n = Int(bytes[collapseAt])
+                            room.baseAddress!.update(from: bytes.baseAddress! + collapseAt + 1, count: min(n, room.count))
+                            return n
+                        case .id:
+                            NotificationID.write(hash: idHash, seq: item.seq, to: room.baseAddress!)
+                            return 36
                         }
-                        NotificationID.write(hash: idHash, seq: item.seq, to: room.baseAddress!)   // apns-id
-                        return 36
                     }
                 }
                 inFlight[stream] = item
@@ -264,16 +270,35 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         return min(settings.streams, settingsReceived ? server : min(server, 100))
     }
 
+    /// What a variable field of the request template holds, in slot order.
+    enum TemplateSlot { case path, expiration, collapseId, id }
+
+    /// The variable fields of ``makeTemplate()``, in order.
+    var templateSlots: [TemplateSlot] {
+        [.path] + (fields.expiryPerRecord ? [.expiration] : []) + (fields.collapsePerRecord ? [.collapseId] : []) + [.id]
+    }
+
     /// The request fields of this connection: the plan's, the token's, and
-    /// two that change per request (`:path` and `apns-id`, never indexed).
+    /// those that change per request (`:path`, `apns-id`, a scheduled plan's
+    /// `apns-expiration`, a templated `apns-collapse-id`; never indexed).
     func makeTemplate() -> RequestTemplate {
         var f: [(name: String, value: String?, room: Int)] = [(":method", "POST", 0), (":scheme", "https", 0), (":path", nil, 10 + 200),
                                                               (":authority", settings.gatewayHost, 0)]
         for (name, value) in fields.common { f.append((name, value, 0)) }
-        if fields.collapsePerRecord { f.append(("apns-collapse-id", nil, 64)) }   // slot 1
+        if fields.expiryPerRecord { f.append(("apns-expiration", nil, 10)) }
+        if fields.collapsePerRecord { f.append(("apns-collapse-id", nil, 64)) }
         f.append(("apns-id", nil, 36))
         if let connectionToken { f.append(("authorization", "bearer " + connectionToken.text, 0)) }
         return RequestTemplate(f)
+    }
+
+    /// Writes `value` in decimal at the start of `room`; the digits written.
+    static func writeDecimal(_ value: UInt64, to room: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var digits: [UInt8] = []
+        var v = value
+        repeat { digits.append(0x30 + UInt8(v % 10)); v /= 10 } while v > 0
+        for (i, d) in digits.reversed().enumerated() where i < room.count { room[i] = d }
+        return min(digits.count, room.count)
     }
 
     // MARK: - I/O

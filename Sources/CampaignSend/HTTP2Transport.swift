@@ -31,6 +31,10 @@ struct HTTP2Transport: NotificationTransport {
         bytes.append(contentsOf: record.payload)
     }
 
+    var tokenInFrame: @Sendable (UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        { frame in Array(frame[1..<(1 + Int(frame[0]))]) }
+    }
+
     func makeWorker(engine: ConnectionEngine) -> H2ConnectionWorker {
         H2ConnectionWorker(engine: engine, fields: fields, tokens: tokens, malformed: malformed)
     }
@@ -88,16 +92,22 @@ struct RequestFields: Sendable {
     let planIdentity: String
     /// Each record carries its own `apns-collapse-id` (the job's collapseId is a template).
     let collapsePerRecord: Bool
+    /// A scheduled plan: each request's `apns-expiration` counts from its moment
+    /// (``PlanHeader/expiry(forMoment:)``).
+    let expiryPerRecord: Bool
+    let header: PlanHeader
 
     init(header: PlanHeader) {
         var common: [(String, String)] = []
         if let topic = header.http2?.topic { common.append(("apns-topic", topic)) }
         common.append(("apns-push-type", header.http2?.pushType ?? "alert"))
         common.append(("apns-priority", String(header.priority?.rawValue ?? 10)))
-        common.append(("apns-expiration", String(header.expiry)))
+        expiryPerRecord = header.schedule != nil && header.expiry != 0
+        if !expiryPerRecord { common.append(("apns-expiration", String(header.expiry))) }
         if let collapse = header.http2?.collapseId { common.append(("apns-collapse-id", collapse)) }
         self.common = common
         planIdentity = String(decoding: header.json.serialized(), as: UTF8.self)
         collapsePerRecord = header.http2?.collapseIdTemplate != nil
+        self.header = header
     }
 }

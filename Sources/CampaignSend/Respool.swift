@@ -58,7 +58,7 @@ public enum Respool {
             guard let got = try new.next() else {
                 throw refuse("the plan on standard input ends at record \(checked) but the spool holds more; refusing to resume")
             }
-            guard got == expected else {
+            guard sameBeyondTimes(got, expected) else {
                 throw refuse("record \(expected.seq) of the plan on standard input differs from the spooled one (another audience?); refusing to resume")
             }
             checked += 1
@@ -73,10 +73,28 @@ public enum Respool {
         return checked
     }
 
-    /// Whether two plan headers differ at most in their times (`created`, `expiry`): the same job planned again.
+    /// Whether two plan headers differ at most in their times (`created`,
+    /// `expiry`, and the date a `deliverAt` without one was given): the same
+    /// job planned again, later.
     static func sameBeyondTimes(_ a: PlanHeader, _ b: PlanHeader) -> Bool {
+        func timeless(_ h: PlanHeader) -> PlanHeader {
+            var h = h
+            (h.created, h.expiry) = (0, 0)
+            if case .deliverAt(var d)? = h.schedule {
+                d.date = nil
+                h.schedule = .deliverAt(d)
+            }
+            return h
+        }
+        return timeless(a) == timeless(b)
+    }
+
+    /// Whether two records are the same notification: a scheduled record's
+    /// moment (and, for quiet hours, the plan time it may hold) depends on
+    /// when it was planned; campaign, token and payload do not.
+    static func sameBeyondTimes(_ a: PlanRecord, _ b: PlanRecord) -> Bool {
         var (a, b) = (a, b)
-        (a.created, a.expiry, b.created, b.expiry) = (0, 0, 0, 0)
+        (a.at, b.at) = (nil, nil)
         return a == b
     }
 }

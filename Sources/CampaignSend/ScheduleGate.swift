@@ -10,8 +10,8 @@ import LocalTime
 /// longer one (or any, with `--due-only`) ends the run with the moment named.
 struct ScheduleGate {
     enum Verdict {
-        /// Due: send it.
-        case send
+        /// Due: send it (its zone's number in ``zones``, or -1).
+        case send(zone: Int32)
         /// Not due, and the run ends here; the record stays pending.
         case later
         /// In its device's quiet hours: left pending for a later run.
@@ -20,9 +20,11 @@ struct ScheduleGate {
         case skip(now: Int64)
     }
 
-    let schedule: DeliverySchedule?
+    let rule: ReleaseRule?
     let dueOnly: Bool
     let holdOpenSeconds: Double
+    /// The zones met, shared with the connections (``WireRelease``).
+    let zones: ZoneRegistry
     /// The moment the run stopped in front of, if it did.
     private(set) var stoppedAt: Int64?
     /// Quiet hours: records held back, and the earliest their quiet hours end.
@@ -30,11 +32,16 @@ struct ScheduleGate {
     private var deferredUntil: Int64?
     /// A moment released after a wait, not yet journaled.
     private var pendingWave: Int64?
-    private var zones: [String: ZoneRules?] = [:]
-    private let database = ZoneDatabase()
 
-    init(schedule: DeliverySchedule?, dueOnly: Bool, holdOpenSeconds: Double) {
-        (self.schedule, self.dueOnly, self.holdOpenSeconds) = (schedule, dueOnly, holdOpenSeconds)
+    init(schedule: DeliverySchedule?, dueOnly: Bool, holdOpenSeconds: Double, zones: ZoneRegistry = ZoneRegistry()) {
+        rule = schedule.map { ReleaseRule(schedule: $0) }
+        (self.dueOnly, self.holdOpenSeconds, self.zones) = (dueOnly, holdOpenSeconds, zones)
+    }
+
+    /// Records held back later, as a connection took them (``WireRelease``).
+    mutating func noteDeferred(count: Int, until: Int64) {
+        deferred += count
+        deferredUntil = min(deferredUntil ?? until, until)
     }
 
     /// Whether the next moment is the end of a device's quiet hours: a later
@@ -74,32 +81,15 @@ struct ScheduleGate {
             }
             pendingWave = at
         }
-        switch schedule {
-        case .deliverAt(let d)?:
-            if d.late == .skip, Int64(now) > at + Int64(d.windowSeconds) { return .skip(now: Int64(now)) }
-        case .quietHours(let q)?:
-            guard let timeZone else { break }
-            let name = String(decoding: timeZone, as: UTF8.self)
-            let zone: ZoneRules?
-            if let known = zones[name] {
-                zone = known
-            } else {
-                if case .zone(let z) = database.zone(named: name) { zone = z } else { zone = nil }
-                zones[name] = zone
-            }
-            // A zone this machine's tz database does not know: the planner
-            // knew it, and its moment was chosen outside the quiet hours.
-            guard let zone else { break }
-            let allowed = q.nextAllowed(in: zone, atOrAfter: Int64(now))
-            if allowed > Int64(now) {
-                deferred += 1
-                deferredUntil = min(deferredUntil ?? allowed, allowed)
-                return .deferred
-            }
-        case nil:
-            break
+        guard let rule else { return .send(zone: -1) }
+        let zone = timeZone.map { zones.number(of: $0) } ?? -1
+        switch rule.verdict(at: at, zone: zones.rules(of: zone), now: Int64(now)) {
+        case .send: return .send(zone: zone)
+        case .skip: return .skip(now: Int64(now))
+        case .deferred(let until):
+            noteDeferred(count: 1, until: until)
+            return .deferred
         }
-        return .send
     }
 
     /// The moment just released after a wait, once.

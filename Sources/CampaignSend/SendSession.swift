@@ -28,7 +28,10 @@ public final class SendSession {
     public private(set) var notes: [String] = []
     /// The plan's record count, when known before sending (a plan file's trailer, or a journal that read it through).
     public private(set) var planTotal: Int?
-    private let plan: PlanReader
+    private var plan: PlanReader
+    /// A scheduled plan on standard input, read only as far as its header:
+    /// ``readInputToEnd(cancellation:)`` reads the rest into the spool.
+    private var unreadInput: ByteSource?
     private let state: JournalState?
     private let carried: Int
 
@@ -43,8 +46,10 @@ public final class SendSession {
                 try SecureFile.makeDirectory(directory, mode: 0o700)   // the spool goes in it
                 settings.planPath = nil
                 let spool = "\(directory)/\(Journal.spoolName)"
-                plan = try PlanReader(source: SpoolingSource(source: FileSource(path: "-"), spoolPath: spool), path: "standard input")
+                let input = try SpoolingSource(source: FileSource(path: "-"), spoolPath: spool)
+                plan = try PlanReader(source: input, path: "standard input")
                 try prepare(plan.header, &settings)
+                if plan.header.schedule != nil { unreadInput = input }
             } else {
                 settings.planPath = URL(fileURLWithPath: planPath).standardizedFileURL.path
                 // A plan file whose planner failed is refused whole, before anything is sent.
@@ -104,16 +109,60 @@ public final class SendSession {
     /// the possible duplicates counted, the run's start record.
     private static func begin(journal: Journal, state: JournalState, settings: SendSettings, replan: Bool) throws -> (PlanReader, Int) {
         let carried: Int
+        let replanHint = "plan again into the resume, `campaign plan JOB AUDIENCE | campaign send --resume \(journal.directory) --replan`"
+        let scan = try Self.openPlan(state: state, journal: journal)
         do {
-            carried = try Sender.prepareResume(state: state, scan: Self.openPlan(state: state, journal: journal), journal: journal)
+            carried = try Sender.prepareResume(state: state, scan: scan, journal: journal)
         } catch let error as PlanError where state.settings.planPath == nil && !replan {
             // The spool ends where a kill cut `plan | send`: say what goes on.
-            throw JournalError(path: journal.directory, reason: "\(error) The plan came from standard input and its spool was cut (the planner was stopped too): plan again into the resume, `campaign plan JOB AUDIENCE | campaign send --resume \(journal.directory) --replan`")
+            throw JournalError(path: journal.directory, reason: "\(error) The plan came from standard input and its spool was cut (the planner was stopped too): \(replanHint)")
+        }
+        // A scheduled plan from standard input is spooled whole before its
+        // first run: a spool without its trailer was cut before that run
+        // could send anything, and its later moments are not in it.
+        if state.settings.planPath == nil, scan.header.schedule != nil, !scan.isComplete {
+            throw JournalError(path: journal.directory, reason: "the scheduled plan this send read from standard input was cut after \(scan.recordsRead) records (its spool has no trailer): \(replanHint)")
         }
         let plan = try Self.openPlan(state: state, journal: journal)
         try journal.append(.start(settings: settings, planHeader: plan.header.json))
         try journal.checkpoint()
         return (plan, carried)
+    }
+
+    /// A scheduled plan from standard input (`plan | send`) is read to its
+    /// end into the journal's spool before anything is sent: its runs wait
+    /// for their moments, and meanwhile the planner upstream must neither
+    /// block on a full pipe nor die on a closed one. Every run then reads the
+    /// spool, so the spool is the whole plan. Nil to go on (also for any other
+    /// plan); a report to end with when the plan was cut (nothing sent, exit
+    /// 65: a cut scheduled plan lacks its later moments) or `cancellation`
+    /// stopped the reading (75).
+    public func readInputToEnd(cancellation: CancellationPipe) throws -> SendReport? {
+        guard let input = unreadInput else { return nil }
+        unreadInput = nil
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        var report = SendReport()
+        while true {
+            if case .cancelled = waitFor(fd: 0, events: Int16(POLLIN), cancellation: cancellation, deadline: nil) {
+                report.outcome = .interrupted
+                report.message = "stopped while reading the scheduled plan from standard input, before sending anything; plan again into `campaign send --resume \(journal.directory) --replan`"
+                try journal.append(.end(outcome: report.outcome.rawValue))
+                return report
+            }
+            if try buffer.withUnsafeMutableBytes({ try input.read(into: $0) }) == 0 { break }
+        }
+        let spooled = try PlanReader(source: journal.openSpool(), path: journal.spoolPath)
+        var damage: String?
+        do { while try spooled.next() != nil {} } catch { damage = "\(error)" }
+        guard damage == nil, spooled.isComplete else {
+            report.outcome = .incompletePlan
+            report.message = "the scheduled plan on standard input was cut after \(spooled.recordsRead) records (\(damage ?? "no trailer: was the planner stopped?")); nothing was sent, as its later moments are missing: plan again into `campaign send --resume \(journal.directory) --replan`"
+            try journal.append(.end(outcome: report.outcome.rawValue))
+            return report
+        }
+        plan = try PlanReader(source: journal.openSpool(), path: journal.spoolPath)
+        planTotal = spooled.recordsRead
+        return nil
     }
 
     /// The sender for this session; `run()` it (``Sender/run(plan:)``

@@ -308,4 +308,42 @@ final class SendShared: @unchecked Sendable {
         defer { mutex.unlock() }
         return journalError ?? syncer.error
     }
+
+    // MARK: - Scheduled notifications
+
+    /// Quiet hours: notifications a connection held back as it took them, and the earliest their hours end.
+    private var wireDeferred = 0
+    private var wireDeferredUntil: Int64?
+
+    /// A scheduled notification too late to go (`late: skip`): journaled as skipped, final.
+    func recordSkip(_ skipped: SkippedNotification) {
+        do { try journal.append(.skip(skipped)) } catch { journalFailed(error) }
+        mutex.lock()
+        counts.skipped += 1
+        mutex.unlock()
+    }
+
+    /// Frames a connection's ``WireRelease`` did not let go at `now`.
+    func heldAtTheWire(_ held: [WireRelease.Held], now: Int64) {
+        for h in held {
+            switch h.verdict {
+            case .skip:
+                recordSkip(SkippedNotification(seq: h.frame.seq, shard: Int(h.frame.shard), ordinal: Int(h.frame.ordinal),
+                                               token: h.token, moment: h.frame.moment, skippedAt: now))
+            case .deferred(let until):
+                mutex.lock()
+                wireDeferred += 1
+                wireDeferredUntil = min(wireDeferredUntil ?? until, until)
+                mutex.unlock()
+            case .send:
+                break
+            }
+        }
+    }
+
+    /// Notifications held back by their quiet hours as they were taken, and when the first of those hours ends.
+    var deferredAtTheWire: (count: Int, until: Int64?) {
+        mutex.lock(); defer { mutex.unlock() }
+        return (wireDeferred, wireDeferredUntil)
+    }
 }

@@ -54,9 +54,6 @@ public final class Sender: @unchecked Sendable {
     public func wholeSendCounts() -> SendTotals {
         var run = shared.report
         run.duplicatesRisked += duplicatesRiskedBeforeThisRun
-        readMutex.lock()
-        run.skipped = _skipped
-        readMutex.unlock()
         return SendTotals(before: resumeState, run: run)
     }
 
@@ -72,8 +69,6 @@ public final class Sender: @unchecked Sendable {
     }
     private var _recordsRead = 0
     private var _alreadyDone = 0
-    /// Scheduled notifications skipped as too late in this run, for metrics.
-    private var _skipped = 0
     private let readMutex = Lock()
 
     /// On resume: checks that `scan` (a first pass over the plan) is the plan the
@@ -150,9 +145,12 @@ public final class Sender: @unchecked Sendable {
             try WorkQueue(capacity: queueCapacity * (oneQueue ? settings.connections : 1))
         }
         shared.attach(queues: queues)
+        var gate = ScheduleGate(schedule: plan.header.schedule, dueOnly: dueOnly, holdOpenSeconds: holdOpenSeconds)
+        // Quiet hours and `late: skip` are asked again as each frame is taken to be written.
+        let release = gate.rule.flatMap { $0.checksWhenDue ? WireRelease(rule: $0, zones: gate.zones, token: transport.tokenInFrame) : nil }
         let pool = ConnectionPool(maximum: oneQueue ? max(settings.connections, settings.maxConnections ?? 0) : settings.connections) { [shared, settings] index in
             transport.makeWorker(engine: ConnectionEngine(index: index, queue: queues[oneQueue ? 0 : index], shared: shared,
-                                                          settings: settings, shards: plan.header.shards))
+                                                          settings: settings, shards: plan.header.shards, release: release))
         }
         let growable = pool.maximum > settings.connections
         shared.syncer.start()
@@ -224,7 +222,6 @@ public final class Sender: @unchecked Sendable {
         let staging = StagedFrames(queues: queues, cancellation: cancellation)
         plan.beforeRead = { _ = staging.handOverAll() }
         defer { plan.beforeRead = nil }
-        var gate = ScheduleGate(schedule: plan.header.schedule, dueOnly: dueOnly, holdOpenSeconds: holdOpenSeconds)
         do {
             let (connections, parts) = (queues.count, plan.header.part?.count ?? 1)
             var more = true
@@ -242,22 +239,18 @@ public final class Sender: @unchecked Sendable {
                         report.alreadyDone += 1
                         return
                     }
+                    var zone: Int32 = -1
                     if let at = record.at {
                         switch gate.admit(at: at, timeZone: record.timeZone, handOver: { _ = staging.handOverAll() }, halt: shared.halt) {
-                        case .send: break
+                        case .send(let z): zone = z
                         case .later:
                             pushed = false
                             return
                         case .deferred:
                             return
                         case .skip(let now):
-                            let skipped = SkippedNotification(seq: record.seq, shard: record.shard, ordinal: Int(ordinal), token: Array(record.token),
-                                                              moment: at, skippedAt: now)
-                            do { try journal.append(.skip(skipped)) } catch { shared.journalFailed(error) }
-                            report.skipped += 1
-                            readMutex.lock()
-                            _skipped = report.skipped
-                            readMutex.unlock()
+                            shared.recordSkip(SkippedNotification(seq: record.seq, shard: record.shard, ordinal: Int(ordinal),
+                                                                  token: Array(record.token), moment: at, skippedAt: now))
                             return
                         }
                         if let wave = gate.takeWave() {
@@ -266,7 +259,8 @@ public final class Sender: @unchecked Sendable {
                         }
                     }
                     let queue = connections == 1 ? 0 : transport.queue(forShard: record.shard, parts: parts, queues: connections)
-                    pushed = staging.append(to: queue, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal) { bytes in
+                    pushed = staging.append(to: queue, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal,
+                                            moment: record.at ?? 0, zone: zone) { bytes in
                         transport.encode(record, to: &bytes)
                     }
                 }
@@ -293,6 +287,9 @@ public final class Sender: @unchecked Sendable {
         shared.syncer.stop()
 
         let counts = shared.report
+        report.skipped = counts.skipped
+        let (heldAtTheWire, quietUntil) = shared.deferredAtTheWire
+        if let until = quietUntil { gate.noteDeferred(count: heldAtTheWire, until: until) }
         report.http2 = plan.header.wire == .http2
         report.accepted = counts.accepted
         report.presumed = counts.presumed

@@ -21,8 +21,9 @@ final class StagedFrames {
     /// Encodes a frame for connection `queue`; hands the batch over when it
     /// is full. False when cancelled while waiting for room.
     @inline(__always)
-    func append(to queue: Int, seq: UInt64, shard: Int32, ordinal: Int32, encode: (inout [UInt8]) -> Void) -> Bool {
-        batches[queue].append(seq: seq, shard: shard, ordinal: ordinal, encode: encode)
+    func append(to queue: Int, seq: UInt64, shard: Int32, ordinal: Int32, moment: Int64 = 0, zone: Int32 = -1,
+                encode: (inout [UInt8]) -> Void) -> Bool {
+        batches[queue].append(seq: seq, shard: shard, ordinal: ordinal, moment: moment, zone: zone, encode: encode)
         guard batches[queue].isFull else { return true }
         return queues[queue].push(&batches[queue], cancellation: cancellation)
     }

@@ -32,6 +32,9 @@ protocol NotificationTransport: Sendable {
     /// Appends what a connection sends for `record`.
     func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8])
 
+    /// The device token inside `frame`, as ``encode(_:to:)`` laid it out.
+    var tokenInFrame: @Sendable (UnsafeBufferPointer<UInt8>) -> [UInt8] { get }
+
     /// The wire protocol around a connection's engine.
     func makeWorker(engine: ConnectionEngine) -> Worker
 
@@ -100,6 +103,14 @@ struct BinaryTransport: NotificationTransport {
         (shard / max(1, parts)) % connections
     }
 
+    var tokenInFrame: @Sendable (UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        let format = encoder.format
+        return { frame in
+            let bytes = Array(frame)
+            return Array(bytes[NotificationEncoder.deviceTokenRange(inPacket: bytes[...], format: format)])
+        }
+    }
+
     func makeWorker(engine: ConnectionEngine) -> ConnectionWorker {
         ConnectionWorker(engine: engine, format: encoder.format)
     }
@@ -109,14 +120,14 @@ struct BinaryTransport: NotificationTransport {
 /// priority); the identifier is the record's seq, truncated to 32 bits.
 public struct PlanFrameEncoder: Sendable {
     public let format: NotificationFormat
-    public let expiry: UInt32
+    public let header: PlanHeader
     public let priority: NotificationPriority?
 
     /// `header` must be a binary plan's.
     public init(header: PlanHeader) {
         guard case .binary(let format) = header.wire else { preconditionFailure("an h2 plan goes to the HTTP/2 transport") }
         self.format = format
-        expiry = header.expiry
+        self.header = header
         priority = header.priority
     }
 
@@ -124,6 +135,7 @@ public struct PlanFrameEncoder: Sendable {
     @inline(__always)
     public func append(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
         let identifier = UInt32(truncatingIfNeeded: record.seq)
+        let expiry = header.expiry(forMoment: record.at)
         switch format {
         case .simple:
             NotificationEncoder.appendSimple(token: record.token, payload: record.payload, to: &bytes)

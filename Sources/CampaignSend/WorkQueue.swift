@@ -10,6 +10,11 @@ struct QueuedFrame {
     var ordinal: Int32
     var start: Int
     var count: Int
+    /// A scheduled notification's moment (UNIX seconds), 0 for any other:
+    /// whether it may still go is decided again when it is taken to be written.
+    var moment: Int64 = 0
+    /// Quiet hours: its device's zone in the send's ``ZoneRegistry``, or -1.
+    var zone: Int32 = -1
 }
 
 /// Frames the plan reader has encoded for one connection and not yet queued.
@@ -30,10 +35,11 @@ struct FrameBatch {
 
     /// Encodes one frame at the end of the batch.
     @inline(__always)
-    mutating func append(seq: UInt64, shard: Int32, ordinal: Int32, encode: (inout [UInt8]) -> Void) {
+    mutating func append(seq: UInt64, shard: Int32, ordinal: Int32, moment: Int64 = 0, zone: Int32 = -1, encode: (inout [UInt8]) -> Void) {
         let start = bytes.count
         encode(&bytes)
-        frames.append(QueuedFrame(seq: seq, shard: shard, ordinal: ordinal, start: start, count: bytes.count - start))
+        frames.append(QueuedFrame(seq: seq, shard: shard, ordinal: ordinal, start: start, count: bytes.count - start,
+                                  moment: moment, zone: zone))
     }
 
     mutating func removeAll() {
@@ -132,12 +138,20 @@ final class WorkQueue: @unchecked Sendable {
     /// Appends whole frames to `out` until `maxBytes` or `maxFrames` would be
     /// passed, calling `taken` with each frame and its offset in `out`.
     /// `finished` when the queue is closed and empty.
-    func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], taken: (QueuedFrame, Int) -> Void) -> (count: Int, finished: Bool) {
+    /// `admit`, when given, sees each frame first (under the queue's lock: it
+    /// must be quick and touch no queue); a frame it refuses is taken from
+    /// the queue without being appended or counted.
+    func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], admit: ((QueuedFrame, UnsafeBufferPointer<UInt8>) -> Bool)? = nil,
+              taken: (QueuedFrame, Int) -> Void) -> (count: Int, finished: Bool) {
         mutex.lock()
         var n = 0
         var budget = maxBytes
         while head < frames.count, n < maxFrames {
             let frame = frames[head]
+            if let admit, !bytes.withUnsafeBufferPointer({ admit(frame, UnsafeBufferPointer(rebasing: $0[frame.start..<(frame.start + frame.count)])) }) {
+                head += 1
+                continue
+            }
             if n > 0 && frame.count > budget { break }
             let offset = out.count
             bytes.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[frame.start..<(frame.start + frame.count)])) }
@@ -146,7 +160,7 @@ final class WorkQueue: @unchecked Sendable {
             head += 1
             n += 1
         }
-        if n > 0, producerWaiting, frames.count - head <= capacity / 2 { notFull.signal() }
+        if producerWaiting, frames.count - head <= capacity / 2 { notFull.signal() }
         let empty = frames.count == head
         // The doorbell is silenced only once the queue is empty: connections
         // that share a queue all sleep on it, and one that takes a few

@@ -55,6 +55,18 @@ public struct PlanHeader: Equatable, Sendable {
         self.part = part
     }
 
+    /// The expiry of a notification whose moment is `at` (a scheduled
+    /// record's), or of any other: `expiry` counts `expiresIn` from plan time,
+    /// but a scheduled notification goes at its moment, hours later, and must
+    /// not leave already expired (or expire while its device is briefly
+    /// offline): it counts from the moment instead, never earlier than from
+    /// plan time. 0 stays 0 (do not store).
+    @inline(__always)
+    public func expiry(forMoment at: Int64?) -> UInt32 {
+        guard let at, expiry != 0, at > Int64(created) else { return expiry }
+        return UInt32(clamping: at + (Int64(expiry) - Int64(created)))
+    }
+
     /// This header as part `index` of `part`'s run.
     public func forPart(_ index: Int, of count: Int, campaignHash: String) -> PlanHeader {
         var h = self

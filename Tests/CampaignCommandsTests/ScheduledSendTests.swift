@@ -20,14 +20,16 @@ import LocalTime
         var moments: [String: (offset: Int, at: Int64)] = [:]
         var tokens: [String] { Array(moments.keys) }
 
-        init(base: Int64, groups: [(minutes: Int, count: Int)], format: String = "h2", schedule: ((String, String) -> String)? = nil) throws {
+        /// `extra`: more job keys (`"expiresIn":10,`), each followed by a comma.
+        init(base: Int64, groups: [(minutes: Int, count: Int)], format: String = "h2", extra: String = "",
+             schedule: ((String, String) -> String)? = nil) throws {
             try? FileManager.default.createSymbolicLink(atPath: dir.file("certs"), withDestinationPath: TestCertificates.directory)
             let day = base - ((base % 86_400) + 86_400) % 86_400
             let date = CivilDate(daysSinceEpoch: Int(day / 86_400)).description
             let text = TimeOfDay(seconds: Int(base - day)).description
             let key = schedule?(text, date) ?? #""deliverAt":{"localTime":"\#(text)","date":"\#(date)","window":"1h","defaultTimeZone":"UTC"}"#
             let wire = format == "h2" ? #""format":"h2","topic":"com.example.campaign""# : #""format":"\#(format)""#
-            try #"{"campaign":"waves",\#(wire),\#(key),"messages":{"en":{"alert":"Wave {n}"}}}"#
+            try #"{"campaign":"waves",\#(extra)\#(wire),\#(key),"messages":{"en":{"alert":"Wave {n}"}}}"#
                 .write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
             var rows = ["token,lang,tz,n"]
             var n = 0
@@ -58,6 +60,26 @@ import LocalTime
         func send(_ simulator: GatewaySimulator, _ extra: [String]) throws -> CampaignProcess {
             try CampaignProcess(["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)"]
                                 + SendProcessTests.credentials() + extra, in: dir.path)
+        }
+
+        /// `campaign plan … | campaign send …` (a new send, or with `resume` a `--resume` of it).
+        func pipe(_ simulator: GatewaySimulator, _ extra: [String], journal: String = "journal") throws -> CampaignProcess {
+            let campaign = SimulatorProcessTests.binary.path
+            let send = (["send", "--journal", journal, "--gateway", "127.0.0.1:\(simulator.port)"] + SendProcessTests.credentials() + extra)
+                .map { "'\($0)'" }.joined(separator: " ")
+            return try CampaignProcess(["-c", "set -o pipefail; '\(campaign)' plan job.json audience.csv --rejects rejects.ndjson | '\(campaign)' \(send)"],
+                                       in: dir.path, executable: URL(fileURLWithPath: "/bin/bash"))
+        }
+
+        /// The expiry each token was sent with (the last time it arrived).
+        func expiries() throws -> [String: Int64] {
+            guard let text = try? String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8) else { return [:] }
+            var out: [String: Int64] = [:]
+            for line in text.split(separator: "\n") {
+                let v = try JSONValue.parse(String(line))
+                out[try #require(v["token"]?.stringValue)] = v["expiry"]?.integerValue
+            }
+            return out
         }
 
         func resume(_ simulator: GatewaySimulator, _ extra: [String] = []) throws -> CampaignProcess {

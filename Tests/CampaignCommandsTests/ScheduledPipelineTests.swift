@@ -1,0 +1,123 @@
+import Foundation
+import Testing
+import CampaignJSON
+import CampaignSend
+import CampaignTestSupport
+import GatewaySimulator
+import LocalTime
+
+/// Where scheduling meets the rest of the tool: `plan | send` (the pipe the
+/// tool is named for) with waves, `--due-only` from cron, quiet hours, an
+/// expiry counted from each moment, and the rules asked again at the wire.
+@Suite(.serialized) struct ScheduledPipelineTests {
+    typealias Campaign = ScheduledSendTests.Campaign
+
+    /// Each token arrived exactly once, none before its moment; the expiry
+    /// it was sent with is its moment plus the job's `expiresIn`.
+    static func expectOnceAfterMoments(_ campaign: Campaign, expiresIn: Int64) throws {
+        let arrivals = try campaign.arrivals()
+        #expect(arrivals.count == campaign.tokens.count, "delivered \(arrivals.count) of \(campaign.tokens.count)")
+        #expect(arrivals.values.allSatisfy { $0.count == 1 }, "none twice: \(arrivals.filter { $0.value.count > 1 }.count)")
+        #expect(arrivals.allSatisfy { $0.value[0] >= campaign.moments[$0.key]!.at * 1000 }, "none before its moment")
+        let expiries = try campaign.expiries()
+        let short = expiries.filter { $0.value < campaign.moments[$0.key]!.at + expiresIn }
+        #expect(short.isEmpty, "\(short.count) sent with an expiry before their moment + expiresIn, e.g. \(short.first.map { "\($0.value) for a moment \(campaign.moments[$0.key]!.at)" } ?? "")")
+    }
+
+    @Test(.timeLimit(.minutes(3))) func aScheduledPlanPipedIntoSendDeliversEveryRecordAfterItsMoment() throws {
+        // 2,000 rows each (~400 KB of plan: past any pipe's buffer), 20 due
+        // now and the rest 30 s ahead; one send waits for them (a 5 s hold:
+        // connections closed, then a second run), the other is run from a
+        // cron-like loop with --due-only. The expiry is 10 s: counted from
+        // plan time it would be over before the moment.
+        let moment = ScheduledSendTests.soon(30)
+        let waiting = try Campaign(base: moment, groups: [(5, 20), (0, 1980)], extra: #""expiresIn":10,"#)
+        let cron = try Campaign(base: moment, groups: [(5, 20), (0, 1980)], extra: #""expiresIn":10,"#)
+        let simulators = try (startHTTP2Simulator(in: waiting.dir), startHTTP2Simulator(in: cron.dir))
+        defer { simulators.0.stop(); simulators.1.stop() }
+
+        let send = try waiting.pipe(simulators.0, ["--hold-open", "5"])
+        let first = try cron.pipe(simulators.1, ["--due-only"])
+        #expect(first.wait(timeout: 60) == 0, "\(first.stderr)")
+        #expect(first.stderr.contains("due at \(utcText(moment))"), "\(first.stderr)")
+        #expect(try cron.arrivals().count == 20, "only what was due")
+        var runs = 1
+        var outcome = "scheduled"
+        while outcome != "complete", wallClockSeconds() < Double(moment + 60) {
+            let run = try cron.resume(simulators.1, ["--due-only"])
+            #expect(run.wait(timeout: 60) == 0, "\(run.stderr)")
+            runs += 1
+            outcome = try Journal.read(directory: cron.dir.file("journal")).outcome ?? "none"
+            if outcome != "complete" { usleep(1_000_000) }   // cron's interval, shortened
+        }
+        #expect(outcome == "complete" && runs > 2)
+        #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
+        #expect(send.stderr.contains("waiting until"), "the send waited between runs: \(send.stderr)")
+        for campaign in [waiting, cron] {
+            try Self.expectOnceAfterMoments(campaign, expiresIn: 10)
+            let state = try Journal.read(directory: campaign.dir.file("journal"))
+            #expect(state.outcome == "complete" && state.accepted == 2000 && state.planRecords == 2000)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3))) func quietHoursPipedIntoSendDeliverTheHeldBackDevicesWhenTheyEnd() throws {
+        // UTC's 1,500 devices are in their quiet hours until T+25 s; those a
+        // minute ahead are past them. A 5 s hold: the send closes its
+        // connections, waits, and a later run reads the rest of the spool.
+        let t = ScheduledSendTests.soon(1)
+        let tod = { (s: Int64) in TimeOfDay(seconds: Int(((s % 86_400) + 86_400) % 86_400)).description }
+        let quiet = #""quietHours":{"from":"\#(tod(t - 30))","to":"\#(tod(t + 25))","defaultTimeZone":"UTC"}"#
+        let campaign = try Campaign(base: t, groups: [(0, 1500), (1, 500)]) { _, _ in quiet }
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let send = try campaign.pipe(simulator, ["--hold-open", "5"])
+        #expect(send.wait(timeout: 120) == 0, "\(send.stderr)")
+        let arrivals = try campaign.arrivals()
+        #expect(arrivals.count == 2000 && arrivals.values.allSatisfy { $0.count == 1 })
+        let utc = arrivals.filter { campaign.moments[$0.key]!.offset == 0 }.map { $0.value[0] }
+        #expect(utc.count == 1500 && utc.allSatisfy { $0 >= (t + 25) * 1000 }, "none inside the quiet hours")
+        #expect(send.stderr.contains("waiting until \(utcText(t + 25))"), "\(send.stderr)")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func quietHoursThatBeginWhileReadAheadWaitsHoldItBack() throws {
+        // Quiet from T+4 s to T+9 s; at --rate 1 most of the 14 were read
+        // (and queued) long before they could be written.
+        let t = ScheduledSendTests.soon(1)
+        let tod = { (s: Int64) in TimeOfDay(seconds: Int(((s % 86_400) + 86_400) % 86_400)).description }
+        let quiet = #""quietHours":{"from":"\#(tod(t + 4))","to":"\#(tod(t + 9))","defaultTimeZone":"UTC"}"#
+        let campaign = try Campaign(base: t, groups: [(0, 14)]) { _, _ in quiet }
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        while wallClockSeconds() < Double(t) { usleep(20_000) }
+        let send = try campaign.send(simulator, ["--rate", "1", "--connections", "1", "--report", "report.json"])
+        #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
+        let arrivals = try campaign.arrivals()
+        #expect(arrivals.count == 14 && arrivals.values.allSatisfy { $0.count == 1 })
+        let inside = arrivals.values.map { $0[0] }.filter { $0 >= (t + 4) * 1000 + 300 && $0 < (t + 9) * 1000 }
+        #expect(inside.isEmpty, "\(inside.count) sent inside the quiet hours: \(inside.map { $0 - t * 1000 })")
+        #expect(arrivals.values.contains { $0[0] >= (t + 9) * 1000 }, "some waited for the quiet hours' end")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func lateSkipIsDecidedWhenReadAheadIsWritten() throws {
+        // Due a second ago with a 4 s window, late: skip; at --rate 2 only
+        // the first few can go inside the window: the rest, already read and
+        // queued, must be skipped when they come to be written.
+        let base = Int64(wallClockSeconds()) - 1
+        let campaign = try Campaign(base: base, groups: [(0, 20)]) { time, date in
+            #""deliverAt":{"localTime":"\#(time)","date":"\#(date)","window":4,"late":"skip","defaultTimeZone":"UTC"}"#
+        }
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let send = try campaign.send(simulator, ["--rate", "2", "--connections", "1", "--report", "report.json"])
+        #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
+        let arrivals = try campaign.arrivals()
+        let late = arrivals.values.map { $0[0] }.filter { $0 > (base + 4 + 1) * 1000 + 300 }
+        #expect(late.isEmpty, "\(late.count) sent after their window: \(late.map { $0 - base * 1000 })")
+        let report = try JSONValue.parse(try String(contentsOfFile: campaign.dir.file("report.json"), encoding: .utf8))
+        let skipped = try #require(report["skipped"]?.integerValue)
+        #expect(skipped > 0 && Int(skipped) + arrivals.count == 20, "skipped \(skipped), sent \(arrivals.count)")
+        let state = try Journal.read(directory: campaign.dir.file("journal"))
+        #expect(state.skipped.count == Int(skipped) && state.outcome == "complete")
+        #expect(Set(state.skipped.map { $0.token.map { String(format: "%02x", $0) }.joined() }).isDisjoint(with: arrivals.keys))
+    }
+}
