@@ -120,4 +120,28 @@ import LocalTime
         #expect(state.skipped.count == Int(skipped) && state.outcome == "complete")
         #expect(Set(state.skipped.map { $0.token.map { String(format: "%02x", $0) }.joined() }).isDisjoint(with: arrivals.keys))
     }
+
+    @Test(.timeLimit(.minutes(2))) func aCutScheduledPipeIsRefusedAtOnceAndAReplanGoesOn() throws {
+        // Quiet hours an hour away: every record's moment is its plan time,
+        // so a plan made a second later differs in every `at`.
+        let t = ScheduledSendTests.soon(0)
+        let tod = { (s: Int64) in TimeOfDay(seconds: Int(((s % 86_400) + 86_400) % 86_400)).description }
+        let quiet = #""quietHours":{"from":"\#(tod(t + 3600))","to":"\#(tod(t + 7200))","defaultTimeZone":"UTC"}"#
+        let campaign = try Campaign(base: t, groups: [(0, 600)]) { _, _ in quiet }
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let cut = try campaign.pipe(simulator, [], through: "head -n 300")
+        #expect(cut.wait(timeout: 30) == 65, "\(cut.stderr)")
+        #expect(cut.stderr.contains("cut after 299 records") && cut.stderr.contains("--replan"), "\(cut.stderr)")
+        #expect(try campaign.arrivals().isEmpty, "nothing sent from a cut scheduled plan")
+        let plain = try campaign.resume(simulator)
+        #expect(plain.wait(timeout: 30) == 66, "\(plain.stderr)")
+        #expect(plain.stderr.contains("--replan"), "\(plain.stderr)")
+        let planned = wallClockSeconds().rounded(.down)
+        while wallClockSeconds() < planned + 1 { usleep(20_000) }
+        let replan = try campaign.pipe(simulator, [], replan: true)
+        #expect(replan.wait(timeout: 60) == 0, "\(replan.stderr)")
+        let arrivals = try campaign.arrivals()
+        #expect(arrivals.count == 600 && arrivals.values.allSatisfy { $0.count == 1 })
+    }
 }

@@ -62,13 +62,15 @@ import LocalTime
                                 + SendProcessTests.credentials() + extra, in: dir.path)
         }
 
-        /// `campaign plan … | campaign send …` (a new send, or with `resume` a `--resume` of it).
-        func pipe(_ simulator: GatewaySimulator, _ extra: [String], journal: String = "journal") throws -> CampaignProcess {
+        /// `campaign plan … | campaign send …`: a new send, or with `replan`
+        /// `send --resume journal --replan`; `through` is a filter between them (`head -n 300`).
+        func pipe(_ simulator: GatewaySimulator, _ extra: [String], through: String? = nil, replan: Bool = false) throws -> CampaignProcess {
             let campaign = SimulatorProcessTests.binary.path
-            let send = (["send", "--journal", journal, "--gateway", "127.0.0.1:\(simulator.port)"] + SendProcessTests.credentials() + extra)
-                .map { "'\($0)'" }.joined(separator: " ")
-            return try CampaignProcess(["-c", "set -o pipefail; '\(campaign)' plan job.json audience.csv --rejects rejects.ndjson | '\(campaign)' \(send)"],
-                                       in: dir.path, executable: URL(fileURLWithPath: "/bin/bash"))
+            let start = replan ? ["send", "--resume", "journal", "--replan"]
+                               : ["send", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)"] + SendProcessTests.credentials()
+            let send = (start + extra).map { "'\($0)'" }.joined(separator: " ")
+            let plan = "'\(campaign)' plan job.json audience.csv --rejects rejects.ndjson" + (through.map { " | \($0)" } ?? "")
+            return try CampaignProcess(["-c", "\(plan) | '\(campaign)' \(send)"], in: dir.path, executable: URL(fileURLWithPath: "/bin/bash"))
         }
 
         /// The expiry each token was sent with (the last time it arrived).
