@@ -139,7 +139,7 @@ struct Send: ParsableCommand {
 
     func run() throws {
         try reportingErrors(as: "send") {
-            let (report, reportPath) = try send()
+            guard let (report, reportPath) = try send() else { return }   // already complete: nothing done
             printError(report.text)
             if let path = reportPath {
                 try writeOutput(report.json.serialized() + [0x0A], to: path)
@@ -156,7 +156,7 @@ struct Send: ParsableCommand {
     }
 
     /// The run's report, and where it goes (`--report`, or on a resume the send's first `--report`).
-    private func send() throws -> (SendReport, String?) {
+    private func send() throws -> (SendReport, String?)? {
         let start: SendSession.Start
         var settings: SendSettings
         if let dir = resume {
@@ -219,6 +219,7 @@ struct Send: ParsableCommand {
         }
         guard let context = madeContext else { throw ValidationError("internal: no TLS context") }
         for note in session.notes { printError("campaign send: \(note)") }
+        if session.isAlreadyComplete { return nil }
         // The first signal stops the running send, or ends a wait for the next moment at once.
         let waitStop = try CancellationPipe()
         let running = RunningSender()
@@ -240,9 +241,10 @@ struct Send: ParsableCommand {
             let metricsFile = run.settings.metricsPath.map { MetricsFile(sender: sender, path: $0, journal: run.journal.directory) }
             var report = try run.run(sender)
             progress?.stop()
-            metricsFile?.stop()
+            let waits = report.outcome == .scheduled && !dueOnly && report.nextMoment != nil && !waitStop.isCancelled
+            metricsFile?.stop(waiting: waits)
             running.sender = nil
-            guard report.outcome == .scheduled, !dueOnly, let next = report.nextMoment else { return (report, run.settings.reportPath) }
+            guard waits, let next = report.nextMoment else { return (report, run.settings.reportPath) }
             printError(report.text)
             if let path = run.settings.reportPath { try writeOutput(report.json.serialized() + [0x0A], to: path) }
             // Connections open a little before the moment; the run then waits
@@ -253,14 +255,14 @@ struct Send: ParsableCommand {
             let progressed = report.accepted + report.failed + report.skipped > 0
             if !progressed { wake = max(wake, wallClockSeconds() + 1) }   // never a tight loop of empty runs
             printError("campaign send: waiting until \(utcText(next)) for the next notifications (connections closed; a signal ends the wait, and --resume goes on)")
+            // `status` tells this waiting send (the journal's lock held, its pid alive) from one killed while waiting.
+            try run.journal.append(.wait(untilUnixSeconds: Int(wake.rounded(.up))))
+            try run.journal.checkpoint()
             let wait = wake - wallClockSeconds()
-            if wait > 0, !sleep(until: .after(seconds: wait), cancellation: waitStop) {
+            if (wait > 0 && !sleep(until: .after(seconds: wait), cancellation: waitStop)) || waitStop.isCancelled {
                 report.outcome = .interrupted
                 report.message = "stopped while waiting for \(utcText(next)); `campaign send --resume \(run.journal.directory)` goes on"
-                return (report, run.settings.reportPath)
-            }
-            if waitStop.isCancelled {
-                report.outcome = .interrupted
+                metricsFile?.write(running: false)
                 return (report, run.settings.reportPath)
             }
             run = try run.nextRun()
@@ -361,27 +363,38 @@ final class ProgressLine: @unchecked Sendable {
 }
 
 /// `--metrics FILE`: the send's metrics rewritten atomically once a second,
-/// and a last time when the send ends.
+/// and a last time when the run ends: `up 0`, or `up 1` for a scheduled
+/// send that goes on waiting for its next run.
 final class MetricsFile: @unchecked Sendable {
     private let stopPipe = try! CancellationPipe()
     private var thread = pthread_t()
+    private let sender: Sender
+    private let path: String
+    private let journal: String
+    private let start = Date()
+    /// What the last write says of the send once the run is over.
+    private var upAfterTheRun = false
 
     init(sender: Sender, path: String, journal: String) {
-        thread = startThread { [stopPipe] in
-            let start = Date()
-            func write(running: Bool) {
-                let text = SendMetrics.text(journal: journal, counts: sender.counts(), totals: sender.wholeSendCounts(), progress: sender.progress(),
-                                            seconds: Date().timeIntervalSince(start), running: running)
-                do { try SecureFile.write(Array(text.utf8), to: path, mode: SecureFile.publicMode) } catch {
-                    printError("campaign send: cannot write metrics: \(error)")
-                }
-            }
+        (self.sender, self.path, self.journal) = (sender, path, journal)
+        thread = startThread { [self] in
             while sleep(until: .after(seconds: 1), cancellation: stopPipe) { write(running: true) }
-            write(running: false)   // the run is over: it says so
+            write(running: upAfterTheRun)   // the run is over: it says whether the send is
         }
     }
 
-    func stop() {
+    /// One write of the metrics; `running`: whether the send is alive (sending, or waiting between runs).
+    func write(running: Bool) {
+        let text = SendMetrics.text(journal: journal, counts: sender.counts(), totals: sender.wholeSendCounts(), progress: sender.progress(),
+                                    seconds: Date().timeIntervalSince(start), running: running)
+        do { try SecureFile.write(Array(text.utf8), to: path, mode: SecureFile.publicMode) } catch {
+            printError("campaign send: cannot write metrics: \(error)")
+        }
+    }
+
+    /// The run is over; `waiting`: the send waits for its next run (still up).
+    func stop(waiting: Bool = false) {
+        upAfterTheRun = waiting
         stopPipe.cancel()
         pthread_join(thread, nil)
     }

@@ -114,7 +114,7 @@ struct Status: ParsableCommand {
         print("journal: \(directory)")
         print("  outcome: \(view.outcomeText) (\(state.runs) run\(state.runs == 1 ? "" : "s"))")
         print("  plan: \(state.settings.planPath ?? "spooled in the journal"), \(state.planRecords.map { "\($0) records" } ?? "not read to its end yet")\(state.planIncomplete ? " (incomplete: no trailer)" : "")")
-        print("  done: \(state.doneCount) (\(state.accepted) accepted, \(state.presumed) presumed, \(state.failures.count) failed)")
+        print("  done: \(state.doneCount) (\(state.accepted) accepted, \(state.presumed) presumed, \(state.failures.count) failed\(state.skipped.isEmpty ? "" : ", \(state.skipped.count) skipped as too late"))")
         if !byStatus.isEmpty {
             print("  failed: " + view.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
         }
@@ -161,11 +161,12 @@ struct Status: ParsableCommand {
 
 /// One journal as `status` tells it.
 struct JournalView {
-    enum Phase: String { case complete, running, stopped, notStarted = "not started" }
+    /// `waiting`: a scheduled send alive between runs (it holds the journal's lock).
+    enum Phase: String { case complete, running, waiting, stopped, notStarted = "not started" }
 
     let directory: String
     let state: JournalState
-    /// The pid of the send running on it (0: running, pid unknown).
+    /// The pid of the send running on it, or waiting for its next run (0: alive, pid unknown).
     let running: Int32?
     /// Where the plan is, when the journal's remembered path is gone but a
     /// manifest's directory has the part (the plan moved to another machine).
@@ -174,20 +175,22 @@ struct JournalView {
     init(directory: String) throws {
         self.directory = directory
         var state = try Journal.read(directory: directory)
-        if state.planRecords == nil, let plan = state.settings.planPath, !plan.hasSuffix(".gz"),
-           let records = try? PlanReader.checkComplete(path: plan), records >= 0 {
-            // A plan file's trailer holds its count before the send reads it through.
+        let plan = state.settings.planPath ?? "\(directory)/\(Journal.spoolName)"
+        if state.planRecords == nil, !plan.hasSuffix(".gz"), let records = try? PlanReader.checkComplete(path: plan), records >= 0 {
+            // A plan's trailer (a file's, or a spool read to its end) holds its count before the send reads it through.
             state.planRecords = records
         }
         self.state = state
-        running = state.outcome == nil ? Journal.runningSend(directory: directory) : nil
+        // A scheduled send waiting for its next run holds the lock with an outcome journaled.
+        running = state.outcome == SendOutcome.complete.rawValue ? nil : Journal.runningSend(directory: directory)
     }
 
     var part: PlanPart? { (try? PlanHeader(json: state.planHeader))?.part }
 
     var phase: Phase {
         if state.outcome == SendOutcome.complete.rawValue { return .complete }
-        return running != nil ? .running : .stopped
+        guard running != nil else { return .stopped }
+        return state.outcome == nil ? .running : .waiting
     }
 
     var remaining: Int? { state.planRecords.map { max(0, $0 - state.doneCount) } }
@@ -213,8 +216,22 @@ struct JournalView {
     }
 
     var outcomeText: String {
-        if let outcome = state.outcome { return outcome }
-        if let pid = running { return pid > 0 ? "running (pid \(pid))" : "running" }
+        let pid = running.map { $0 > 0 ? " (pid \($0))" : "" } ?? ""
+        switch (phase, state.outcome) {
+        case (.waiting, _):
+            return "scheduled: waiting\(pid) for its next run" + (state.waitingUntil.map { " at \(utcText(Int64($0)))" } ?? "")
+        case (.running, _):
+            return "running\(pid)"
+        case (.stopped, SendOutcome.scheduled.rawValue?):
+            if let until = state.waitingUntil {
+                return "scheduled, but the send that was waiting to go on at \(utcText(Int64(until))) is gone (stopped or killed): nothing will be sent until it is resumed: \(resumeCommand ?? "")"
+            }
+            return "scheduled: no send is running; from cron: \(resumeCommand ?? "") --due-only (or without --due-only to wait for each moment)"
+        case (_, let outcome?):
+            return outcome
+        default:
+            break
+        }
         if state.settings.planPath == nil && state.planRecords == nil {
             return "stopped while its plan was still coming from standard input; if the planner was stopped too, plan again into it: campaign plan JOB AUDIENCE | campaign send --resume \(directory) --replan (else: campaign send --resume \(directory))"
         }
@@ -224,8 +241,10 @@ struct JournalView {
     var json: JSONValue {
         func n(_ v: Int) -> JSONValue { .number(String(v)) }
         return .object([
-            ("outcome", state.outcome.map { .string($0) } ?? (running != nil ? .string("running") : .null)),
-            ("pid", running.map { .number(String($0)) } ?? .null), ("runs", n(state.runs)),
+            // A run with no end record and no process: killed (or crashed).
+            ("outcome", .string(state.outcome ?? (running != nil ? "running" : "killed"))), ("phase", .string(phase.rawValue)),
+            ("pid", running.map { .number(String($0)) } ?? .null), ("resume", resumeCommand.map { .string($0) } ?? .null),
+            ("waiting_until", state.waitingUntil.map { .string(utcText(Int64($0))) } ?? .null), ("runs", n(state.runs)),
             ("plan", state.settings.planPath.map { .string($0) } ?? .string("spooled")),
             ("plan_records", state.planRecords.map(n) ?? .null), ("plan_incomplete", .bool(state.planIncomplete)),
             ("done", n(state.doneCount)), ("accepted", n(state.accepted)), ("presumed", n(state.presumed)),
@@ -266,13 +285,26 @@ struct JournalView {
             view.what = "quiet hours \(q.from) to \(q.to) local"
         }
         let now = Int64(wallClockSeconds())
+        // Quiet hours are asked again as the send would: a record due by its
+        // moment waits while its device is inside them.
+        let rule = ReleaseRule(schedule: schedule)
+        let zones = ZoneDatabase()
+        var zoneRules: [String: ZoneRules?] = [:]
         var ordinals = [Int](repeating: 0, count: header.shards)
         do {
             while try plan.nextView({ record in
                 let ordinal = ordinals[record.shard]
                 ordinals[record.shard] += 1
                 if state.done[record.shard]?.contains(ordinal) == true { return }
-                guard let at = record.at else { return }
+                guard var at = record.at else { return }
+                if at <= now, let tz = record.timeZone {
+                    let name = String(decoding: tz, as: UTF8.self)
+                    if zoneRules[name] == nil {
+                        let found: ZoneRules? = if case .zone(let z) = zones.zone(named: name) { z } else { nil }
+                        zoneRules[name] = .some(found)
+                    }
+                    if case .deferred(let until) = rule.verdict(at: at, zone: zoneRules[name]!, now: now) { at = until }
+                }
                 if at <= now {
                     view.dueNow += 1
                 } else {
@@ -386,7 +418,7 @@ struct PartsView {
         case .notStarted:
             guard let plan = row.plan, let part = row.part else { return nil }
             return "campaign send \(plan) --journal JOURNALS/\(String(format: "%03d", part)) (with the gateway and credentials of the other parts)"
-        case .complete, .running: return nil
+        case .complete, .running, .waiting: return nil
         }
     }
 
@@ -414,7 +446,7 @@ struct PartsView {
         for line in table {
             out += "  " + line.enumerated().map { c, v in c == line.count - 1 ? v : v.padding(toLength: widths[c], withPad: " ", startingAt: 0) }.joined(separator: "  ") + "\n"
         }
-        out += "parts: \(count(.complete)) complete, \(count(.running)) running, \(count(.stopped)) stopped, \(count(.notStarted)) not started\n"
+        out += "parts: \(count(.complete)) complete, \(count(.running)) running, \(count(.waiting)) waiting, \(count(.stopped)) stopped, \(count(.notStarted)) not started\n"
         out += "done: \(t.done) of \(t.recordsKnown ? String(t.records) : "?") (\(t.accepted) accepted, \(t.presumed) presumed, \(t.failed) failed); remaining: \(t.remaining.map(String.init) ?? "unknown")\n"
         out += "resent: \(t.resends), possible duplicates: \(t.duplicates)\n"
         let commands = rows.compactMap { row in command(for: row).map { (row, $0) } }
@@ -435,7 +467,7 @@ struct PartsView {
             members += [("campaign", .string(m.campaign)), ("campaign_hash", .string(m.campaignHash))]
         }
         members += [
-            ("parts", n(rows.count)), ("complete", n(count(.complete))), ("running", n(count(.running))),
+            ("parts", n(rows.count)), ("complete", n(count(.complete))), ("running", n(count(.running))), ("waiting", n(count(.waiting))),
             ("stopped", n(count(.stopped))), ("not_started", n(count(.notStarted))),
             ("records", t.recordsKnown ? n(t.records) : .null), ("done", n(t.done)), ("accepted", n(t.accepted)),
             ("presumed", n(t.presumed)), ("failed", n(t.failed)), ("remaining", t.remaining.map(n) ?? .null),

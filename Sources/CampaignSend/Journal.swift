@@ -45,6 +45,10 @@ public struct JournalState: Sendable {
     public var runOutcomes: [String?] = []
     /// Per run (in order), when it began sending (UNIX seconds); nil in journals from before.
     public var runStartedAt: [Int?] = []
+    /// A scheduled send whose last run ended to wait for the next: when it
+    /// meant to start the next run (UNIX seconds). Nil once a run starts, and
+    /// after a `--due-only` run (cron starts the next).
+    public var waitingUntil: Int?
 }
 
 /// A journal that cannot be used.
@@ -251,6 +255,7 @@ public final class Journal: @unchecked Sendable {
             s.runOutcomes.append(nil)
             s.runStartedAt.append(nil)
             s.outcome = nil
+            s.waitingUntil = nil
             // A resume with --replan starts with a new plan whose header differs in its times.
             if header != .null { s.planHeader = header }
         case .plan(let records, let crc32, let incomplete):
@@ -280,6 +285,8 @@ public final class Journal: @unchecked Sendable {
             s.reconnects += reconnects
         case .clock(let seconds):
             if !s.runStartedAt.isEmpty, s.runStartedAt[s.runStartedAt.count - 1] == nil { s.runStartedAt[s.runStartedAt.count - 1] = seconds }
+        case .wait(let until):
+            s.waitingUntil = until
         case .end(let outcome):
             s.outcome = outcome
             if !s.runOutcomes.isEmpty { s.runOutcomes[s.runOutcomes.count - 1] = outcome }

@@ -29,6 +29,10 @@ public enum JournalRecord: Equatable, Sendable {
     case skip(SkippedNotification)
     /// A scheduled send began releasing the notifications of `moment` (UNIX seconds), at `unixSeconds`.
     case wave(moment: Int, unixSeconds: Int)
+    /// A scheduled send's run ended and the send waits (holding the journal)
+    /// to start the next at `untilUnixSeconds`: `status` tells such a send,
+    /// alive, from one killed while waiting.
+    case wait(untilUnixSeconds: Int)
 
     /// A point of a run's timeline.
     public struct Tick: Equatable, Sendable {
@@ -90,6 +94,8 @@ public enum JournalRecord: Equatable, Sendable {
                             ("token", .string(String(decoding: token, as: UTF8.self))), ("at", n(Int(k.moment))), ("skipped_at", n(Int(k.skippedAt)))])
         case .wave(let moment, let seconds):
             return .object([("t", .string("wave")), ("moment", n(moment)), ("at", n(seconds))])
+        case .wait(let until):
+            return .object([("t", .string("wait")), ("until", n(until))])
         case .tick(let k):
             return .object([("t", .string("tick")), ("s", n(k.second)), ("accepted", n(k.accepted)), ("failed", n(k.failed)),
                             ("resent", n(k.resent)), ("connections", n(k.connections))]
@@ -140,6 +146,9 @@ public enum JournalRecord: Equatable, Sendable {
         case "clock":
             guard let at = v["at"]?.integerValue else { return nil }
             self = .clock(unixSeconds: Int(at))
+        case "wait":
+            guard let until = v["until"]?.integerValue else { return nil }
+            self = .wait(untilUnixSeconds: Int(until))
         case "skip":
             self = .skip(SkippedNotification(seq: UInt64(clamping: int("seq")), shard: int("shard"), ordinal: int("ordinal"),
                                              token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [],

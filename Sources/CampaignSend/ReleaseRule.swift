@@ -10,8 +10,8 @@ import LocalTime
 /// to write it (``WireRelease``): a record read ahead (a queue of
 /// thousands under `--rate 1`) may have been due when read and be inside
 /// its device's quiet hours, or past its window, by the time it is written.
-struct ReleaseRule: Sendable {
-    enum Verdict: Equatable {
+public struct ReleaseRule: Sendable {
+    public enum Verdict: Equatable, Sendable {
         /// Send it.
         case send
         /// In its device's quiet hours until `until`: left pending for a later run.
@@ -20,7 +20,9 @@ struct ReleaseRule: Sendable {
         case skip
     }
 
-    let schedule: DeliverySchedule
+    public let schedule: DeliverySchedule
+
+    public init(schedule: DeliverySchedule) { self.schedule = schedule }
 
     /// Whether the rule can say anything but ``Verdict/send`` once a record is due.
     var checksWhenDue: Bool {
@@ -33,7 +35,7 @@ struct ReleaseRule: Sendable {
     /// The verdict at `now` for a record of moment `at` (already due) whose
     /// device is in `zone` (nil: no zone, or one this machine does not know:
     /// the planner knew it and chose its moment outside the quiet hours).
-    func verdict(at: Int64, zone: ZoneRules?, now: Int64) -> Verdict {
+    public func verdict(at: Int64, zone: ZoneRules?, now: Int64) -> Verdict {
         switch schedule {
         case .deliverAt(let d):
             if d.late == .skip, now > at + Int64(d.windowSeconds) { return .skip }

@@ -24,6 +24,8 @@ public final class SendSession {
 
     public let settings: SendSettings
     public let journal: Journal
+    /// A resume of a send that is complete: there is nothing to run.
+    public private(set) var isAlreadyComplete = false
     /// Notes for the operator (already complete, plan respooled), in order.
     public private(set) var notes: [String] = []
     /// The plan's record count, when known before sending (a plan file's trailer, or a journal that read it through).
@@ -79,9 +81,13 @@ public final class SendSession {
             var settings = replayed.settings
             adjust(&settings)
             try prepare(try Self.openPlan(state: replayed, journal: opened).header, &settings)
-            (plan, carried) = try Self.begin(journal: opened, state: replayed, settings: settings, replan: replan)
             if replayed.outcome == SendOutcome.complete.rawValue {
+                // Nothing to do, and nothing journaled: cron may ask every few minutes all day.
+                isAlreadyComplete = true
+                (plan, carried) = (try Self.openPlan(state: replayed, journal: opened), 0)
                 notes.append("the send in \(directory) is already complete; nothing to do.")
+            } else {
+                (plan, carried) = try Self.begin(journal: opened, state: replayed, settings: settings, replan: replan)
             }
             journal = opened
             state = replayed

@@ -144,4 +144,44 @@ import LocalTime
         let arrivals = try campaign.arrivals()
         #expect(arrivals.count == 600 && arrivals.values.allSatisfy { $0.count == 1 })
     }
+
+    static func status(_ campaign: Campaign) throws -> JSONValue {
+        let run = try PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir)
+        return try JSONValue.parse(String(decoding: run.out, as: UTF8.self))
+    }
+
+    @Test(.timeLimit(.minutes(2))) func statusTellsAWaitingSendFromOneKilledWhileWaiting() throws {
+        // Three due now, three in 16 s; a 5 s hold: the send closes its
+        // connections and waits (up, its pid alive) until 5 s before the moment.
+        let moment = ScheduledSendTests.soon(16)
+        let campaign = try Campaign(base: moment, groups: [(1, 3), (0, 3)])
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let send = try campaign.send(simulator, ["--hold-open", "5", "--metrics", "send.prom"])
+        #expect(eventually(within: 10) { (try? Self.status(campaign)["phase"]?.stringValue) == "waiting" })
+        let waiting = try Self.status(campaign)
+        #expect(waiting["pid"]?.integerValue == Int64(send.process.processIdentifier), "\(waiting)")
+        #expect(waiting["outcome"]?.stringValue == "scheduled" && waiting["resume"] == .null)
+        #expect(waiting["waiting_until"]?.stringValue == utcText(moment - 5))
+        let metrics = try String(contentsOfFile: campaign.dir.file("send.prom"), encoding: .utf8)
+        #expect(metrics.split(separator: "\n").contains { $0.hasPrefix("campaign_send_up") && $0.hasSuffix(" 1") }, "up while waiting: \(metrics)")
+        let text = String(decoding: try PlanProcessTests.run(["status", "journal"], in: campaign.dir).out, as: UTF8.self)
+        #expect(text.contains("waiting (pid \(send.process.processIdentifier)) for its next run"), "\(text)")
+
+        send.kill9()
+        let gone = try Self.status(campaign)
+        #expect(gone["phase"]?.stringValue == "stopped" && gone["pid"] == .null, "\(gone)")
+        #expect(gone["resume"]?.stringValue == "campaign send --resume journal")
+        let told = String(decoding: try PlanProcessTests.run(["status", "journal"], in: campaign.dir).out, as: UTF8.self)
+        #expect(told.contains("is gone") && told.contains("--resume"), "\(told)")
+        let resumed = try campaign.resume(simulator)
+        #expect(resumed.wait(timeout: 60) == 0, "\(resumed.stderr)")
+        let arrivals = try campaign.arrivals()
+        #expect(arrivals.count == 6 && arrivals.values.allSatisfy { $0.count == 1 })
+        // Nothing more to do: cron's next --due-only changes nothing.
+        let log = try Data(contentsOf: URL(fileURLWithPath: campaign.dir.file("journal/journal.log")))
+        let again = try campaign.resume(simulator, ["--due-only"])
+        #expect(again.wait(timeout: 30) == 0 && again.stderr.contains("already complete"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: campaign.dir.file("journal/journal.log"))) == log, "a no-op run journaled nothing")
+    }
 }

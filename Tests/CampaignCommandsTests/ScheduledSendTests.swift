@@ -146,6 +146,9 @@ import LocalTime
         #expect(json["waiting"]?.integerValue == 10, "\(String(decoding: status.out, as: UTF8.self))")
         first.kill9()
         #expect(first.process.terminationReason == .uncaughtSignal)
+        // Killed mid-run (no end record, no process): said so, with what goes on.
+        let killed = try JSONValue.parse(String(decoding: try PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir).out, as: UTF8.self))
+        #expect(killed["outcome"]?.stringValue == "killed" && killed["phase"]?.stringValue == "stopped" && killed["resume"]?.stringValue != nil)
         let resumed = try campaign.resume(simulator)
         #expect(resumed.wait(timeout: 120) == 0, "\(resumed.stderr)")
         try campaign.expectEachOnceOnTime(started: started)
