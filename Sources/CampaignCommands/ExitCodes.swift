@@ -50,6 +50,10 @@ func exitCode(for error: Error, command: String) -> ExitCode {
         return CampaignExit.ioError
     case is JournalError, is IOError, is JobError, is AudienceError, is SimulatorInputError:
         return CampaignExit.unusableInput
+    case is ValidationError:
+        // A usage error found only once the plan or journal was read (an
+        // unset --proxy-user-env variable, a certificate an h2 plan lacks).
+        return CampaignExit.usage
     default:
         return CampaignExit.failure
     }

@@ -47,9 +47,17 @@ struct ProxyOptions: ParsableArguments {
             }
             chosen.credentials = value
         } else if let credentials = chosen.credentials, !credentials.contains(":") {
-            throw ValidationError(fromJournal
-                ? "The send went through \(chosen) with a password in --proxy, which the journal does not keep: give --proxy again, or --proxy-user-env VAR."
-                : "--proxy \(chosen) names a user but no password: give http://user:password@host:port, or --proxy-user-env VAR.")
+            // The journal keeps no password: a send that took it from
+            // HTTPS_PROXY finds it there again (the same proxy and user).
+            if fromJournal, let again = try? HTTPProxy.fromEnvironment(for: host, environment: environment),
+               again.host == chosen.host, again.port == chosen.port, let full = again.credentials,
+               full.prefix(while: { $0 != ":" }) == credentials, full.contains(":") {
+                chosen.credentials = full
+            } else {
+                throw ValidationError(fromJournal
+                    ? "The send went through \(chosen) with a password the journal does not keep: set HTTPS_PROXY as before, give --proxy again, or --proxy-user-env VAR."
+                    : "--proxy \(chosen) names a user but no password: give http://user:password@host:port, or --proxy-user-env VAR.")
+            }
         }
         return (chosen, variable)
     }

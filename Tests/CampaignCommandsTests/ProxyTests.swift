@@ -106,6 +106,38 @@ import GatewaySimulator
         try Self.expectNoPassword(in: dir, stderr: run.stderr)
     }
 
+    @Test(.timeLimit(.minutes(3))) func aSendThroughHTTPSProxyWithAPasswordResumesTheSameWay() throws {
+        let dir = TemporaryDirectory("proxyenvresume")
+        let proxy = try TinyProxy(in: dir, user: ("campaign", Self.password))
+        let (simulator, tokens, credentials) = try Self.setUp(.http2Certificate, count: 3_000, in: dir)
+        defer { simulator.stop() }
+        let environment = ["HTTPS_PROXY": proxy.url(credentials: "campaign:\(Self.password)")]
+        let first = try Self.send(dir, simulator, credentials, ["--connections", "2", "--rate", "1000"], environment: environment)
+        #expect(eventually(within: 30) { ((try? SendProcessTests.recorded(dir)) ?? []).count >= 500 })
+        first.kill9()
+        func resume(_ extra: [String], _ environment: [String: String]) throws -> CampaignProcess {
+            try CampaignProcess(["send", "--resume", dir.file("journal")] + extra, in: dir.path,
+                                environment: Self.cleanEnvironment.merging(environment) { $1 })
+        }
+        // Without the variable the password is nowhere: one sentence, a usage error.
+        let bare = try resume([], [:])
+        #expect(bare.wait(timeout: 30) == 64, "\(bare.stderr)")
+        #expect(bare.stderr.contains("set HTTPS_PROXY as before"), "\(bare.stderr)")
+        let unset = try resume(["--proxy-user-env", "NOT_SET_ANYWHERE"], [:])
+        #expect(unset.wait(timeout: 30) == 64, "\(unset.stderr)")
+        #expect(unset.stderr.contains("NOT_SET_ANYWHERE"), "\(unset.stderr)")
+        // The plain resume `status` suggests, with HTTPS_PROXY as before: through the same proxy.
+        let connects = proxy.connectsLogged
+        let resumed = try resume([], environment)
+        #expect(resumed.wait(timeout: 120) == 0, "\(resumed.stderr)")
+        #expect(proxy.connectsLogged > connects, "the resume went through the proxy")
+        simulator.stop()
+        let recorded = try SendProcessTests.recorded(dir)
+        #expect(Set(recorded) == tokens, "nothing lost")
+        #expect(recorded.count - tokens.count <= (try Journal.read(directory: dir.file("journal"))).duplicatesRisked)
+        try Self.expectNoPassword(in: dir, stderr: first.stderr + bare.stderr + unset.stderr + resumed.stderr)
+    }
+
     @Test(.timeLimit(.minutes(2))) func httpsProxyIsHonouredAndNoProxyNamingTheGatewayBypassesIt() throws {
         let dir = TemporaryDirectory("proxyenv")
         let proxy = try TinyProxy(in: dir)
