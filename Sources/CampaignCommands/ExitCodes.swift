@@ -44,6 +44,8 @@ func exitCode(for error: Error, command: String) -> ExitCode {
         return e.isCredentialOrTrustFailure ? CampaignExit.credentials : CampaignExit.unavailable
     case let e as PlanError:
         return e.reason == .noTrailer ? CampaignExit.incompletePlan : CampaignExit.unusableInput
+    case is ScheduleRefusal:
+        return CampaignExit.incompletePlan
     case let e as JournalError where e.isBusy:
         return CampaignExit.interrupted
     case let e as IOError where e.errno.map { [ENOSPC, EIO, EDQUOT, EROFS].contains($0) } ?? false:

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AudienceIngest
 import CampaignPayload
+import LocalTime
 
 /// `campaign validate JOB`: render every language with sample values.
 struct Validate: ParsableCommand {
@@ -66,6 +67,14 @@ struct Validate: ParsableCommand {
         switch jobFile.schedule {
         case .deliverAt(let d)?:
             print("  scheduled: \(d.localTime) on each device's clock (its tz column), \(d.date.map { "on \($0)" } ?? "on the first date it is still to come everywhere"), window \(d.windowSeconds / 60) min, late: \(d.late.rawValue), default zone \(d.defaultZone)")
+            if let date = d.date {
+                let span = d.moments(on: date), now = Int64(wallClockSeconds())
+                if now > span.upperBound + Int64(d.windowSeconds) {
+                    printError("campaign validate: warning: deliverAt.date \(date) is past: \(d.localTime) and its window are over in every zone, so " + (d.late == .skip ? "late: skip would skip every device (plan refuses such a job)" : "every device would be sent to at once, late"))
+                } else if now > span.lowerBound {
+                    printError("campaign validate: warning: deliverAt.date \(date) has begun: \(d.localTime) has passed in the zones furthest ahead, whose devices go late (late: \(d.late.rawValue))")
+                }
+            }
         case .quietHours(let q)?:
             print("  scheduled: never \(q.from)–\(q.to) on each device's clock (its tz column), default zone \(q.defaultZone)")
         case nil: break

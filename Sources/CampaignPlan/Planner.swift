@@ -281,6 +281,10 @@ extension Planner {
             header.schedule = .deliverAt(d)
             summary.date = date.description
             for z in used { moments[z] = d.moment(in: zones[z], on: date) }
+            if d.late == .skip, !counts.isEmpty, counts.keys.allSatisfy({ moments[spill.zone(of: $0)] + Int64(d.windowSeconds) < now }) {
+                // A plan that would only be skipped is a mistake (a date past), not a campaign.
+                throw ScheduleRefusal(reason: "every one of the \(counts.values.reduce(0, +)) devices' moments (\(d.localTime) on \(date)) is more than the window (\(d.windowSeconds) s) past, so late: skip would skip them all: give a date to come, or late: send")
+            }
         case .quietHours(let q)?:
             for z in used { moments[z] = q.nextAllowed(in: zones[z], atOrAfter: now) }
         case nil:
@@ -313,4 +317,11 @@ func monotonicSeconds() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// A scheduled job that cannot make a campaign as given (every record would
+/// be skipped as late): the planner writes no plan.
+public struct ScheduleRefusal: Error, Equatable, Sendable, CustomStringConvertible {
+    public var reason: String
+    public var description: String { "\(reason)." }
 }

@@ -44,6 +44,12 @@ public struct DeliverAt: Sendable, Equatable {
         zone.utc(atLocal: Int64(date.daysSinceEpoch) * 86_400 + Int64(localTime.seconds))
     }
 
+    /// When `date`'s moment comes across every zone on earth: first at
+    /// UTC+14:00, last at UTC−12:00.
+    public func moments(on date: CivilDate) -> ClosedRange<Int64> {
+        moment(in: ZoneRules(name: "+14:00", fixedOffset: 14 * 3600), on: date)...moment(in: ZoneRules(name: "-12:00", fixedOffset: -12 * 3600), on: date)
+    }
+
     /// The first date on which `localTime` is still to come, at `now`, in the
     /// zone of `zones` whose clock is furthest ahead (where it comes first):
     /// so at plan time no device's moment has passed.

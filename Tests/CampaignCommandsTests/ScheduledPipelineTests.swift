@@ -184,4 +184,24 @@ import LocalTime
         #expect(again.wait(timeout: 30) == 0 && again.stderr.contains("already complete"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: campaign.dir.file("journal/journal.log"))) == log, "a no-op run journaled nothing")
     }
+
+    @Test func aDatePastForEveryDeviceIsWarnedOfAndWithLateSkipRefused() throws {
+        let dir = TemporaryDirectory("pastdate")
+        try "token,lang,tz\n\(String(repeating: "ab", count: 32)),en,UTC\n\(String(repeating: "cd", count: 32)),en,Asia/Tokyo\n"
+            .write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+        for late in ["skip", "send"] {
+            try #"{"campaign":"past","format":"h2","topic":"com.example.campaign","deliverAt":{"localTime":"09:00","date":"2020-01-01","window":"3h","late":"\#(late)"},"messages":{"en":{"alert":"Hi"}}}"#
+                .write(toFile: dir.file("job-\(late).json"), atomically: true, encoding: .utf8)
+            let validate = try PlanProcessTests.run(["validate", "job-\(late).json"], in: dir)
+            #expect(validate.status == 0 && validate.err.contains("deliverAt.date 2020-01-01 is past"), "\(validate.err)")
+            let plan = try PlanProcessTests.run(["plan", "job-\(late).json", "audience.csv", "--out", "plan-\(late).ndjson"], in: dir)
+            if late == "skip" {
+                #expect(plan.status == 65, "\(plan.err)")
+                #expect(plan.err.contains("late: skip would skip them all"), "\(plan.err)")
+                #expect(!FileManager.default.fileExists(atPath: dir.file("plan-skip.ndjson")), "no plan written")
+            } else {
+                #expect(plan.status == 0, "late: send plans it (everything goes at once): \(plan.err)")
+            }
+        }
+    }
 }
