@@ -64,16 +64,44 @@ public struct PayloadRenderer: Sendable {
     /// Message `i`'s steps.
     private let messageSteps: [Range<Int>]
 
-    /// `now`: the plan's time, which `{now}` and `{now:int}` write (UNIX seconds).
-    public init(job: CampaignJob, now: UInt32 = UInt32(clamping: Int(time(nil)))) {
+    /// `now`: the plan's time, which `{now}` and `{now:int}` write (UNIX
+    /// seconds). A scheduled job's records go at their moments, hours later,
+    /// and `{now}` is each one's moment: with `nowAtMoment` it writes
+    /// ``momentPlaceholder`` (as wide as the seconds), which the planner
+    /// replaces once the record's moment is known (``writeMoment(_:into:)``).
+    public init(job: CampaignJob, now: UInt32 = UInt32(clamping: Int(time(nil))), nowAtMoment: Bool = false) {
         self.job = job
-        var compiler = Compiler(now: now)
+        var compiler = Compiler(now: nowAtMoment ? Self.momentPlaceholder : Array(String(now).utf8))
         messageSteps = job.messages.map { compiler.compile(aps: $0.aps, custom: job.custom) }
         variables = compiler.variables
         declarations = compiler.declarations
         requiredVariables = compiler.variables.filter(compiler.required.contains)
         steps = compiler.steps
         table = compiler.table
+        usesNow = compiler.usesNow
+    }
+
+    /// Some message writes `{now}`.
+    public let usesNow: Bool
+
+    /// What `{now}` writes for a scheduled job until the record's moment is
+    /// known: ten bytes, as wide as UNIX seconds until 2286, starting and
+    /// ending with a control byte that no rendered JSON holds unescaped.
+    public static let momentPlaceholder: [UInt8] = [0x01] + Array("{moment}".utf8) + [0x01]
+
+    /// Writes `moment` over every ``momentPlaceholder`` in `line`.
+    public static func writeMoment(_ moment: Int64, into line: inout [UInt8]) {
+        let digits = Array(String(moment).utf8)
+        guard digits.count == momentPlaceholder.count else { return }
+        var i = 0
+        while let start = line[i...].firstIndex(of: 0x01) {
+            if start + momentPlaceholder.count <= line.count, line[start..<(start + momentPlaceholder.count)].elementsEqual(momentPlaceholder) {
+                line.replaceSubrange(start..<(start + momentPlaceholder.count), with: digits)
+                i = start + digits.count
+            } else {
+                i = start + 1
+            }
+        }
     }
 
     /// Renders message `index` for `row` into `out` (cleared first), fitted to
@@ -173,7 +201,7 @@ public struct PayloadRenderer: Sendable {
     /// Compiles messages into steps over one table, one message after another.
     struct Compiler {
         /// What `{now}` writes.
-        let now: UInt32
+        let now: [UInt8]
         var variables: [String] = []
         var declarations: [Template.Variable] = []
         var required: Set<String> = []
@@ -181,6 +209,8 @@ public struct PayloadRenderer: Sendable {
         var table: [UInt8] = []
         /// Literal JSON text not yet made a step.
         var pending: [UInt8] = []
+        /// Some message writes `{now}`.
+        var usesNow = false
 
         mutating func variable(_ name: String) -> Int32 {
             if let i = variables.firstIndex(of: name) { return Int32(i) }
@@ -207,7 +237,8 @@ public struct PayloadRenderer: Sendable {
         /// its type writes it) in the table; the plan time for `{now}`.
         mutating func emit(_ kind: PayloadStep.Kind, _ v: Template.Variable) {
             if v.name == Template.planTimeVariable {
-                raw(String(now))
+                raw(now)
+                usesNow = true
                 return
             }
             flush()

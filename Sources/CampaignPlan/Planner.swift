@@ -88,7 +88,7 @@ public final class Planner {
         } else {
             zones = nil
         }
-        renderer = PayloadRenderer(job: job, now: options.now)
+        renderer = PayloadRenderer(job: job, now: options.now, nowAtMoment: job.schedule != nil)
         selector = job.selector
         // An eighth over the estimate: it comes from the file's first lines and
         // can be a little low, and growing near the end would hold two tables
@@ -304,8 +304,16 @@ extension Planner {
             summary.perHour[moments[zone] - ((moments[zone] % 3600) + 3600) % 3600, default: 0] += n
             if moments[zone] < now { summary.pastAtPlanTime += n }
             let plan = plans[part]
+            // A moment already past at plan time goes at once: its `{now}` is the plan time.
+            let moment = max(moments[zone], now)
             try fields.withUnsafeBufferPointer { fields in
-                try spill.forEachLine(key: key) { line in try plan.append(lineAfterSeq: line, fieldsAfterSeq: fields) }
+                try spill.forEachLine(key: key) { line in
+                    guard renderer.usesNow else { return try plan.append(lineAfterSeq: line, fieldsAfterSeq: fields) }
+                    // `{now}` is the record's moment, known only now.
+                    var patched = Array(line)
+                    PayloadRenderer.writeMoment(moment, into: &patched)
+                    try patched.withUnsafeBufferPointer { try plan.append(lineAfterSeq: $0, fieldsAfterSeq: fields) }
+                }
             }
         }
         return summary

@@ -23,6 +23,22 @@ import LocalTime
         return zones[(1...zones.count).first { tokenHex($0) == hex }! - 1]
     }
 
+    @Test func nowIsEachRecordsMomentInAScheduledPlan() throws {
+        // A Live Activity's timestamp, or "sent at {now}", written hours
+        // before the notification goes must say when it goes.
+        let zones = ["America/New_York", "Asia/Tokyo", "UTC"]
+        let job = #"{"campaign":"morning","format":"h2","topic":"com.example.campaign","custom":{"sent":"{now:int}"},"#
+            + #""deliverAt":{"localTime":"09:00","date":"2099-06-01","defaultTimeZone":"UTC"},"messages":{"en":{"alert":"at {now}"}}}"#
+        let run = try PlanRun(job: job, audience: Self.audience(zones))
+        #expect(run.records.count == 3)
+        for record in run.records {
+            let payload = try JSONValue.parse(String(decoding: record.payload, as: UTF8.self))
+            #expect(payload["sent"]?.integerValue == record.at, "\(String(decoding: record.payload, as: UTF8.self))")
+            #expect(payload["aps"]?["alert"]?.stringValue == "at \(record.at!)")
+        }
+        #expect(Set(run.records.map(\.at)).count == 3, "each its own moment")
+    }
+
     @Test func momentsOnADaylightSavingDayAgreeWithZoneinfoAndComeInOrder() throws {
         let zones = ["America/New_York", "Europe/Berlin", "Australia/Sydney", "Asia/Kolkata", "America/St_Johns", "+05:45", "UTC-3"]
         // 2026-03-08: New York springs forward at 02:00; 02:30 does not exist there.
