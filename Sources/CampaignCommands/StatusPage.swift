@@ -60,9 +60,9 @@ enum StatusPage {
         for (name, value) in summary { page += "<tr><td>\(escape(name))</td><td>\(escape(value))</td></tr>\n" }
         page += "</table>\n"
         page += http2
-            ? "<h2>Send rate (notifications answered per second; each run drawn on its own)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running, waves: state.waves, runStartedAt: state.runStartedAt)
-            : "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running, waves: state.waves, runStartedAt: state.runStartedAt)
-        page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, failed: failedByReason)
+            ? "<h2>Send rate (notifications answered per second; each run drawn on its own)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running, waves: state.waves, runStartedAt: state.runStartedAt, woke: state.runWoke)
+            : "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running, waves: state.waves, runStartedAt: state.runStartedAt, woke: state.runWoke)
+        page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, skipped: state.skipped.count, failed: failedByReason)
         page += "<h2>Connections opened and notifications resent over time (cumulative, per run; each on its own scale)</h2>\n" + countsChart(state.timeline)
         // HTTP/2's retries have kinds worth telling apart (429, 5xx, refused streams, lost connections).
         if http2, let chart = resentByKindChart(state.timeline) {
@@ -146,14 +146,15 @@ enum StatusPage {
     /// A scheduled send's waves (per run: each moment released after a wait,
     /// and when) are marked where they began, by their moment in UTC.
     static func rateChart(_ timeline: [[JournalRecord.Tick]], outcomes: [String?] = [], running: Bool = false,
-                          waves: [[(moment: Int, at: Int)]] = [], runStartedAt: [Int?] = []) -> String {
+                          waves: [[(moment: Int, at: Int)]] = [], runStartedAt: [Int?] = [], woke: [Bool] = []) -> String {
         var points: [(x: Double, y: Double)] = []
         var markers: [(x: Double, label: String)] = []
         var offset = 0
         for (i, run) in timeline.enumerated() {
             var previous = 0
             if !run.isEmpty { points.append((Double(offset), 0)) }   // each run starts from nothing
-            if timeline.count > 1 { markers.append((Double(offset), i == 0 ? "run 1" : "run \(i + 1) (resume)")) }
+            // A scheduled send's own next run (it waited for its moment) is no resume.
+            if timeline.count > 1 { markers.append((Double(offset), i == 0 ? "run 1" : "run \(i + 1) (\(i < woke.count && woke[i] ? "next wave" : "resume"))")) }
             if i < waves.count, i < runStartedAt.count, let start = runStartedAt[i] {
                 for wave in waves[i] { markers.append((Double(offset + max(0, wave.at - start)), "wave \(utcText(Int64(wave.moment)).dropFirst(11).prefix(5))Z")) }
             }
@@ -256,9 +257,10 @@ enum StatusPage {
     }
 
     /// `failed`: by status and reason ("410 Unregistered", "8 invalid token").
-    static func outcomeBars(accepted: Int, presumed: Int, failed: [String: Int]) -> String {
+    static func outcomeBars(accepted: Int, presumed: Int, skipped: Int = 0, failed: [String: Int]) -> String {
         var bars: [(String, Int, String)] = [("accepted", accepted, "#2a9a4a")]
         if presumed > 0 { bars.append(("presumed delivered", presumed, "#8aa")) }
+        if skipped > 0 { bars.append(("skipped as too late", skipped, "#b08a30")) }
         for (label, count) in failed.sorted(by: { $0.key < $1.key }) {
             bars.append((label, count, "#c03030"))
         }

@@ -49,6 +49,10 @@ public struct JournalState: Sendable {
     /// meant to start the next run (UNIX seconds). Nil once a run starts, and
     /// after a `--due-only` run (cron starts the next).
     public var waitingUntil: Int?
+    /// Per run (in order), whether a scheduled send began it itself after waiting (not a resume).
+    public var runWoke: [Bool] = []
+    /// A woke record was read and its run has not started yet.
+    var woke = false
 }
 
 /// A journal that cannot be used.
@@ -256,6 +260,8 @@ public final class Journal: @unchecked Sendable {
             s.runStartedAt.append(nil)
             s.outcome = nil
             s.waitingUntil = nil
+            s.runWoke.append(s.woke)
+            s.woke = false
             // A resume with --replan starts with a new plan whose header differs in its times.
             if header != .null { s.planHeader = header }
         case .plan(let records, let crc32, let incomplete):
@@ -287,6 +293,8 @@ public final class Journal: @unchecked Sendable {
             if !s.runStartedAt.isEmpty, s.runStartedAt[s.runStartedAt.count - 1] == nil { s.runStartedAt[s.runStartedAt.count - 1] = seconds }
         case .wait(let until):
             s.waitingUntil = until
+        case .woke:
+            s.woke = true
         case .end(let outcome):
             s.outcome = outcome
             if !s.runOutcomes.isEmpty { s.runOutcomes[s.runOutcomes.count - 1] = outcome }

@@ -33,6 +33,8 @@ public enum JournalRecord: Equatable, Sendable {
     /// to start the next at `untilUnixSeconds`: `status` tells such a send,
     /// alive, from one killed while waiting.
     case wait(untilUnixSeconds: Int)
+    /// The waiting send's next run begins (its start record follows): not a resume.
+    case woke
 
     /// A point of a run's timeline.
     public struct Tick: Equatable, Sendable {
@@ -96,6 +98,8 @@ public enum JournalRecord: Equatable, Sendable {
             return .object([("t", .string("wave")), ("moment", n(moment)), ("at", n(seconds))])
         case .wait(let until):
             return .object([("t", .string("wait")), ("until", n(until))])
+        case .woke:
+            return .object([("t", .string("woke"))])
         case .tick(let k):
             return .object([("t", .string("tick")), ("s", n(k.second)), ("accepted", n(k.accepted)), ("failed", n(k.failed)),
                             ("resent", n(k.resent)), ("connections", n(k.connections))]
@@ -149,6 +153,8 @@ public enum JournalRecord: Equatable, Sendable {
         case "wait":
             guard let until = v["until"]?.integerValue else { return nil }
             self = .wait(untilUnixSeconds: Int(until))
+        case "woke":
+            self = .woke
         case "skip":
             self = .skip(SkippedNotification(seq: UInt64(clamping: int("seq")), shard: int("shard"), ordinal: int("ordinal"),
                                              token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [],

@@ -103,6 +103,7 @@ public final class SendSession {
     }
 
     private init(continuing journal: Journal, settings: SendSettings) throws {
+        try journal.append(.woke)
         let replayed = try Journal.read(directory: journal.directory)
         (plan, carried) = try Self.begin(journal: journal, state: replayed, settings: settings, replan: false)
         self.journal = journal

@@ -53,6 +53,7 @@ import LocalTime
         #expect(outcome == "complete" && runs > 2)
         #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
         #expect(send.stderr.contains("waiting until"), "the send waited between runs: \(send.stderr)")
+        #expect(try Self.page(waiting).contains("run 2 (next wave)"), "the send's own next run is not a resume")
         for campaign in [waiting, cron] {
             try Self.expectOnceAfterMoments(campaign, expiresIn: 10)
             let state = try Journal.read(directory: campaign.dir.file("journal"))
@@ -118,6 +119,7 @@ import LocalTime
         #expect(skipped > 0 && Int(skipped) + arrivals.count == 20, "skipped \(skipped), sent \(arrivals.count)")
         let state = try Journal.read(directory: campaign.dir.file("journal"))
         #expect(state.skipped.count == Int(skipped) && state.outcome == "complete")
+        #expect(try Self.page(campaign).contains("skipped as too late</text>"), "the page draws the skipped")
         #expect(Set(state.skipped.map { $0.token.map { String(format: "%02x", $0) }.joined() }).isDisjoint(with: arrivals.keys))
     }
 
@@ -143,6 +145,13 @@ import LocalTime
         #expect(replan.wait(timeout: 60) == 0, "\(replan.stderr)")
         let arrivals = try campaign.arrivals()
         #expect(arrivals.count == 600 && arrivals.values.allSatisfy { $0.count == 1 })
+    }
+
+    /// `status --html`'s page of the campaign's journal.
+    static func page(_ campaign: Campaign) throws -> String {
+        let run = try PlanProcessTests.run(["status", "journal", "--html", "page.html"], in: campaign.dir)
+        #expect(run.status == 0, "\(run.err)")
+        return try String(contentsOfFile: campaign.dir.file("page.html"), encoding: .utf8)
     }
 
     static func status(_ campaign: Campaign) throws -> JSONValue {
@@ -178,6 +187,7 @@ import LocalTime
         #expect(resumed.wait(timeout: 60) == 0, "\(resumed.stderr)")
         let arrivals = try campaign.arrivals()
         #expect(arrivals.count == 6 && arrivals.values.allSatisfy { $0.count == 1 })
+        #expect(try Self.page(campaign).contains("run 2 (resume)"))
         // Nothing more to do: cron's next --due-only changes nothing.
         let log = try Data(contentsOf: URL(fileURLWithPath: campaign.dir.file("journal/journal.log")))
         let again = try campaign.resume(simulator, ["--due-only"])
