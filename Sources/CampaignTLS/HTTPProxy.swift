@@ -103,20 +103,66 @@ public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
         return try HTTPProxy(url: url)
     }
 
-    /// curl's `NO_PROXY`: `*` matches every host; otherwise a comma-separated
-    /// list of names (matching the host or any name that ends in `.name`; a
-    /// leading dot is ignored) and IP addresses, without case.
+    /// curl's `NO_PROXY` (7.86 and later): `*` matches every host; otherwise
+    /// a comma-separated list, without case. For a host name, an entry is a
+    /// name matching the host or any name that ends in `.name` (a leading dot
+    /// is ignored). For a host that is an IP address (`[::1]` or `::1`), an
+    /// entry counts only if it is the same address or a CIDR block holding
+    /// it (`127.0.0.0/8`, `::1/128`); no suffix matching. As in curl, `/0`
+    /// is read as the address alone.
     public static func bypasses(_ host: String, list: String) -> Bool {
-        let host = host.lowercased()
+        var host = host.lowercased()
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let address = IPAddress(host)
         for entry in list.split(separator: ",") {
             var name = entry.trimmingWhitespace().lowercased()
             if name == "*" { return true }
+            if let address {
+                if address.isIn(name) { return true }
+                continue
+            }
             if name.hasPrefix(".") { name.removeFirst() }
-            if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
             guard !name.isEmpty else { continue }
             if host == name || host.hasSuffix("." + name) { return true }
         }
         return false
+    }
+
+    /// An IPv4 or IPv6 address as its bytes (4 or 16).
+    struct IPAddress: Equatable {
+        var bytes: [UInt8]
+
+        init?(_ text: String) {
+            if text.contains(":") {
+                var a = in6_addr()
+                guard inet_pton(AF_INET6, text, &a) == 1 else { return nil }
+                bytes = withUnsafeBytes(of: &a) { Array($0) }
+            } else {
+                var a = in_addr()
+                guard inet_pton(AF_INET, text, &a) == 1 else { return nil }
+                bytes = withUnsafeBytes(of: &a) { Array($0) }
+            }
+        }
+
+        /// Whether `entry` (`address`, `[address]` or `address/bits`, of
+        /// this address's family) names this address.
+        func isIn(_ entry: String) -> Bool {
+            var text = Substring(entry), bits = bytes.count * 8
+            if let slash = text.firstIndex(of: "/") {
+                guard let n = Int(text[text.index(after: slash)...]), (0...bytes.count * 8).contains(n) else { return false }
+                if n > 0 { bits = n }
+                text = text[..<slash]
+            }
+            if text.hasPrefix("["), text.hasSuffix("]") { text = text.dropFirst().dropLast() }
+            guard let network = IPAddress(String(text)), network.bytes.count == bytes.count else { return false }
+            for i in 0..<bytes.count where bits > 0 {
+                let take = min(bits, 8)
+                let mask = UInt8(truncatingIfNeeded: 0xFF << (8 - take))
+                if bytes[i] & mask != network.bytes[i] & mask { return false }
+                bits -= take
+            }
+            return true
+        }
     }
 
     // MARK: - The tunnel
