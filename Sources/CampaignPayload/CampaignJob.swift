@@ -256,10 +256,12 @@ public struct CampaignJob: Sendable {
             guard let time = TimeOfDay(text: t) else { throw fail("\(key).\(k) \"\(t)\" is not a time of day (HH:MM, 00:00 to 23:59)") }
             return time
         }
-        let zone = try text("defaultTimeZone") ?? "UTC"
+        var zone = try text("defaultTimeZone") ?? "UTC"
         let database = ZoneDatabase()
         switch database.zone(named: zone) {
-        case .zone: break
+        case .zone(let rules):
+            // `utc` or `america/new_york`: the database's own name.
+            if rules.name != zone, rules.name.lowercased() == zone.lowercased() { zone = rules.name }
         case .unknown where !database.isInstalled:
             throw fail("\(key).defaultTimeZone \"\(zone)\" cannot be read: the tz database is not installed at \(database.directory) (Debian: apt-get install tzdata, or make deps-runtime)")
         case .unknown, .invalid:

@@ -36,7 +36,8 @@ public final class ZoneDatabase: @unchecked Sendable {
     /// rather than every zone "unknown".
     public var isInstalled: Bool { access("\(directory)/UTC", R_OK) == 0 || access("\(directory)/Etc/UTC", R_OK) == 0 }
 
-    /// The zone `text` names: an IANA name (`America/Mexico_City`), or a
+    /// The zone `text` names: an IANA name (`America/Mexico_City`; in
+    /// another case, `america/mexico_city`, the zone of that name), or a
     /// fixed offset (`+05:30`, `-00:01`, `UTC-3`, `GMT+5:45`, `Z`) where,
     /// as in ISO 8601, `UTC-3` is three hours behind UTC (not POSIX's
     /// inverted sign).
@@ -57,9 +58,56 @@ public final class ZoneDatabase: @unchecked Sendable {
             return .zone(ZoneRules(name: Self.offsetName(seconds), fixedOffset: seconds))
         }
         guard Self.isNameShaped(text) else { return .invalid }
-        guard let bytes = try? readWholeFile("\(directory)/\(text)", limit: 1 << 20),
-              let rules = try? ZoneRules(name: text, tzif: bytes) else { return .unknown }
+        if let rules = read(text) { return .zone(rules) }
+        // IANA names are case-sensitive on disk; `america/new_york` or `utc`
+        // is the zone of the one name that matches without case.
+        guard let canonical = canonicalNames()[text.lowercased()], canonical != text, let rules = read(canonical) else { return .unknown }
         return .zone(rules)
+    }
+
+    private func read(_ name: String) -> ZoneRules? {
+        guard let bytes = try? readWholeFile("\(directory)/\(name)", limit: 1 << 20) else { return nil }
+        return try? ZoneRules(name: name, tzif: bytes)
+    }
+
+    /// Every file name under the database, by its lowercased form; a form
+    /// two names share maps to neither. Listed once, on the first name
+    /// not found as written.
+    private var canonical: [String: String]?
+
+    private func canonicalNames() -> [String: String] {
+        lock.lock()
+        defer { lock.unlock() }
+        if let canonical { return canonical }
+        var names: [String: String] = [:], shared: Set<String> = []
+        Self.listFiles(in: directory, prefix: "", depth: 0) { name in
+            let key = name.lowercased()
+            if names.updateValue(name, forKey: key) != nil { shared.insert(key) }
+        }
+        for key in shared { names[key] = nil }
+        canonical = names
+        return names
+    }
+
+    /// The regular files under `path` (links followed), as names relative
+    /// to the database; `posix/` and `right/` (copies of every zone under
+    /// other rules) and dot-files are left out.
+    private static func listFiles(in path: String, prefix: String, depth: Int, _ found: (String) -> Void) {
+        guard depth < 4, let dir = opendir(path) else { return }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard !name.hasPrefix("."), !(depth == 0 && (name == "posix" || name == "right")) else { continue }
+            var info = stat()
+            guard stat("\(path)/\(name)", &info) == 0 else { continue }
+            switch info.st_mode & S_IFMT {
+            case S_IFREG: found(prefix + name)
+            case S_IFDIR: listFiles(in: "\(path)/\(name)", prefix: prefix + name + "/", depth: depth + 1, found)
+            default: break
+            }
+        }
     }
 
     /// `+05:30`, `-00:01`: how plans write a fixed offset.

@@ -90,6 +90,18 @@ import LocalTime
         #expect(json.contains(#""2026-12-01T14:00:00Z":2"#))
     }
 
+    @Test func zoneNamesInAnotherCaseAreTheirZonesNotTheDefault() throws {
+        let job = Self.job(#""deliverAt":{"localTime":"09:00","date":"2026-12-01","defaultTimeZone":"asia/tokyo"}"#)
+        let given = ["america/new_york", "utc", "EUROPE/BERLIN"], canonical = ["America/New_York", "UTC", "Europe/Berlin"]
+        let run = try PlanRun(job: job, audience: Self.audience(given))
+        let exact = try PlanRun(job: job, audience: Self.audience(canonical))
+        #expect((run.summary.schedule?.defaultedTimeZone ?? 0) == 0, "none fell back to the default zone")
+        #expect(run.records.map(\.at) == exact.records.map(\.at))
+        #expect(Set(run.records.compactMap(\.at)).count == 3, "three zones, three moments")
+        guard case .deliverAt(let d)? = run.reader.header.schedule else { Issue.record("no deliverAt"); return }
+        #expect(d.defaultZone == "Asia/Tokyo", "the job's default zone under the database's name")
+    }
+
     @Test func theDefaultDateIsTheFirstOnWhichNoDevicesMomentHasPassed() throws {
         // Plan time 2026-11-26 03:15 UTC: 12:15 in Tokyo, so 09:00 is tomorrow there; New York's today is the 25th, evening.
         let now = UInt32(CivilDate(year: 2026, month: 11, day: 26).daysSinceEpoch * 86_400 + 3 * 3600 + 900)
