@@ -280,7 +280,7 @@ struct JournalView {
         var view = ScheduleView(what: "")
         switch schedule {
         case .deliverAt(let d):
-            view.what = "at \(d.localTime) local" + (d.date.map { " on \($0)" } ?? "") + ", window \(d.windowSeconds / 60) min, late: \(d.late.rawValue)"
+            view.what = "at \(d.localTime) local" + (d.date.map { " on \($0)" } ?? "") + ", window \(d.windowText), late: \(d.late.rawValue)"
         case .quietHours(let q):
             view.what = "quiet hours \(q.from) to \(q.to) local"
         }

@@ -30,7 +30,7 @@ enum StatusPage {
         }
         switch header?.schedule {
         case .deliverAt(let d)?:
-            what.append(("Schedule", "\(d.localTime) on each device's clock" + (d.date.map { ", \($0)" } ?? "") + "; window \(d.windowSeconds / 60) min, late: \(d.late.rawValue); \(state.skipped.count) skipped as too late"))
+            what.append(("Schedule", "\(d.localTime) on each device's clock" + (d.date.map { ", \($0)" } ?? "") + "; window \(d.windowText), late: \(d.late.rawValue); \(state.skipped.count) skipped as too late"))
         case .quietHours(let q)?:
             what.append(("Schedule", "quiet hours \(q.from)–\(q.to) on each device's clock"))
         case nil: break

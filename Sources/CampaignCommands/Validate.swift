@@ -66,7 +66,7 @@ struct Validate: ParsableCommand {
         print("\(job): campaign \(jobFile.campaign), format \(jobFile.wire)\(h2), limit \(jobFile.maxPayload) bytes, variables: \(variables.joined(separator: ", "))")
         switch jobFile.schedule {
         case .deliverAt(let d)?:
-            print("  scheduled: \(d.localTime) on each device's clock (its tz column), \(d.date.map { "on \($0)" } ?? "on the first date it is still to come everywhere"), window \(d.windowSeconds / 60) min, late: \(d.late.rawValue), default zone \(d.defaultZone)")
+            print("  scheduled: \(d.localTime) on each device's clock (its tz column), \(d.date.map { "on \($0)" } ?? "on the first date it is still to come everywhere"), window \(d.windowText), late: \(d.late.rawValue), default zone \(d.defaultZone)")
             if let date = d.date {
                 let span = d.moments(on: date), now = Int64(wallClockSeconds())
                 if now > span.upperBound + Int64(d.windowSeconds) {

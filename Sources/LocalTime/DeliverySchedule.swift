@@ -37,6 +37,17 @@ public struct DeliverAt: Sendable, Equatable {
         (self.localTime, self.date, self.windowSeconds, self.defaultZone, self.late) = (localTime, date, windowSeconds, defaultZone, late)
     }
 
+    /// The window as people read it, to the second: `3 h`, `1 h 30 min`,
+    /// `1 min 30 s`, `45 s`.
+    public var windowText: String { Self.durationText(windowSeconds) }
+
+    /// `seconds` in days, hours, minutes and seconds, each only when not zero (`0 s` for none).
+    public static func durationText(_ seconds: Int) -> String {
+        let parts = [(seconds / 86_400, "d"), (seconds % 86_400 / 3600, "h"), (seconds % 3600 / 60, "min"), (seconds % 60, "s")]
+            .filter { $0.0 != 0 }.map { "\($0.0) \($0.1)" }
+        return parts.isEmpty ? "0 s" : parts.joined(separator: " ")
+    }
+
     /// The instant `localTime` comes on `date` in `zone` (a time a
     /// spring-forward skips is taken one hour later on the clock; one a
     /// fall-back repeats, the first time).
