@@ -37,9 +37,8 @@ public enum SendMetrics {
         metric("in_flight", "gauge", "Notifications read from the plan and not yet final.", [("", String(inFlight))])
         let rate = seconds > 0 ? Double(progress.settled) / seconds : 0
         metric("rate", "gauge", "Notifications made final per second, averaged over the send.", [("", String(Int(rate)))])
-        if counts.poolConnections > 0 {
-            metric("pool_connections", "gauge", "Connections in the pool (HTTP/2: it grows with the distance to the gateway).", [("", String(counts.poolConnections))])
-        }
+        metric("pool_connections", "gauge", "Connections open in the pool, 0 until the first opens (HTTP/2: it grows with the distance to the gateway).",
+               [("", String(counts.poolConnections))])
         if let ms = counts.roundTripMilliseconds {
             metric("round_trip_seconds", "gauge", "The shortest round trip to the gateway in the last second measured.", [("", String(ms / 1000))])
         }

@@ -124,7 +124,12 @@ public struct SendTotals: Sendable, Equatable {
 /// (``wholeSend``) every run's together.
 public struct SendReport: Sendable {
     public var outcome: SendOutcome = .complete
+    /// Plan records this run read (every one when it read the plan to its
+    /// end; a scheduled run stops at the first not yet due): `this_run`'s `records_read`.
     public var planRecords = 0
+    /// The plan's record count (its trailer's, the journal's, or what this
+    /// run read when it read the plan to its end); nil while unknown.
+    public var planTotal: Int?
     /// Final before this run started (a resume).
     public var alreadyDone = 0
     public var accepted = 0
@@ -145,7 +150,8 @@ public struct SendReport: Sendable {
     public var message: String? = nil
     /// Sent over HTTP/2 (the words for resends differ).
     public var http2 = false
-    /// Connections in the pool at the end (it may have grown from `--connections`' start).
+    /// Connections in the pool at the end (it may have grown from `--connections`' start),
+    /// counting only connections opened: 0 when the run opened none (nothing was due, or left to send).
     public var poolConnections = 0
     /// The median over the run's seconds of the shortest round trip measured (HTTP/2), in milliseconds.
     public var roundTripMilliseconds: Double?
@@ -185,7 +191,7 @@ public struct SendReport: Sendable {
         let whole = totals
         return .object([
             ("outcome", .string(outcome.rawValue)),
-            ("plan_records", n(planRecords)), ("runs", n(whole.runs)),
+            ("plan_records", planTotal.map(n) ?? .null), ("runs", n(whole.runs)),
             ("accepted", n(whole.accepted)), ("presumed", n(whole.presumed)), ("failed", n(whole.failed)), ("skipped", n(whole.skipped)),
             ("next_moment", nextMoment.map { .string(utcText($0)) } ?? .null),
             ("failed_by_status", byStatus(whole.failedByStatus)), ("failed_by_reason", byName(whole.failedByReason)),
@@ -195,7 +201,7 @@ public struct SendReport: Sendable {
             ("seconds", .number(format3(seconds))),
             ("notifications_per_second", n(Int(perSecond))),
             ("this_run", .object([
-                ("already_done", n(alreadyDone)),
+                ("records_read", n(planRecords)), ("already_done", n(alreadyDone)),
                 ("accepted", n(accepted)), ("presumed", n(presumed)), ("failed", n(failed)),
                 ("failed_by_reason", byName(failedByReason)),
                 ("resends", n(resends)), ("resent_by_kind", byName(resentByKind)), ("duplicates_risked", n(duplicatesRisked)),

@@ -68,6 +68,7 @@ public final class SendSession {
             carried = 0
         case .resume(let directory, let replan, let movedPlan, let adjust):
             var (opened, replayed) = try Journal.resume(directory: directory)
+            let scanned: Int?
             if let movedPlan {
                 guard replayed.settings.planPath != nil else {
                     throw JournalError(path: directory, reason: "this send read its plan from standard input (spooled in the journal); resume it without naming a plan")
@@ -84,14 +85,14 @@ public final class SendSession {
             if replayed.outcome == SendOutcome.complete.rawValue {
                 // Nothing to do, and nothing journaled: cron may ask every few minutes all day.
                 isAlreadyComplete = true
-                (plan, carried) = (try Self.openPlan(state: replayed, journal: opened), 0)
+                (plan, carried, scanned) = (try Self.openPlan(state: replayed, journal: opened), 0, nil)
                 notes.append("the send in \(directory) is already complete; nothing to do.")
             } else {
-                (plan, carried) = try Self.begin(journal: opened, state: replayed, settings: settings, replan: replan)
+                (plan, carried, scanned) = try Self.begin(journal: opened, state: replayed, settings: settings, replan: replan)
             }
             journal = opened
             state = replayed
-            planTotal = replayed.planRecords
+            planTotal = replayed.planRecords ?? scanned
             self.settings = settings
         }
     }
@@ -105,21 +106,24 @@ public final class SendSession {
     private init(continuing journal: Journal, settings: SendSettings) throws {
         try journal.append(.woke)
         let replayed = try Journal.read(directory: journal.directory)
-        (plan, carried) = try Self.begin(journal: journal, state: replayed, settings: settings, replan: false)
+        let scanned: Int?
+        (plan, carried, scanned) = try Self.begin(journal: journal, state: replayed, settings: settings, replan: false)
         self.journal = journal
         self.state = replayed
         self.settings = settings
-        planTotal = replayed.planRecords
+        planTotal = replayed.planRecords ?? scanned
     }
 
     /// A resumed run's first steps: the plan checked against the journal,
-    /// the possible duplicates counted, the run's start record.
-    private static func begin(journal: Journal, state: JournalState, settings: SendSettings, replan: Bool) throws -> (PlanReader, Int) {
-        let carried: Int
+    /// the possible duplicates counted, the run's start record; and the
+    /// plan's record count when that check read it to its trailer.
+    private static func begin(journal: Journal, state: JournalState, settings: SendSettings, replan: Bool) throws -> (PlanReader, Int, Int?) {
+        let carried: Int, scanned: Int?
         let replanHint = "plan again into the resume, `campaign plan JOB AUDIENCE | campaign send --resume \(journal.directory) --replan`"
         let scan = try Self.openPlan(state: state, journal: journal)
         do {
             carried = try Sender.prepareResume(state: state, scan: scan, journal: journal)
+            scanned = scan.trailer?.records
         } catch let error as PlanError where state.settings.planPath == nil && !replan {
             // The spool ends where a kill cut `plan | send`: say what goes on.
             throw JournalError(path: journal.directory, reason: "\(error) The plan came from standard input and its spool was cut (the planner was stopped too): \(replanHint)")
@@ -133,7 +137,7 @@ public final class SendSession {
         let plan = try Self.openPlan(state: state, journal: journal)
         try journal.append(.start(settings: settings, planHeader: plan.header.json))
         try journal.checkpoint()
-        return (plan, carried)
+        return (plan, carried, scanned)
     }
 
     /// A scheduled plan from standard input (`plan | send`) is read to its

@@ -21,7 +21,13 @@ final class SendShared: @unchecked Sendable {
     let syncer: JournalSyncer
     private let mutex = Lock()
     private var counts = SendReport()
-    var report: SendReport { mutex.lock(); defer { mutex.unlock() }; return counts }
+    /// The counts so far; the pool counts only connections opened (none before the first).
+    var report: SendReport {
+        mutex.lock(); defer { mutex.unlock() }
+        var r = counts
+        r.poolConnections = min(r.poolConnections, r.reconnects)
+        return r
+    }
     private var failure: SendFailureReason?
     private var stopping = false
     /// Connections the send runs (the pool may grow; see ``ConnectionPool``).

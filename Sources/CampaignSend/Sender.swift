@@ -301,7 +301,8 @@ public final class Sender: @unchecked Sendable {
         report.reconnects = counts.reconnects
         report.drops = counts.drops
         report.shutdowns = counts.shutdowns
-        report.poolConnections = pool.size
+        report.poolConnections = min(pool.size, counts.reconnects)   // a worker that never connected is no connection
+        report.planTotal = planFullyRead ? report.planRecords : planTotal
         report.roundTripMilliseconds = shared.roundTripMilliseconds
 
         if let failure = shared.failureReason {

@@ -128,7 +128,7 @@ import GatewaySimulator
 
     @Test func everyCounterIsInTheMetricsFromTheFirstWrite() {
         let text = SendMetrics.text(journal: "j", counts: SendReport(), progress: SendProgress(read: 0, alreadyDone: 0, total: nil, settled: 0, failed: 0), seconds: 0)
-        for series in ["accepted_total", "failed_total", "resends_total", "duplicates_risked_total", "connections_total", "drops_total", "in_flight"] {
+        for series in ["accepted_total", "failed_total", "resends_total", "duplicates_risked_total", "connections_total", "drops_total", "in_flight", "pool_connections"] {
             #expect(text.contains("campaign_send_\(series){journal=\"j\"} 0"), "\(series)")
         }
     }

@@ -244,6 +244,31 @@ import LocalTime
         #expect(listed.first?["reason"]?.stringValue?.hasPrefix("skipped: late by 2 h") == true)
     }
 
+    @Test(.timeLimit(.minutes(2))) func theReportGivesThePlansRecordsAndTheConnectionsOpened() throws {
+        // 4 devices due half an hour ago (sent at once), 5 due in an hour (not by --due-only).
+        let campaign = try Campaign(base: Int64(wallClockSeconds()) + 3600, groups: [(90, 4), (0, 5)])
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        func report() throws -> JSONValue {
+            try JSONValue.parse(try String(contentsOfFile: campaign.dir.file("report.json"), encoding: .utf8))
+        }
+        let first = try campaign.send(simulator, ["--due-only", "--report", "report.json"])
+        #expect(first.wait(timeout: 60) == 0, "\(first.stderr)")
+        var r = try report()
+        #expect(r["outcome"]?.stringValue == "scheduled" && r["accepted"]?.integerValue == 4, "\(r)")
+        #expect(r["plan_records"]?.integerValue == 9, "the plan's records, not those read before the first one not due: \(r)")
+        #expect((1...4).contains(r["pool_connections"]?.integerValue ?? 0), "\(r)")
+        // Nothing more is due: the run opens no connection.
+        let second = try campaign.resume(simulator, ["--due-only"])
+        #expect(second.wait(timeout: 60) == 0, "\(second.stderr)")
+        r = try report()
+        #expect(r["outcome"]?.stringValue == "scheduled" && r["this_run"]?["already_done"]?.integerValue == 4, "\(r)")
+        #expect(r["plan_records"]?.integerValue == 9, "\(r)")
+        #expect(r["pool_connections"]?.integerValue == 0, "no connection was opened: \(r)")
+        #expect(r["this_run"]?["reconnects"]?.integerValue == 0, "\(r)")
+        #expect((4...9).contains(r["this_run"]?["records_read"]?.integerValue ?? -1), "what this run read of the plan: \(r)")
+    }
+
     @Test(.timeLimit(.minutes(2)), arguments: [[], ["--hold-open", "5"]])
     func aSignalWhileWaitingEndsTheSendAtOnce(hold: [String]) throws {
         // Due a minute ago (sent at once), and in 50 s: the send waits, with its
