@@ -129,6 +129,9 @@ struct Status: ParsableCommand {
         } else {
             print("  resent: \(state.resends) (discarded by the gateway after a refusal or shutdown, or unproven on a lost connection), possible duplicates: \(state.duplicatesRisked) (sent again after a connection was lost while they were unproven)")
         }
+        if !state.resentByKind.isEmpty {
+            print("  resent by why: " + state.resentByKind.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
+        }
         if let pool = view.pool {
             print("  connections: \(pool.open) in the pool at the last second (at most \(pool.peak))\(pool.roundTrip.map { ", round trip \(Self.milliseconds($0)) ms" } ?? "")")
         }
@@ -252,6 +255,7 @@ struct JournalView {
             ("failed_by_status", .object(failedByStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
             ("failed_by_reason", .object(failedByReason.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })),
             ("remaining", remaining.map(n) ?? .null), ("resends", n(state.resends)),
+            ("resent_by_kind", .object(state.resentByKind.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })), ("reconnects", n(state.reconnects)),
             ("duplicates_risked", n(state.duplicatesRisked)), ("torn_tail", .bool(state.tornTail)),
         ] + poolMembers + scheduleMembers)
     }

@@ -25,9 +25,12 @@ public struct JournalState: Sendable {
     public var waves: [[(moment: Int, at: Int)]] = []
     /// Per shard, ordinals below this were written to a connection at least once.
     public var sentBelow: [Int: Int] = [:]
+    /// Over every run, a killed one's from its last tick (see ``closeUnendedRun()``).
     public var resends = 0
     public var duplicatesRisked = 0
     public var reconnects = 0
+    /// Resends by why over every run ("429 TooManyRequests": n), as ``resends``.
+    public var resentByKind: [String: Int] = [:]
     public var runs = 0
     /// "complete", "interrupted", "incomplete-plan", "gave-up", "failed"; nil while running or after a crash.
     public var outcome: String?
@@ -53,6 +56,20 @@ public struct JournalState: Sendable {
     public var runWoke: [Bool] = []
     /// A woke record was read and its run has not started yet.
     var woke = false
+
+    /// The last tick of the run being replayed, until its end `counters`
+    /// record or its `end`: a run killed before writing them has only its ticks.
+    var unclosedTick: JournalRecord.Tick?
+
+    /// A run that ended without its `counters` (killed, crashed, or still
+    /// running): its resends and connections as its last tick counted them.
+    mutating func closeUnendedRun() {
+        guard let tick = unclosedTick else { return }
+        unclosedTick = nil
+        resends += tick.resent
+        reconnects += tick.connections
+        resentByKind.merge(tick.resentByKind, uniquingKeysWith: +)
+    }
 }
 
 /// A journal that cannot be used.
@@ -237,6 +254,7 @@ public final class Journal: @unchecked Sendable {
             throw JournalError(path: path, reason: "is empty: the send stopped before its start record, so nothing was sent; remove the directory and start the send again")
         }
         if let tornAt { result.tornTail = true; result.tornOffset = tornAt }
+        result.closeUnendedRun()
         return result
     }
 
@@ -253,6 +271,7 @@ public final class Journal: @unchecked Sendable {
     static func apply(_ record: JournalRecord, to s: inout JournalState) {
         switch record {
         case .start(_, let header):
+            s.closeUnendedRun()
             s.runs += 1
             s.timeline.append([])
             s.waves.append([])
@@ -285,10 +304,18 @@ public final class Journal: @unchecked Sendable {
             s.waves[s.waves.count - 1].append((moment, at))
         case .sent(let below):
             for (shard, n) in below { s.sentBelow[shard] = max(s.sentBelow[shard] ?? 0, n) }
-        case .counters(let resends, let risked, let reconnects):
+        case .counters(let resends, let risked, let reconnects, let kinds):
             s.resends += resends
             s.duplicatesRisked += risked
             s.reconnects += reconnects
+            s.resentByKind.merge(kinds, uniquingKeysWith: +)
+            // A run's own counters, at its end (a resume's first, before its
+            // start, counts only possible duplicates): its ticks are counted.
+            if resends > 0 || reconnects > 0 {
+                // Journals from before kinds were in `counters`: the run's last tick's.
+                if kinds.isEmpty { s.resentByKind.merge(s.unclosedTick?.resentByKind ?? [:], uniquingKeysWith: +) }
+                s.unclosedTick = nil
+            }
         case .clock(let seconds):
             if !s.runStartedAt.isEmpty, s.runStartedAt[s.runStartedAt.count - 1] == nil { s.runStartedAt[s.runStartedAt.count - 1] = seconds }
         case .wait(let until):
@@ -296,9 +323,11 @@ public final class Journal: @unchecked Sendable {
         case .woke:
             s.woke = true
         case .end(let outcome):
+            s.unclosedTick = nil   // its counters were written (zeros, if it had nothing to count)
             s.outcome = outcome
             if !s.runOutcomes.isEmpty { s.runOutcomes[s.runOutcomes.count - 1] = outcome }
         case .tick(let tick):
+            if s.outcome == nil { s.unclosedTick = tick }   // a run that ended counted itself
             if s.timeline.isEmpty { s.timeline.append([]) }
             s.timeline[s.timeline.count - 1].append(tick)
         }

@@ -16,8 +16,8 @@ public enum JournalRecord: Equatable, Sendable {
     case fail(SendFailure)
     /// The plan was read to its end (`crc32`: its trailer's checksum).
     case plan(records: Int, crc32: String?, incomplete: Bool)
-    /// Counts added up over runs.
-    case counters(resends: Int, duplicatesRisked: Int, reconnects: Int)
+    /// Counts added up over runs (`resentByKind`: a run's resends by why, at its end).
+    case counters(resends: Int, duplicatesRisked: Int, reconnects: Int, resentByKind: [String: Int] = [:])
     /// How a run ended (a ``SendOutcome`` raw value).
     case end(outcome: String)
     /// Once a second while a run sends: its counts so far (this run's, from its start).
@@ -82,9 +82,10 @@ public enum JournalRecord: Equatable, Sendable {
         case .plan(let records, let crc32, let incomplete):
             return .object([("t", .string("plan")), ("records", n(records)), ("crc32", crc32.map { .string($0) } ?? .null),
                             ("incomplete", .bool(incomplete))])
-        case .counters(let resends, let risked, let reconnects):
+        case .counters(let resends, let risked, let reconnects, let kinds):
             return .object([("t", .string("counters")), ("resends", n(resends)), ("duplicates_risked", n(risked)),
-                            ("reconnects", n(reconnects))])
+                            ("reconnects", n(reconnects))]
+                           + (kinds.isEmpty ? [] : [("resent_by_kind", .object(kinds.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) }))]))
         case .end(let outcome):
             return .object([("t", .string("end")), ("outcome", .string(outcome))])
         case .clock(let seconds):
@@ -143,7 +144,8 @@ public enum JournalRecord: Equatable, Sendable {
         case "plan":
             self = .plan(records: int("records"), crc32: v["crc32"]?.stringValue, incomplete: v["incomplete"] == .bool(true))
         case "counters":
-            self = .counters(resends: int("resends"), duplicatesRisked: int("duplicates_risked"), reconnects: int("reconnects"))
+            self = .counters(resends: int("resends"), duplicatesRisked: int("duplicates_risked"), reconnects: int("reconnects"),
+                             resentByKind: Self.kinds(v["resent_by_kind"]))
         case "end":
             guard let outcome = v["outcome"]?.stringValue else { return nil }
             self = .end(outcome: outcome)
@@ -165,11 +167,16 @@ public enum JournalRecord: Equatable, Sendable {
             self = .tick(Tick(second: int("s"), accepted: int("accepted"), failed: int("failed"), resent: int("resent"),
                               connections: int("connections"), open: v["open"]?.integerValue.map { Int($0) },
                               roundTripMilliseconds: v["rtt_ms"]?.doubleValue,
-                              resentByKind: v["resent_by_kind"]?.objectMembers.map { members in
-                                  Dictionary(members.compactMap { m in m.value.integerValue.map { (m.key, Int($0)) } }, uniquingKeysWith: max)
-                              } ?? [:]))
+                              resentByKind: Self.kinds(v["resent_by_kind"])))
         default:
             return nil
         }
+    }
+
+    /// `{"429 TooManyRequests":n,…}`; empty when absent (older journals).
+    private static func kinds(_ value: JSONValue?) -> [String: Int] {
+        value?.objectMembers.map { members in
+            Dictionary(members.compactMap { m in m.value.integerValue.map { (m.key, Int($0)) } }, uniquingKeysWith: max)
+        } ?? [:]
     }
 }

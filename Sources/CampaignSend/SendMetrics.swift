@@ -28,7 +28,7 @@ public enum SendMetrics {
                [("", String(whole.skipped))])
         metric("resends_total", "counter", "Notifications sent again (discarded after a refusal, or unproven on a lost connection).", [("", String(whole.resends))])
         metric("resent_by_kind_total", "counter", "Notifications sent again, by why (HTTP/2: 429, 500, 503, REFUSED_STREAM, lost connection).",
-               counts.resentByKind.sorted { $0.key < $1.key }.map { (",kind=\"\(escaped($0.key))\"", String($0.value)) })
+               whole.resentByKind.sorted { $0.key < $1.key }.map { (",kind=\"\(escaped($0.key))\"", String($0.value)) })
         metric("duplicates_risked_total", "counter", "Notifications that may have been delivered twice.", [("", String(whole.duplicatesRisked))])
         metric("connections_total", "counter", "Connections established to the gateway.", [("", String(whole.reconnects))])
         metric("drops_total", "counter", "Connections lost without a response.", [("", String(counts.drops))])

@@ -97,6 +97,8 @@ public struct SendTotals: Sendable, Equatable {
     public var failedByStatus: [Int: Int] = [:]
     public var failedByReason: [String: Int] = [:]
     public var resends = 0
+    /// Resends by why ("429 TooManyRequests": n).
+    public var resentByKind: [String: Int] = [:]
     public var duplicatesRisked = 0
     public var reconnects = 0
 
@@ -114,6 +116,7 @@ public struct SendTotals: Sendable, Equatable {
             failedByReason[f.cause.label, default: 0] += 1
         }
         resends = (before?.resends ?? 0) + run.resends
+        resentByKind = (before?.resentByKind ?? [:]).merging(run.resentByKind, uniquingKeysWith: +)
         duplicatesRisked = (before?.duplicatesRisked ?? 0) + run.duplicatesRisked
         reconnects = (before?.reconnects ?? 0) + run.reconnects
         skipped = (before?.skipped.count ?? 0) + run.skipped
@@ -195,7 +198,8 @@ public struct SendReport: Sendable {
             ("accepted", n(whole.accepted)), ("presumed", n(whole.presumed)), ("failed", n(whole.failed)), ("skipped", n(whole.skipped)),
             ("next_moment", nextMoment.map { .string(utcText($0)) } ?? .null),
             ("failed_by_status", byStatus(whole.failedByStatus)), ("failed_by_reason", byName(whole.failedByReason)),
-            ("resends", n(whole.resends)), ("duplicates_risked", n(whole.duplicatesRisked)), ("reconnects", n(whole.reconnects)),
+            ("resends", n(whole.resends)), ("resent_by_kind", byName(whole.resentByKind)),
+            ("duplicates_risked", n(whole.duplicatesRisked)), ("reconnects", n(whole.reconnects)),
             ("pool_connections", n(poolConnections)),
             ("round_trip_ms", roundTripMilliseconds.map { .number(String(($0 * 10).rounded() / 10)) } ?? .null),
             ("seconds", .number(format3(seconds))),

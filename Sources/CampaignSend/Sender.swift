@@ -326,7 +326,8 @@ public final class Sender: @unchecked Sendable {
                 : "the plan has no trailer: it was cut short upstream; everything it held was sent")
         }
         try journal.append(.sent(below: Dictionary(uniqueKeysWithValues: shared.sentBelowByShard.map { (Int($0.key), Int($0.value)) })))
-        try journal.append(.counters(resends: report.resends, duplicatesRisked: counts.duplicatesRisked, reconnects: report.reconnects))
+        try journal.append(.counters(resends: report.resends, duplicatesRisked: counts.duplicatesRisked, reconnects: report.reconnects,
+                                     resentByKind: report.resentByKind))
         try journal.append(.end(outcome: report.outcome.rawValue))
         try journal.checkpoint()
         try updateFeedbackStore()

@@ -24,6 +24,7 @@ import CampaignTestSupport
         .plan(records: 100, crc32: "0a1b2c3d", incomplete: false),
         .plan(records: 50, crc32: nil, incomplete: true),
         .counters(resends: 4, duplicatesRisked: 2, reconnects: 9),
+        .counters(resends: 3, duplicatesRisked: 0, reconnects: 1, resentByKind: ["429 TooManyRequests": 2, "lost connection": 1]),
         .end(outcome: "complete"),
         .tick(.init(second: 3, accepted: 120, failed: 1, resent: 4, connections: 2)),
     ]
@@ -104,11 +105,56 @@ import CampaignTestSupport
         #expect(state.failures.map(\.seq) == [41, 42] && state.failures[0].token == [0xAB, 0x01])
         #expect(state.done[2]?.contains(5) == true && state.done[2]?.contains(9) == true && state.done[2]?.contains(6) == false)
         #expect(state.planRecords == 50 && state.planIncomplete && state.planChecksum == nil, "the later plan record wins")
-        #expect(state.resends == 4 && state.duplicatesRisked == 2 && state.reconnects == 9)
+        #expect(state.resends == 7 && state.duplicatesRisked == 2 && state.reconnects == 10)
+        #expect(state.resentByKind == ["429 TooManyRequests": 2, "lost connection": 1])
         #expect(state.outcome == "complete")
         #expect(state.runs == 1)
         #expect(state.timeline == [[.init(second: 3, accepted: 120, failed: 1, resent: 4, connections: 2)]])
         let sentLine = try String(contentsOfFile: dir.file("j/journal.log"), encoding: .utf8).split(separator: "\n")[1].dropFirst(9)
         #expect(JournalRecord(json: try JSONValue.parse(String(sentLine))) == .sent(below: [0: 12, 7: 3]))
+    }
+
+    /// A run killed before its end wrote no counters: its last tick counts
+    /// its resends and connections, once, in the whole send; a resume's
+    /// first counters (possible duplicates only) change nothing of that.
+    @Test func aKilledRunCountsByItsLastTick() throws {
+        let dir = TemporaryDirectory("journal-killed")
+        let journal = try Journal.create(directory: dir.file("j"), settings: Self.settings, planHeader: .null)
+        func tick(_ second: Int, _ resent: Int, _ connections: Int, _ kinds: [String: Int]) -> JournalRecord {
+            .tick(.init(second: second, accepted: 10 * second, failed: 0, resent: resent, connections: connections, resentByKind: kinds))
+        }
+        let killed: [JournalRecord] = [.clock(unixSeconds: 1_700_000_000), tick(1, 2, 4, ["429 TooManyRequests": 2]),
+                                       tick(2, 5, 5, ["429 TooManyRequests": 3, "503 ServiceUnavailable": 2])]
+        for record in killed { try journal.append(record) }
+        try journal.checkpoint()
+        var state = try Journal.read(directory: dir.file("j"))
+        #expect(state.resends == 5 && state.reconnects == 5 && state.resentByKind == ["429 TooManyRequests": 3, "503 ServiceUnavailable": 2],
+                "a run without an end, as status sees it")
+        let resumed: [JournalRecord] = [
+            .counters(resends: 0, duplicatesRisked: 7, reconnects: 0),
+            .start(settings: Self.settings, planHeader: .null), .clock(unixSeconds: 1_700_000_100),
+            tick(1, 1, 4, ["lost connection": 1]),
+            .counters(resends: 3, duplicatesRisked: 1, reconnects: 4, resentByKind: ["lost connection": 1, "503 ServiceUnavailable": 2]),
+            .end(outcome: "complete"),
+        ]
+        for record in resumed { try journal.append(record) }
+        try journal.checkpoint()
+        state = try Journal.read(directory: dir.file("j"))
+        #expect(state.runs == 2 && state.runOutcomes == [nil, "complete"])
+        #expect(state.resends == 8 && state.reconnects == 9 && state.duplicatesRisked == 8)
+        #expect(state.resentByKind == ["429 TooManyRequests": 3, "503 ServiceUnavailable": 4, "lost connection": 1])
+    }
+
+    /// A journal from before `counters` held kinds: a run's kinds are its last tick's.
+    @Test func anOlderJournalsKindsComeFromTheRunsLastTick() throws {
+        let dir = TemporaryDirectory("journal-older")
+        let journal = try Journal.create(directory: dir.file("j"), settings: Self.settings, planHeader: .null)
+        for record: JournalRecord in [.tick(.init(second: 1, accepted: 5, failed: 0, resent: 2, connections: 2, resentByKind: ["429 TooManyRequests": 2])),
+                                      .counters(resends: 3, duplicatesRisked: 0, reconnects: 2), .end(outcome: "complete")] {
+            try journal.append(record)
+        }
+        try journal.checkpoint()
+        let state = try Journal.read(directory: dir.file("j"))
+        #expect(state.resends == 3 && state.reconnects == 2 && state.resentByKind == ["429 TooManyRequests": 2])
     }
 }
