@@ -102,6 +102,11 @@ struct GatewaySession {
                 respond(error.errorResponse, connection: connection, cancellation: cancellation)
                 return .refused
             }
+            if !faults.poisonTokens.isEmpty, faults.poisonTokens.contains(Array(notification.token)) {
+                progress.discarded = Self.countComplete(&decoder)
+                progress.ending = "dropped on a poison token"
+                return .dropped
+            }
             if let status = refusal(of: notification) {
                 progress.rejected = status
                 progress.discarded = Self.countComplete(&decoder)

@@ -12,6 +12,10 @@ public struct FaultPlan: Sendable {
     /// After this many notifications accepted on one connection, close it hard,
     /// without an error response.
     public var dropEvery: Int? = nil
+    /// Tokens whose notification makes the gateway close the connection
+    /// hard, without a response and without accepting it: a notification
+    /// that kills every connection it is sent on.
+    public var poisonTokens: Set<[UInt8]> = []
     /// Probability that a notification is answered with status 1 (processing error).
     public var errorRate: Double = 0
     /// Seed for `errorRate`; connection N draws from seed + N, so a run is reproducible.
@@ -38,7 +42,7 @@ public struct FaultPlan: Sendable {
 
     /// Whether any fault is configured.
     public var isEmpty: Bool {
-        badTokens.isEmpty && shutdownAfter == nil && dropEvery == nil && errorRate == 0 && readDelayMilliseconds == 0
+        badTokens.isEmpty && shutdownAfter == nil && dropEvery == nil && poisonTokens.isEmpty && errorRate == 0 && readDelayMilliseconds == 0
             && unregistered.isEmpty && throttleRate == 0 && goAwayAfter == nil && maxStreams == nil && stallAfter == nil && tokenUpdateRefusals == 0
     }
 }

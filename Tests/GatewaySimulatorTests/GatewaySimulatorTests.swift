@@ -159,6 +159,19 @@ func payload(_ text: String) -> [UInt8] { Array(#"{"aps":{"alert":"\#(text)"}}"#
         #expect(sim.simulator.currentStatistics().connections.first?.ending == "dropped after 2 accepted")
     }
 
+    @Test func aPoisonTokenClosesTheConnectionHardWithoutAcceptingIt() throws {
+        var faults = FaultPlan()
+        faults.poisonTokens = [token(3)]
+        let sim = try RunningSimulator(faults: faults)
+        var bytes: [UInt8] = []
+        for id in 1...5 { Notification(format: .frame, token: token(UInt8(id)), payload: payload("n"), identifier: UInt32(id)).encode(into: &bytes) }
+        let connection = try sim.connect()
+        try connection.write(bytes)
+        #expect(try sim.readUntilClosed(connection).isEmpty, "no error response")
+        #expect(try sim.recorded().count == 2, "the two before it, not it")
+        #expect(sim.simulator.currentStatistics().connections.first?.ending == "dropped on a poison token")
+    }
+
     @Test func errorRateAnswersProcessingErrors() throws {
         var faults = FaultPlan()
         faults.errorRate = 1
