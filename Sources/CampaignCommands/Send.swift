@@ -58,7 +58,7 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("h2 plans: a request unanswered for S seconds (or work waiting that long on a server that allows no stream) drops its connection, and what was open on it goes again as possible duplicates; also the TLS handshake's limit, at most 10 s (default 30).", valueName: "s"))
     var answerTimeout: Double?
 
-    @Option(help: ArgumentHelp("h2 plans: when the gateway has failed for S seconds with nothing accepted (5xx, 429, resets, refused streams, connections that achieve nothing), stop with exit 69 and leave the rest for --resume (default 120).", valueName: "s"))
+    @Option(help: ArgumentHelp("When the gateway has failed for S seconds with nothing accepted (h2: 5xx, 429, resets, refused streams, connections that achieve nothing; binary: status 1, 255, undefined codes), stop with exit 69 and leave the rest for --resume (default 120).", valueName: "s"))
     var outageLimit: Double?
 
     @Option(help: ArgumentHelp("How many connections: auto (the default) or N (1-128, exactly). With auto, h2 plans start with 4 connections and add more while the server's window or stream limit holds them back and each step raises the rate, up to --max-connections; binary plans use 4.", valueName: "auto|N"))

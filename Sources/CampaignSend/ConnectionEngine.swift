@@ -134,7 +134,11 @@ final class ConnectionEngine {
     /// With no connection and nothing to send now: sleeps until `due` (a
     /// retry's time), new frames, the stop or the halt.
     func waitForWork(until due: UInt64?) {
-        if let due {
+        if let due, !inputFinished, !isRetiring {
+            // Frames that come meanwhile need not wait for the retry (a
+            // backoff may be 30 s): they wake the wait, as without one.
+            queue.waitForFrames(orAnyOf: [shared.cancellation, shared.halt], timeout: Self.milliseconds(until: due, from: now))
+        } else if let due {
             _ = sleep(until: Deadline(nanoseconds: due), cancellation: shared.halt)
         } else {
             queue.waitForFrames(orAnyOf: [shared.cancellation, shared.halt])

@@ -13,6 +13,9 @@ import CampaignTLS
 /// decides what the gateway's answer (or silence) proves. A connection lost
 /// without a response leaves the whole window unproven: it is sent again
 /// (possible duplicates, counted) and proofs come more often from then on.
+/// Nothing the gateway does for its own reasons (status 1, 255, undefined
+/// codes, lost connections) makes a notification final: it is sent again
+/// after a backoff, or left pending for `--resume`.
 final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     let engine: ConnectionEngine
     let format: NotificationFormat
@@ -21,6 +24,11 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var settings: SendSettings { engine.settings }
 
     private var resends = ResendQueue()
+    /// Notifications refused for the gateway's own trouble (status 1, 255,
+    /// undefined codes), each waiting out its backoff before it joins ``resends``.
+    private var waiting: [(due: UInt64, resend: Resend)] = []
+    /// Connections in a row whose first notification the gateway failed for its own trouble.
+    private var refusedFirstInARow = 0
     private var window = UnprovenWindow()
     private var strikes = DropStrikes()
 
@@ -60,15 +68,22 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     // MARK: - The engine's turns
 
     var isConnected: Bool { connection != nil }
-    /// Resends go at once (their connection was lost, not refused).
-    var nextRetryDue: UInt64? { nil }
+    /// When the first notification waiting out its backoff falls due (the
+    /// discarded and the unproven go at once: they were never refused).
+    var nextRetryDue: UInt64? { waiting.lazy.map(\.due).min() }
 
     func beginTurn() -> Bool {
+        let t = now
+        if !waiting.isEmpty, waiting.contains(where: { $0.due <= t }) {
+            resends.pushFront(waiting.filter { $0.due <= t }.map(\.resend))
+            waiting.removeAll { $0.due <= t }
+        }
         // Finished, with or without a connection: the simple format never
         // gets a response that closes its last connection, so waiting for
         // one to close first kept such a send running for ever. (Without a
         // connection the window is empty: it is emptied with its connection.)
-        !(!hasWork && window.notificationCount == 0 && (engine.inputFinished || shared.isStopping))
+        // A stop leaves what waits out a backoff pending for the resume.
+        return !(!hasWork && window.notificationCount == 0 && ((engine.inputFinished && waiting.isEmpty) || shared.isStopping))
     }
 
     func connect() -> Bool {
@@ -163,6 +178,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         if unwritten > 0 && !wantWrite, let dueAt { timeout = ConnectionEngine.milliseconds(until: dueAt, from: t) }
         if engine.rate != nil && hasWork { timeout = min(timeout, 5) }
         if !window.hasProof, let due = cadence.millisecondsUntilDue(now: t) { timeout = min(timeout, due) }
+        if let due = nextRetryDue { timeout = min(timeout, ConnectionEngine.milliseconds(until: due, from: t)) }
         let watchQueue = !engine.inputFinished && engine.queueEmpty && !window.hasProof && unwritten < settings.batchBytes
         let readable = engine.wait(on: connection.socket.fd, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0),
                                    watchQueue: watchQueue, timeout: timeout)
@@ -261,6 +277,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         }
         acceptedOnConnection += resolution.outcome.accepted
         requeue(resolution.resend)
+        retryLater(resolution.retryLater, status: response.status)
         if resolution.wasShutdown { shared.count(shutdowns: 1) }
         var outcome = resolution.outcome
         // Status 8 (invalid token) is the binary interface's unregistered
@@ -270,7 +287,32 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         }
         shared.record(outcome)
         if resolution.outcome.accepted > 0 { strikes.clear(); engine.dialer.productive() }
+        // After the record: what it accepted ends the last streak of trouble, this starts the next.
+        if !resolution.retryLater.isEmpty {
+            shared.serverTrouble("status \(response.status.rawValue) (\(response.status.meaning))", limitSeconds: settings.outageLimitSeconds)
+        }
         closeConnection(abort: false)
+        if resolution.retryLater.isEmpty || acceptedOnConnection > 0 {
+            refusedFirstInARow = 0
+        } else if !shared.isStopping {
+            // The gateway failed the first thing it read on this connection:
+            // pause before the next, longer each time in a row (as a retry's
+            // backoff), so a gateway that answers status 1 to everything is
+            // not redialled, and sent a batch, at handshake speed.
+            refusedFirstInARow += 1
+            _ = sleep(until: .after(seconds: RetryBackoff.seconds(retries: refusedFirstInARow, base: settings.retryBackoffSeconds)),
+                      cancellation: shared.halt)
+        }
+    }
+
+    /// Refused for the gateway's own trouble: again after a backoff that grows with each refusal, never final.
+    private func retryLater(_ refused: [Resend], status: ErrorResponse.Status) {
+        guard !refused.isEmpty else { return }
+        for r in refused {
+            let seconds = RetryBackoff.seconds(retries: Int(r.attempts), base: settings.retryBackoffSeconds)
+            waiting.append((now + UInt64(seconds * 1e9), r))
+        }
+        shared.count(resends: refused.count, kind: "status \(status.rawValue) \(status.meaning)")
     }
 
     private func requeue(_ fresh: [Resend]) {
@@ -289,14 +331,14 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             let fruitless = countStrike && acceptedOnConnection == 0
             let gatewayHasAnswered = fruitless ? shared.connectionWasFruitless() : true
             if fruitless, gatewayHasAnswered, let first = lost.first, strikes.strike(first.seq) {
-                // The same notification heads every lost connection: quarantine it.
-                var outcome = ProofOutcome()
-                let token = sent[NotificationEncoder.deviceTokenRange(inPacket: sent[first.start..<first.end], format: format)]
-                outcome.fail(first, status: .unknown, token: Array(token), gaveUp: true, attempts: DropStrikes.quarantineAfter)
-                shared.record(outcome)
-                engine.log("plan record \(first.seq) was at the head of \(DropStrikes.quarantineAfter) lost connections in a row; quarantined")
+                // The same notification heads every lost connection: it may be
+                // what kills them, or the gateway may be failing. Not sent again
+                // in this run (it must not loop for ever), not final either: the
+                // run ends with 69 and `--resume` sends it. It stays counted as
+                // a possible duplicate, since the resume sends it again.
+                shared.parked()
+                engine.log("plan record \(first.seq) was at the head of \(DropStrikes.parkAfter) lost connections in a row; it is not sent again in this run (resume to send it)")
                 lost.removeFirst()
-                risked = max(0, risked - 1)
             } else {
                 cadence.connectionLost(risked: risked)
             }

@@ -119,8 +119,7 @@ extension H2ConnectionWorker {
     /// bounded exponential backoff with jitter. Never final: the server's
     /// trouble says nothing about the notification.
     func later(_ item: Item, afterSeconds: Int?, kind: String) {
-        let base = afterSeconds.map(Double.init)
-            ?? min(30, 0.25 * Double(1 << min(max(item.retries, 1) - 1, 7))) * Double.random(in: 0.5...1.5)
+        let base = afterSeconds.map(Double.init) ?? RetryBackoff.seconds(retries: item.retries, base: settings.retryBackoffSeconds)
         waiting.append((now + UInt64(base * 1e9), item))
         shared.count(resends: 1, kind: kind)
     }

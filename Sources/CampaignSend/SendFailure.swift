@@ -74,10 +74,13 @@ public struct SendFailure: Equatable, Sendable {
     public var ordinal: Int
     public var cause: FailureCause
     public var token: [UInt8]
-    /// Whether the sender gave up after retries rather than on the first answer.
+    /// Whether the sender gave up after retries rather than on the first
+    /// answer. Only journals of earlier versions hold such failures: the
+    /// gateway's trouble (status 1, 255, lost connections) is never final now.
     public var gaveUp: Bool
-    /// Times it was sent: 1, or more after retries (4 for status 1 given up,
-    /// 5 for one quarantined for heading lost connections).
+    /// Times it was sent: 1, or more after retries (in journals of earlier
+    /// versions, 4 for status 1 given up, 5 for one quarantined for heading
+    /// lost connections).
     public var attempts: Int
     /// When the token stopped being valid (UNIX seconds), for the suppression
     /// store: HTTP/2 410 (its timestamp, never later than the answer) and
@@ -106,9 +109,10 @@ public struct SendFailure: Equatable, Sendable {
         FailureCause(status: status, journaledReason: nil).description
     }
 
-    /// What the failure means, in words.
+    /// What the failure means, in words. (The given-up wordings are for
+    /// journals of earlier versions, which made the gateway's trouble final.)
     public var reason: String {
-        if gaveUp, cause == .binary(.unknown), attempts >= DropStrikes.quarantineAfter {
+        if gaveUp, cause == .binary(.unknown), attempts >= DropStrikes.parkAfter {
             return "quarantined: it headed \(attempts) connections in a row that were lost without an answer"
         }
         return gaveUp ? "\(cause), given up after \(attempts) attempts" : cause.description

@@ -36,6 +36,20 @@ struct TokenBucket {
     }
 }
 
+/// The wait before a notification the server asked to send again (binary
+/// status 1, 255 and undefined codes; HTTP/2 429, 5xx, resets without a
+/// `retry-after`): `base` (``SendSettings/retryBackoffSeconds``, 0.25 s)
+/// doubling with each retry to 30 s, drawn between half and one and a half
+/// times that, so that notifications refused together do not come back together.
+enum RetryBackoff {
+    static let maximumSeconds = 30.0
+
+    /// Seconds to wait before retry number `retries` (1 for the first).
+    static func seconds(retries: Int, base: Double) -> Double {
+        min(maximumSeconds, base * Double(1 << min(max(retries, 1) - 1, 16))) * Double.random(in: 0.5...1.5)
+    }
+}
+
 /// Delays between failed connection attempts: 100 ms doubling to 30 s, each
 /// drawn between half and one and a half times that (so that connections
 /// that failed together do not come back together).

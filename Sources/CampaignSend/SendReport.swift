@@ -15,11 +15,13 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
     case credentialRefused(String)
     /// HTTP/2: this many requests in a row were refused as malformed (a bug in the plan or in us).
     case malformedRequests(count: Int, last: String)
-    /// HTTP/2: the gateway kept failing (5xx, 429, resets, connections that
-    /// achieved nothing) for this long with nothing accepted: resumable.
+    /// The gateway kept failing (HTTP/2: 5xx, 429, resets, connections that
+    /// achieved nothing; binary: status 1, 255, undefined codes) for this
+    /// long with nothing accepted: resumable.
     case serverTrouble(seconds: Int, count: Int, last: String)
-    /// HTTP/2: notifications were open on too many lost connections each; not
-    /// sent again in this run (possible duplicates), left for `--resume`.
+    /// Notifications were on too many lost connections each (HTTP/2: open on
+    /// 3; binary: at the head of 5 in a row); not sent again in this run
+    /// (possible duplicates), not final, left for `--resume`.
     case notificationsParked(count: Int)
 
     public var description: String {
@@ -34,7 +36,7 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
         case .serverTrouble(let seconds, let count, let last):
             "Stopping: the gateway has been failing for \(seconds) s with nothing accepted (\(count) times; the last: \(last)); nothing it failed is final: resume later with `campaign send --resume`"
         case .notificationsParked(let n):
-            "Stopping: \(n) notification\(n == 1 ? " was" : "s were") open on \(H2NotificationLimits.maxLosses) lost connections each and not sent again in this run (possible duplicates); resume later to send \(n == 1 ? "it" : "them")"
+            "Stopping: \(n) notification\(n == 1 ? " was" : "s were") on too many lost connections (over HTTP/2 open on \(H2NotificationLimits.maxLosses), over the binary interface at the head of \(DropStrikes.parkAfter) in a row, each) and not sent again in this run (possible duplicates); none is final: resume later with `campaign send --resume` to send \(n == 1 ? "it" : "them")"
         }
     }
 }
@@ -242,8 +244,10 @@ public struct SendReport: Sendable {
                 + "and requests open on a lost connection, which may be duplicates"
                 + (resentByKind.isEmpty ? "" : ": " + resentByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")) + ")"
         } else if resends > 0 {
-            s += "\n  (resent: discarded by the gateway after a refusal or shutdown on their connection, or unproven when one was lost; "
-                + "the gateway confirms nothing, so each connection ends with a proof of acceptance, a notification it must refuse)"
+            s += "\n  (resent: discarded by the gateway after a refusal or shutdown on their connection, refused for the gateway's own trouble "
+                + "(status 1, 255, undefined codes: again after a backoff, never final), or unproven when one was lost; "
+                + "the gateway confirms nothing, so each connection ends with a proof of acceptance, a notification it must refuse"
+                + (resentByKind.isEmpty ? "" : ": " + resentByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")) + ")"
         }
         if let message { s += "\n  \(message)" }
         return s

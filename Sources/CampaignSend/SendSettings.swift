@@ -44,10 +44,16 @@ public struct SendSettings: Equatable, Sendable {
     /// dropped, and what was open on it sent again as possible duplicates.
     /// Also the TLS handshake's limit, at most 10 s.
     public var answerTimeoutSeconds = 30.0
-    /// HTTP/2: how long the gateway may keep failing (5xx, 429, resets,
-    /// refused streams, connections that achieve nothing) with nothing
-    /// accepted before the send stops with 69, the rest left for `--resume`.
+    /// How long the gateway may keep failing (HTTP/2: 5xx, 429, resets,
+    /// refused streams, connections that achieve nothing; binary: status 1,
+    /// 255, undefined codes) with nothing accepted before the send stops
+    /// with 69, the rest left for `--resume`.
     public var outageLimitSeconds = 120.0
+    /// The first backoff of a notification the server asked to send again
+    /// (binary status 1, 255 and undefined codes; HTTP/2 429, 5xx, resets
+    /// without a `retry-after`): doubling from it, with jitter, to 30 s.
+    /// Neither an option nor journaled: tests shorten it.
+    public var retryBackoffSeconds = 0.25
     /// HTTP/2 token authentication: the `.p8` key, its id and the team id.
     public var authKey: String?
     public var keyID: String?

@@ -161,7 +161,8 @@ final class SendShared: @unchecked Sendable {
 
     /// The gateway failed us without saying anything about a notification (a
     /// 5xx or 429, a reset, a refused stream, a lost, silent or fruitless
-    /// connection): the notification is retried, never final. When such
+    /// connection; binary status 1, 255 or an undefined code): the
+    /// notification is retried, never final. When such
     /// trouble has lasted ``SendSettings/outageLimitSeconds`` with nothing
     /// accepted or finally refused in between, the send stops with 69 and
     /// leaves the rest for `--resume`.
@@ -213,8 +214,9 @@ final class SendShared: @unchecked Sendable {
         return roundTrips.sorted()[roundTrips.count / 2]
     }
 
-    /// A notification that was open on too many lost connections: not sent
-    /// again in this run, left pending (a possible duplicate already).
+    /// A notification that was on too many lost connections (HTTP/2: open on
+    /// 3; binary: at the head of 5 in a row): not sent again in this run,
+    /// left pending (a possible duplicate already); the run ends with 69.
     func parked() {
         mutex.lock(); parkedCount += 1; mutex.unlock()
     }
@@ -226,7 +228,7 @@ final class SendShared: @unchecked Sendable {
 
     /// Connections in a row, over all workers, that may end with nothing
     /// proven before the send gives up (resumable): enough for every worker
-    /// to quarantine one notification that kills its connections.
+    /// to park one notification that kills its connections.
     static func fruitlessLimit(connections: Int) -> Int { 5 * connections + 5 }
 
     /// A connection ended with nothing proven (no acceptance, no refusal):

@@ -311,7 +311,14 @@ public final class Sender: @unchecked Sendable {
             case .unreachable, .unproductive, .serverTrouble, .notificationsParked: report.outcome = .gaveUp
             case .malformedRequests: report.outcome = .malformed
             }
-            report.message = failure.description + (pendingNote.map { " (\($0))" } ?? "")
+            var notes = [pendingNote].compactMap { $0 }
+            if report.outcome == .gaveUp {
+                // What the stop left for the resume, so the operator knows its size.
+                let pending = max(0, report.planRecords - report.alreadyDone - report.accepted - report.presumed - report.failed - report.skipped)
+                notes.append("\(pending) notification\(pending == 1 ? "" : "s")\(planFullyRead ? "" : " read so far") left pending"
+                             + (planFullyRead ? "" : ", and the rest of the plan"))
+            }
+            report.message = failure.description + (notes.isEmpty ? "" : " (" + notes.joined(separator: "; ") + ")")
         } else if shared.journalFailure != nil || cancellation.isCancelled || shared.isStopping {
             report.outcome = .interrupted
         } else if let next = gate.nextMoment, readError == nil {

@@ -10,7 +10,8 @@ struct InFlight: Equatable {
     /// Where its packet sits in the connection's sent bytes.
     var start: Int
     var end: Int
-    /// Refusals so far (status 1, 255, undefined codes), for the retry limit.
+    /// Refusals so far (status 1, 255, undefined codes): the exponent of its
+    /// backoff, and the attempts a report names. Saturates; never a limit.
     var attempts: UInt8
     /// A proof of acceptance, not a notification of the plan.
     var isProof: Bool = false
@@ -58,8 +59,10 @@ struct ProofOutcome {
 /// since it opened, in order, and at most one proof after them.
 ///
 /// An error response splits it (``resolve(_:packets:format:)``): before the
-/// named notification, accepted; the named one, final or retried according
-/// to its status; after it, discarded by the gateway and sent again, exactly.
+/// named notification, accepted; the named one, final when the answer is
+/// about it (status 8, 2–7, 128) and otherwise the gateway's trouble, sent
+/// again after a backoff; after it, discarded by the gateway and sent again,
+/// exactly.
 /// A connection lost without a response proves nothing
 /// (``lost(written:)``). Pure: no I/O, so tests drive it with packets alone.
 struct UnprovenWindow {
@@ -68,10 +71,6 @@ struct UnprovenWindow {
     private(set) var notificationCount = 0
     /// Whether a proof has been appended (and so nothing more may be).
     private(set) var hasProof = false
-
-    /// Times a notification refused with status 1, 255 or an undefined code
-    /// is sent again: 3 retries, 4 attempts in all, as the README promises.
-    static let maxRetries: UInt8 = 3
 
     var isEmpty: Bool { entries.isEmpty }
 
@@ -98,9 +97,13 @@ struct UnprovenWindow {
     /// What an error response made of the window.
     struct Resolution {
         var outcome = ProofOutcome()
-        /// To send again before anything else, in this order: the discarded
-        /// notifications after the named one, then the named one if retried.
+        /// To send again before anything else, in order: the discarded
+        /// notifications after the named one (the gateway never processed them).
         var resend: [Resend] = []
+        /// The named notification, refused for the gateway's own trouble
+        /// (status 1, 255, a code no guide defines): to send again after a
+        /// backoff, never final; its `attempts` counts this refusal.
+        var retryLater: [Resend] = []
         /// Refused with a status that means a bug in the plan or the encoder (2–7, 128).
         var refusedAsMalformed: [(seq: UInt64, status: ErrorResponse.Status)] = []
         var wasShutdown = false
@@ -122,7 +125,6 @@ struct UnprovenWindow {
         }
         guard let i = named else { return nil }
         accept(entries[..<i], into: &result.outcome)
-        var retried: [Resend] = []
         let entry = entries[i]
         if !entry.isProof {
             let token = Array(packets[NotificationEncoder.deviceTokenRange(inPacket: packets[entry.start..<entry.end], format: format)])
@@ -135,17 +137,15 @@ struct UnprovenWindow {
                 result.outcome.fail(entry, status: response.status, token: token, gaveUp: false)
             default:
                 // Processing errors, "unknown" and codes the guides do not
-                // define: worth a bounded number of retries.
+                // define say nothing about the notification: the gateway's
+                // state, so never final, however often (a gateway that keeps
+                // failing ends the send by the outage limit, resumable).
                 var again = entry
-                again.attempts += 1
-                if again.attempts > Self.maxRetries {
-                    result.outcome.fail(entry, status: response.status, token: token, gaveUp: true)
-                } else {
-                    retried = [Resend(again, packets: packets)]
-                }
+                again.attempts = again.attempts == .max ? .max : again.attempts + 1
+                result.retryLater = [Resend(again, packets: packets)]
             }
         }
-        result.resend = resends(entries[(i + 1)...], packets: packets) + retried
+        result.resend = resends(entries[(i + 1)...], packets: packets)
         return result
     }
 
@@ -215,17 +215,19 @@ struct ResendQueue {
 }
 
 /// Which notification headed connections lost with nothing accepted: one
-/// that heads 5 in a row is taken to kill them and is quarantined (failed,
-/// given up) rather than sent for ever.
+/// that heads 5 in a row may be what kills them, and is parked: not sent
+/// again in this run, so it cannot loop for ever, and not final either (a
+/// lost connection says nothing certain about a notification): the run
+/// ends with 69 and `--resume` sends it.
 struct DropStrikes {
     private var strikes: [UInt64: Int] = [:]
-    static let quarantineAfter = 5
+    static let parkAfter = 5
 
     /// Counts a lost connection headed by `seq`; true when it is the fifth
     /// (and `seq` is then forgotten).
     mutating func strike(_ seq: UInt64) -> Bool {
         let n = (strikes[seq] ?? 0) + 1
-        if n >= Self.quarantineAfter {
+        if n >= Self.parkAfter {
             strikes[seq] = nil
             return true
         }

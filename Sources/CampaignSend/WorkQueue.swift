@@ -185,11 +185,12 @@ final class WorkQueue: @unchecked Sendable {
     }
 
     /// Sleeps until a frame is pushed, the queue closes, one of `pipes` is
-    /// readable, or a second passes; at once when frames are waiting.
-    func waitForFrames(orAnyOf pipes: [CancellationPipe]) {
+    /// readable, or `timeout` milliseconds (at most a second) pass; at once
+    /// when frames are waiting.
+    func waitForFrames(orAnyOf pipes: [CancellationPipe], timeout: Int32 = 1000) {
         guard prepareToSleep() else { return }
         var fds = ([doorbell] + pipes).map { pollfd(fd: $0.pollDescriptor, events: Int16(POLLIN), revents: 0) }
-        _ = poll(&fds, nfds_t(fds.count), 1000)
+        _ = poll(&fds, nfds_t(fds.count), max(0, min(1000, timeout)))
     }
 
     /// Whether no frame is waiting, and whether none ever will again.

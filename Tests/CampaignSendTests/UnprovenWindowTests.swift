@@ -36,6 +36,19 @@ import APNSWire
         Set(outcome.acceptedOrdinals.flatMap { shard, ordinals in ordinals.map { UInt64($0) * 3 + UInt64(shard) } })
     }
 
+    /// The backoff of a notification the gateway refused for its own
+    /// trouble: never below half the doubled base, never above 1.5 × 30 s.
+    @Test func theRetryBackoffDoublesWithJitterToItsCap() {
+        for retries in 1...20 {
+            let nominal = min(RetryBackoff.maximumSeconds, 0.25 * Double(1 << min(retries - 1, 16)))
+            for _ in 0..<50 {
+                let s = RetryBackoff.seconds(retries: retries, base: 0.25)
+                #expect(s >= nominal * 0.5 && s <= nominal * 1.5, "retry \(retries): \(s) s")
+            }
+        }
+        #expect(RetryBackoff.seconds(retries: 0, base: 0.25) >= 0.125, "a first retry waits too")
+    }
+
     @Test func theProofAnsweredProvesEverythingBeforeIt() throws {
         let f = Fixture(count: 10)
         #expect(f.window.notificationCount == 10 && f.window.hasProof)
@@ -57,18 +70,22 @@ import APNSWire
         #expect(r.resend.allSatisfy { $0.packet.count == 32 + 11 + 2 + 21 && $0.packet[1...4] == [0, 0, 0, UInt8($0.seq)][...] })
     }
 
-    @Test func statusOneIsRetriedAfterTheDiscardedOnesThenGivenUpAfterThreeRetries() throws {
-        let f = Fixture(count: 5)
-        let r = try #require(f.resolve(.processingError, 2))
-        #expect(acceptedSeqs(r.outcome) == [1])
-        #expect(r.outcome.failures.isEmpty)
-        #expect(r.resend.map(\.seq) == [3, 4, 5, 2], "the discarded ones first, then the retried one")
-        #expect(r.resend.last?.attempts == 1)
-        let last = Fixture(count: 5, attempts: { $0 == 2 ? UnprovenWindow.maxRetries : 0 })
-        let given = try #require(last.resolve(.processingError, 2))
-        #expect(given.outcome.failures.map(\.seq) == [2])
-        #expect(given.outcome.failures.first?.gaveUp == true)
-        #expect(given.resend.map(\.seq) == [3, 4, 5])
+    /// Status 1, 255 and codes no guide defines are the gateway's state,
+    /// never final however often they come: what followed the named one goes
+    /// again at once (the gateway discarded it), the named one after a
+    /// backoff, one refusal more counted (saturating: never a limit).
+    @Test(arguments: [ErrorResponse.Status.processingError, .unknown, ErrorResponse.Status(rawValue: 200)])
+    func theGatewaysTroubleIsNeverFinal(status: ErrorResponse.Status) throws {
+        for attempts in [UInt8(0), 3, 200, .max] {
+            let f = Fixture(count: 5, attempts: { $0 == 2 ? attempts : 0 })
+            let r = try #require(f.resolve(status, 2))
+            #expect(acceptedSeqs(r.outcome) == [1])
+            #expect(r.outcome.failures.isEmpty, "status \(status.rawValue) after \(attempts) attempts: \(r.outcome.failures.map(\.reason))")
+            #expect(r.resend.map(\.seq) == [3, 4, 5], "status \(status.rawValue): the discarded ones, at once")
+            #expect(r.retryLater.map(\.seq) == [2], "status \(status.rawValue) after \(attempts) attempts")
+            #expect(r.retryLater.first?.attempts == (attempts == .max ? .max : attempts + 1))
+            #expect(r.retryLater.first?.packet == Array(f.packets[f.window.entries[1].start..<f.window.entries[1].end]), "exactly as encoded")
+        }
     }
 
     @Test func malformedStatusesAreFinalAndReported() throws {
@@ -122,12 +139,12 @@ import APNSWire
         #expect(queue.isEmpty)
     }
 
-    @Test func theFifthLostConnectionHeadedByTheSameNotificationQuarantinesIt() {
+    @Test func theFifthLostConnectionHeadedByTheSameNotificationParksIt() {
         var strikes = DropStrikes()
         var results = (1...5).map { _ in strikes.strike(7) }
         #expect(results == [false, false, false, false, true])
         let again = strikes.strike(7)
-        #expect(!again, "forgotten once quarantined")
+        #expect(!again, "forgotten once parked")
         results = (1...3).map { _ in strikes.strike(7) }
         strikes.clear()
         results += (1...4).map { _ in strikes.strike(7) }
