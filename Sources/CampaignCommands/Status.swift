@@ -127,7 +127,7 @@ struct Status: ParsableCommand {
         if (try? PlanHeader(json: state.planHeader))?.wire == .http2 {
             print("  resent: \(state.resends) (refused unprocessed, asked to retry, or open on a lost connection), possible duplicates: \(state.duplicatesRisked) (requests open on a lost connection)")
         } else {
-            print("  resent: \(state.resends) (discarded by the gateway after a refusal or shutdown, or unproven on a lost connection), possible duplicates: \(state.duplicatesRisked) (sent again after a connection was lost while they were unproven)")
+            print("  resent: \(state.resends) (discarded by the gateway after a refusal or shutdown, refused for the gateway's own trouble (status 1, 255) and retried after a backoff, or unproven on a lost connection), possible duplicates: \(state.duplicatesRisked) (sent again after a connection was lost while they were unproven)")
         }
         if !state.resentByKind.isEmpty {
             print("  resent by why: " + state.resentByKind.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
