@@ -450,7 +450,7 @@ struct PartsView {
         for line in table {
             out += "  " + line.enumerated().map { c, v in c == line.count - 1 ? v : v.padding(toLength: widths[c], withPad: " ", startingAt: 0) }.joined(separator: "  ") + "\n"
         }
-        out += "parts: \(count(.complete)) complete, \(count(.running)) running, \(count(.waiting)) waiting, \(count(.stopped)) stopped, \(count(.notStarted)) not started\n"
+        out += "parts: \(count(.complete)) complete, \(count(.running)) running, \(count(.waiting) > 0 ? "\(count(.waiting)) waiting, " : "")\(count(.stopped)) stopped, \(count(.notStarted)) not started\n"
         out += "done: \(t.done) of \(t.recordsKnown ? String(t.records) : "?") (\(t.accepted) accepted, \(t.presumed) presumed, \(t.failed) failed); remaining: \(t.remaining.map(String.init) ?? "unknown")\n"
         out += "resent: \(t.resends), possible duplicates: \(t.duplicates)\n"
         let commands = rows.compactMap { row in command(for: row).map { (row, $0) } }

@@ -85,6 +85,8 @@ public final class SendSession {
             if replayed.outcome == SendOutcome.complete.rawValue {
                 // Nothing to do, and nothing journaled: cron may ask every few minutes all day.
                 isAlreadyComplete = true
+                // Still the journal's plan (a plan file changed since, or another one named, is refused).
+                _ = try Sender.checkResume(state: replayed, scan: Self.openPlan(state: replayed, journal: opened), journal: opened)
                 (plan, carried, scanned) = (try Self.openPlan(state: replayed, journal: opened), 0, nil)
                 notes.append("the send in \(directory) is already complete; nothing to do.")
             } else {

@@ -76,6 +76,16 @@ public final class Sender: @unchecked Sendable {
     /// connection before the stop but never proven (they will be sent again:
     /// possible duplicates), and journals that count at once.
     public static func prepareResume(state: JournalState, scan: PlanReader, journal: Journal) throws -> Int {
+        let risked = try checkResume(state: state, scan: scan, journal: journal)
+        try journal.append(.counters(resends: 0, duplicatesRisked: risked, reconnects: 0))
+        try journal.checkpoint()
+        return risked
+    }
+
+    /// ``prepareResume(state:scan:journal:)`` without journaling anything:
+    /// whether `scan` is the journal's plan (else it throws), and how many
+    /// notifications a resume would send again as possible duplicates.
+    public static func checkResume(state: JournalState, scan: PlanReader, journal: Journal) throws -> Int {
         if let mine = scan.header.part, let theirs = (try? PlanHeader(json: state.planHeader))?.part, mine != theirs {
             let what = mine.campaignHash != theirs.campaignHash
                 ? "the plan is part \(mine.index) of planning run \(mine.campaignHash), but this journal sends part \(theirs.index) of run \(theirs.campaignHash) (another campaign, or the same one planned again)"
@@ -104,8 +114,6 @@ public final class Sender: @unchecked Sendable {
         if let expected = state.planChecksum, scan.trailer?.crc32 != expected {
             throw JournalError(path: journal.directory, reason: "the plan has changed since the send started (checksum \(scan.trailer?.crc32 ?? "missing"), journal \(expected)); refusing to resume")
         }
-        try journal.append(.counters(resends: 0, duplicatesRisked: risked, reconnects: 0))
-        try journal.checkpoint()
         return risked
     }
 
