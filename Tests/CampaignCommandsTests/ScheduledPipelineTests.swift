@@ -91,6 +91,11 @@ import LocalTime
         defer { simulator.stop() }
         while wallClockSeconds() < Double(t) { usleep(20_000) }
         let send = try campaign.send(simulator, ["--rate", "1", "--connections", "1", "--report", "report.json"])
+        // While it waits for the quiet hours' end, status counts the held back as waiting for it, not due now.
+        #expect(eventually(within: 15) { (try? Self.status(campaign)["phase"]?.stringValue) == "waiting" })
+        let waiting = try Self.status(campaign)
+        #expect(waiting["due_now"]?.integerValue == 0 && waiting["next_moment"]?.stringValue == utcText(t + 9), "\(waiting)")
+        #expect(waiting["remaining"]?.integerValue == waiting["waiting"]?.integerValue, "remaining known from the plan's trailer: \(waiting)")
         #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
         let arrivals = try campaign.arrivals()
         #expect(arrivals.count == 14 && arrivals.values.allSatisfy { $0.count == 1 })
@@ -120,6 +125,8 @@ import LocalTime
         let state = try Journal.read(directory: campaign.dir.file("journal"))
         #expect(state.skipped.count == Int(skipped) && state.outcome == "complete")
         #expect(try Self.page(campaign).contains("skipped as too late</text>"), "the page draws the skipped")
+        let text = String(decoding: try PlanProcessTests.run(["status", "journal"], in: campaign.dir).out, as: UTF8.self)
+        #expect(text.contains("done: 20 (\(arrivals.count) accepted, 0 presumed, 0 failed, \(skipped) skipped as too late)"), "\(text)")
         #expect(Set(state.skipped.map { $0.token.map { String(format: "%02x", $0) }.joined() }).isDisjoint(with: arrivals.keys))
     }
 
