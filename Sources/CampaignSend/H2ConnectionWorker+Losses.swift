@@ -46,7 +46,7 @@ extension H2ConnectionWorker {
     /// waited that long on a server that allows no stream. Checked once a second.
     func checkAnswerTimeout(_ session: H2Session, at t: UInt64) -> Bool {
         let limit = settings.answerTimeoutSeconds
-        if readyCount > 0, inFlight.isEmpty, !goingAway, !shared.isStopping, t >= pausedUntil, streamLimit(session) == 0 {
+        if inFlight.isEmpty, !goingAway, !shared.isStopping, t >= pausedUntil, streamLimit(session) == 0, hasWorkForAStream() {
             if stalledSince == nil { stalledSince = t }
             if Double(t - stalledSince!) / 1e9 > limit {
                 silent("the server has allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(format1(limit)) s")
@@ -63,6 +63,18 @@ extension H2ConnectionWorker {
             return true
         }
         return false
+    }
+
+    /// Whether work waits for a stream on this connection: notifications it
+    /// holds (ready, or due after a backoff), or the queue's. A server that
+    /// drops its limit to 0 mid-send may first answer everything open, and
+    /// then the work is all in the queue: with no stream to fill, nothing
+    /// takes from it (so nothing looks at it), hence the look here.
+    func hasWorkForAStream() -> Bool {
+        if readyCount > 0 || !waiting.isEmpty { return true }
+        guard !engine.isRetiring else { return false }   // it takes no new work: the queue is not its to wait for
+        engine.lookAtQueue()
+        return !engine.queueEmpty
     }
 
     /// The connection went silent (see ``ConnectionEngine/wentSilent(_:giving:)``).

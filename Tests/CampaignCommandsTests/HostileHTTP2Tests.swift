@@ -131,6 +131,57 @@ import GatewaySimulator
         try Self.resumeDeliversEachOnce(dir, tokens: tokens)
     }
 
+    // MARK: - A stream limit that drops to 0
+
+    /// A server that answers a few requests, then sets SETTINGS_MAX_CONCURRENT_STREAMS
+    /// to 0 and never raises it (on later connections once a request comes,
+    /// or at once): with nothing open and the rest of the plan still queued,
+    /// each connection counts as silent after --answer-timeout, and three in
+    /// a row end the send, 69, within 3 × --answer-timeout + 10 s. The
+    /// accepted stay accepted, nothing else is final, and the resume delivers
+    /// the rest once. (`--streams 5` keeps most of the 50 in the queue, as a
+    /// large plan would.)
+    @Test(.timeLimit(.minutes(2)), arguments: [Behaviour.noStreamsMidSend, .noStreamsOnReconnect])
+    func aStreamLimitThatDropsToZeroEndsTheSendWith69(_ behaviour: Behaviour) throws {
+        let dir = TemporaryDirectory("h2x-zero")
+        let tokens = try H2SendTests.plan(count: 50, in: dir)
+        let server = try HostileHTTP2Server(behaviour)
+        defer { server.stop() }
+        let answerTimeout = 2.0
+        let started = Date()
+        let run = try Self.send(dir, port: server.port, ["--connections", "1", "--streams", "5", "--answer-timeout", "\(Int(answerTimeout))",
+                                                         "--outage-limit", "5", "--ping-after", "1"])
+        let status = run.wait(timeout: 60)
+        let seconds = Date().timeIntervalSince(started)
+        if status == nil { run.kill9() }
+        server.stop()
+        #expect(status == 69, "\(behaviour): \(status.map(String.init) ?? "still running after 60 s") \(run.stderr.suffix(2000))")
+        #expect(seconds < answerTimeout * 3 + 10, "\(behaviour): \(String(format: "%.1f", seconds)) s")
+        let state = try Journal.read(directory: dir.file("journal"))
+        let ok = HostileHTTP2Server.okBeforeNoStreams
+        #expect(state.accepted == ok && state.doneCount == ok, "\(behaviour): \(state.accepted) accepted, \(state.doneCount) final")
+        #expect(state.failures.isEmpty && state.outcome == "gave-up", "\(behaviour): \(state.failures.count) failed, \(state.outcome ?? "no outcome")")
+        // Nothing was open when a connection was dropped: refused streams go again exactly.
+        #expect(state.duplicatesRisked == 0, "\(behaviour): \(state.duplicatesRisked) possible duplicates")
+        try Self.resumeDeliversTheRestOnce(dir, tokens: tokens, alreadyAccepted: ok)
+    }
+
+    /// `send --resume journal` against the simulator after `alreadyAccepted`
+    /// were accepted elsewhere: 0, the others each recorded once, and the journal complete.
+    static func resumeDeliversTheRestOnce(_ dir: TemporaryDirectory, tokens: [String], alreadyAccepted: Int) throws {
+        let simulator = try startHTTP2Simulator(in: dir)
+        defer { simulator.stop() }
+        let resume = try CampaignProcess(["send", "--resume", "journal", "--gateway", "127.0.0.1:\(simulator.port)"], in: dir.path)
+        #expect(resume.wait(timeout: 60) == 0, "\(resume.stderr.suffix(1500))")
+        simulator.stop()
+        let recorded = try H2SendTests.recorded(dir).map(\.token)
+        let rest = tokens.count - alreadyAccepted
+        #expect(recorded.count == rest && Set(recorded).count == rest && Set(recorded).isSubset(of: tokens),
+                "\(recorded.count) recorded (\(Set(recorded).count) distinct) for the \(rest) left")
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.outcome == "complete" && state.accepted == tokens.count && state.failures.isEmpty)
+    }
+
     /// `send --resume journal` against the simulator: 0, and each token in its record once.
     static func resumeDeliversEachOnce(_ dir: TemporaryDirectory, tokens: [String]) throws {
         let simulator = try startHTTP2Simulator(in: dir)

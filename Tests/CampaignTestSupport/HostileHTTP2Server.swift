@@ -14,12 +14,17 @@ public final class HostileHTTP2Server: @unchecked Sendable {
     public enum Behaviour: String, CaseIterable, Sendable {
         // Answers that are the server's trouble, not the notification's.
         case internalErrorAlways, throttledForever, tokenUpdatesForever, refusedStreamForever
+        // 429 with a retry-after that would mean "at once" (0, or a negative number).
+        case throttledRetryAfterZero, throttledRetryAfterNegative
         case resetCancel, resetInternalError, resetProtocolError, redirectStatus, status999
         case notFoundEverything, badRequestNotJSON
         // Words to bound and check.
         case okWithTrailers, escapeReasonSometimes, longReasonSometimes, futureUnregistered
         // Waits without end.
         case neverGrowsWindow, holdsStreams, informationalThenNothing, hugeBody, hugeHeaderBlock, dripsAnswer, noStreamsAllowed
+        // A stream limit that drops to 0 after ``okBeforeNoStreams`` answers (over all connections)
+        // and never rises again: on later connections once a request comes (mid-send), or in their first SETTINGS.
+        case noStreamsMidSend, noStreamsOnReconnect
         // Connections that never get anything done.
         case goAwayZero, pingFlood, settingsFlood, continuationFlood, pushPromise, dataOnUnopenedStream, windowUpdateOverflow
         case closeAfterHandshake, closeAfterSettings, acceptThenReset, neverSpeaksTLS
@@ -32,6 +37,7 @@ public final class HostileHTTP2Server: @unchecked Sendable {
     private let lock = NSLock()
     private var _connections = 0
     private var _requests = 0
+    private var _answeredBeforeNoStreams = 0
     private var accepter: Thread?
     private let accepterDone = DispatchSemaphore(value: 0)
     private let handlers = DispatchGroup()
@@ -63,6 +69,10 @@ public final class HostileHTTP2Server: @unchecked Sendable {
     /// Requests received whole (their last frame carried END_STREAM).
     public var requests: Int { lock.lock(); defer { lock.unlock() }; return _requests }
 
+    /// ``Behaviour/noStreamsMidSend`` and ``Behaviour/noStreamsOnReconnect``:
+    /// how many requests are answered 200 before the stream limit drops to 0.
+    public static let okBeforeNoStreams = 5
+
     /// Stops accepting and ends every connection (within a few seconds).
     public func stop() {
         cancellation.cancel()
@@ -91,6 +101,12 @@ public final class HostileHTTP2Server: @unchecked Sendable {
         var settings: [(UInt16, UInt32)] = [(3, 1000)]
         if behaviour == .neverGrowsWindow { settings = [(4, 0)] }
         if behaviour == .noStreamsAllowed { settings = [(3, 0)] }
+        // Whether this connection has told the client it allows no stream.
+        var saidNoStreams = false
+        if behaviour == .noStreamsOnReconnect, answeredBeforeNoStreams >= Self.okBeforeNoStreams {
+            settings = [(3, 0)]
+            saidNoStreams = true
+        }
         guard write(tls, Frame.settings(settings)) else { return }
         switch behaviour {
         case .closeAfterSettings: return
@@ -127,12 +143,40 @@ public final class HostileHTTP2Server: @unchecked Sendable {
                     if frame.flags & 1 != 0 {   // END_STREAM: a whole request
                         lock.lock(); _requests += 1; let total = _requests; lock.unlock()
                         answered += 1
+                        if behaviour == .noStreamsMidSend || behaviour == .noStreamsOnReconnect {
+                            guard limitStreams(tls, stream: frame.stream, saidNoStreams: &saidNoStreams) else { return }
+                            continue
+                        }
                         guard respond(tls, stream: frame.stream, nth: total, onConnection: answered) else { return }
                     }
                 default: break
                 }
             }
         }
+    }
+
+    private var answeredBeforeNoStreams: Int { lock.lock(); defer { lock.unlock() }; return _answeredBeforeNoStreams }
+
+    /// The first ``okBeforeNoStreams`` requests are answered 200; with the
+    /// last of them (in the same write, so the client reads both together)
+    /// the connection's stream limit drops to 0. After that, a connection
+    /// that has not said so yet says it before anything else, and every
+    /// request is refused (REFUSED_STREAM: above the limit, RFC 9113 §5.1.2).
+    /// False ends the connection.
+    private func limitStreams(_ tls: TLSConnection, stream: UInt32, saidNoStreams: inout Bool) -> Bool {
+        lock.lock()
+        let nth = _answeredBeforeNoStreams < Self.okBeforeNoStreams ? _answeredBeforeNoStreams + 1 : nil
+        if let nth { _answeredBeforeNoStreams = nth }
+        lock.unlock()
+        var bytes: [UInt8] = []
+        if let nth {
+            bytes = Frame.headers(stream: stream, status: "200", extra: [], endStream: true).bytes
+            if nth == Self.okBeforeNoStreams { bytes += Frame.settings([(3, 0)]).bytes; saidNoStreams = true }
+        } else {
+            if !saidNoStreams { bytes = Frame.settings([(3, 0)]).bytes; saidNoStreams = true }
+            bytes += Frame(type: 3, flags: 0, stream: stream, payload: be32(7)).bytes
+        }
+        return write(tls, bytes)
     }
 
     /// Answers (or not) the request on `stream`; false ends the connection.
@@ -147,6 +191,8 @@ public final class HostileHTTP2Server: @unchecked Sendable {
         case .internalErrorAlways: return answer("500", #"{"reason":"InternalServerError"}"#)
         case .throttledForever: return answer("429", #"{"reason":"TooManyRequests"}"#, [("retry-after", "1000000000000")])
         case .tokenUpdatesForever: return answer("429", #"{"reason":"TooManyProviderTokenUpdates"}"#)
+        case .throttledRetryAfterZero: return answer("429", #"{"reason":"TooManyRequests"}"#, [("retry-after", "0")])
+        case .throttledRetryAfterNegative: return answer("429", #"{"reason":"TooManyRequests"}"#, [("retry-after", "-5")])
         case .refusedStreamForever: return reset(7)
         case .resetCancel: return reset(8)
         case .resetInternalError: return reset(2)
@@ -165,6 +211,7 @@ public final class HostileHTTP2Server: @unchecked Sendable {
             return nth % 5 == 0 ? answer("400", #"{"reason":""# + String(repeating: "A", count: 10_000) + #""}"#) : answer("200")
         case .futureUnregistered: return answer("410", #"{"reason":"Unregistered","timestamp":4294967295000}"#)
         case .neverGrowsWindow, .holdsStreams, .noStreamsAllowed, .goAwayZero: return true
+        case .noStreamsMidSend, .noStreamsOnReconnect: return true   // answered by limitStreams
         case .informationalThenNothing:
             return write(tls, Frame.headers(stream: stream, status: "103", extra: [("link", "</a>; rel=preload")], endStream: false).bytes)
         case .hugeBody:
