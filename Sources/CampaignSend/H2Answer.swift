@@ -63,7 +63,8 @@ public struct H2Answer: Equatable, Sendable {
         /// 429 TooManyProviderTokenUpdates: a new connection with the same token, after a backoff.
         case tooManyTokenUpdates
         /// 429 TooManyRequests, 500, 503: the server's state, never final: again
-        /// after a backoff (`retry-after` when given, at most ``maxRetryAfterSeconds``).
+        /// after its backoff, and not before `retry-after` when given (at most
+        /// ``maxRetryAfterSeconds``); see ``RetryBackoff``.
         case retryLater(afterSeconds: Int?)
         /// A status the API does not define (or none): retried like a server error.
         case unknown

@@ -115,12 +115,13 @@ extension H2ConnectionWorker {
         later(item, afterSeconds: afterSeconds, kind: kind)
     }
 
-    /// Puts `item` back after a backoff: what the server asked for, or
-    /// bounded exponential backoff with jitter. Never final: the server's
-    /// trouble says nothing about the notification.
+    /// Puts `item` back after its backoff, or after what the server asked
+    /// for when that is longer (``RetryBackoff``: `retry-after: 0` is a
+    /// floor, not an order). Never final: the server's trouble says nothing
+    /// about the notification.
     func later(_ item: Item, afterSeconds: Int?, kind: String) {
-        let base = afterSeconds.map(Double.init) ?? RetryBackoff.seconds(retries: item.retries, base: settings.retryBackoffSeconds)
-        waiting.append((now + UInt64(base * 1e9), item))
+        let wait = RetryBackoff.seconds(retries: item.retries, base: settings.retryBackoffSeconds, retryAfterSeconds: afterSeconds)
+        waiting.append((now + UInt64(wait * 1e9), item))
         shared.count(resends: 1, kind: kind)
     }
 

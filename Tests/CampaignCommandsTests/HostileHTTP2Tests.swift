@@ -182,6 +182,46 @@ import GatewaySimulator
         #expect(state.outcome == "complete" && state.accepted == tokens.count && state.failures.isEmpty)
     }
 
+    // MARK: - No retry faster than its backoff
+
+    /// 429 on every request with `retry-after: 0` (or -5): each notification
+    /// goes again no sooner than its backoff (`retry-after` is a floor, not
+    /// an order), so in the time the send ran each reached the server at most
+    /// once more per backoff step that fits (counting every wait at its
+    /// shortest); the outage limit ends the send, 69, with nothing final.
+    @Test(.timeLimit(.minutes(2)), arguments: [Behaviour.throttledRetryAfterZero, .throttledRetryAfterNegative])
+    func aRetryAfterOfZeroDoesNotShortenTheBackoff(_ behaviour: Behaviour) throws {
+        let dir = TemporaryDirectory("h2x-retry-after")
+        let count = 20
+        _ = try H2SendTests.plan(count: count, in: dir)
+        let server = try HostileHTTP2Server(behaviour)
+        defer { server.stop() }
+        let started = Date()
+        let run = try Self.send(dir, port: server.port, ["--connections", "1", "--answer-timeout", "2", "--outage-limit", "5"])
+        let status = run.wait(timeout: 60)
+        let seconds = Date().timeIntervalSince(started)
+        if status == nil { run.kill9() }
+        server.stop()
+        #expect(status == 69, "\(behaviour): \(status.map(String.init) ?? "still running after 60 s") \(run.stderr.suffix(2000))")
+        let bound = count * Self.mostSends(within: seconds)
+        #expect(server.requests <= bound, "\(behaviour): \(server.requests) requests for \(count) notifications in \(String(format: "%.1f", seconds)) s (at most \(bound))")
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.failures.isEmpty && state.doneCount == 0 && state.outcome == "gave-up", "\(behaviour): \(state.failures.count) failed, \(state.doneCount) final")
+    }
+
+    /// How often one notification refused again and again can be sent in
+    /// `seconds`: the first time, then once per retry whose shortest backoff
+    /// (``RetryBackoff/shortestSeconds(retries:)``), added to those before
+    /// it, still fits.
+    static func mostSends(within seconds: Double) -> Int {
+        var sends = 1, waited = 0.0
+        while true {
+            waited += RetryBackoff.shortestSeconds(retries: sends)
+            if waited > seconds { return sends }
+            sends += 1
+        }
+    }
+
     /// `send --resume journal` against the simulator: 0, and each token in its record once.
     static func resumeDeliversEachOnce(_ dir: TemporaryDirectory, tokens: [String]) throws {
         let simulator = try startHTTP2Simulator(in: dir)

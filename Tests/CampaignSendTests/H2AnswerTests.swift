@@ -59,3 +59,44 @@ import Testing
         #expect(certificate.contains("--cert") && !certificate.contains("check that --auth-key"), "\(certificate)")
     }
 }
+
+/// ``RetryBackoff``: the wait before a retry, without a clock.
+@Suite struct RetryBackoffTests {
+    /// What a server may put in `retry-after`, read as ``H2Answer`` reads it.
+    static let retryAfters: [String?] = [nil, "0", "-5", "soon", "1", "7", "1000000000000"]
+
+    /// Whatever the server says, a retry waits at least its backoff (at
+    /// the jitter's lowest), and at least `retry-after` (capped at 60 s).
+    @Test(arguments: retryAfters)
+    func noRetryComesFasterThanItsBackoff(_ header: String?) {
+        let after = H2Answer(status: 429, body: [], retryAfter: header).retryAfterSeconds
+        for retries in 0...12 {
+            for jitter in [RetryBackoff.jitter.lowerBound, 1, RetryBackoff.jitter.upperBound] {
+                let wait = RetryBackoff.seconds(retries: retries, retryAfterSeconds: after, jitter: jitter)
+                #expect(wait >= RetryBackoff.shortestSeconds(retries: retries), "\(header ?? "none"), retry \(retries)")
+                #expect(wait >= RetryBackoff.baseSeconds(retries: retries) * jitter)
+                #expect(wait >= Double(after ?? 0) && wait <= Double(H2Answer.maxRetryAfterSeconds) + RetryBackoff.maximumSeconds * 1.5)
+            }
+        }
+    }
+
+    @Test func zeroNegativeAndGarbageLeaveTheBackoffAsItIs() {
+        for header in ["0", "-5", "soon", " ", "1e3"] {
+            let after = H2Answer(status: 429, body: [], retryAfter: header).retryAfterSeconds
+            #expect(RetryBackoff.seconds(retries: 3, retryAfterSeconds: after, jitter: 1) == 1.0, "\(header)")
+        }
+    }
+
+    @Test func aLongerRetryAfterWinsAndIsCapped() {
+        #expect(RetryBackoff.seconds(retries: 1, retryAfterSeconds: 7, jitter: 1.5) == 7)
+        #expect(RetryBackoff.seconds(retries: 12, retryAfterSeconds: 7, jitter: 1) == 30)
+        let capped = H2Answer(status: 429, body: [], retryAfter: "1000000000000").retryAfterSeconds
+        #expect(RetryBackoff.seconds(retries: 1, retryAfterSeconds: capped, jitter: 1) == Double(H2Answer.maxRetryAfterSeconds))
+    }
+
+    /// 250 ms, doubling, at most 30 s; a reset (no retry counted) waits the first step.
+    @Test func theScheduleDoublesFromAQuarterSecondToThirtySeconds() {
+        #expect((0...10).map { RetryBackoff.baseSeconds(retries: $0) } == [0.25, 0.25, 0.5, 1, 2, 4, 8, 16, 30, 30, 30])
+        #expect(RetryBackoff.baseSeconds(retries: 1_000) == 30)
+    }
+}
