@@ -66,8 +66,7 @@ import LocalTime
         // minute ahead are past them. A 5 s hold: the send closes its
         // connections, waits, and a later run reads the rest of the spool.
         let t = ScheduledSendTests.soon(1)
-        let tod = { (s: Int64) in TimeOfDay(seconds: Int(((s % 86_400) + 86_400) % 86_400)).description }
-        let quiet = #""quietHours":{"from":"\#(tod(t - 30))","to":"\#(tod(t + 25))","defaultTimeZone":"UTC"}"#
+        let quiet = ScheduledSendTests.quietHours(from: t - 30, to: t + 25)
         let campaign = try Campaign(base: t, groups: [(0, 1500), (1, 500)]) { _, _ in quiet }
         let simulator = try startHTTP2Simulator(in: campaign.dir)
         defer { simulator.stop() }
@@ -84,8 +83,7 @@ import LocalTime
         // Quiet from T+4 s to T+9 s; at --rate 1 most of the 14 were read
         // (and queued) long before they could be written.
         let t = ScheduledSendTests.soon(1)
-        let tod = { (s: Int64) in TimeOfDay(seconds: Int(((s % 86_400) + 86_400) % 86_400)).description }
-        let quiet = #""quietHours":{"from":"\#(tod(t + 4))","to":"\#(tod(t + 9))","defaultTimeZone":"UTC"}"#
+        let quiet = ScheduledSendTests.quietHours(from: t + 4, to: t + 9)
         let campaign = try Campaign(base: t, groups: [(0, 14)]) { _, _ in quiet }
         let simulator = try startHTTP2Simulator(in: campaign.dir)
         defer { simulator.stop() }
@@ -134,8 +132,7 @@ import LocalTime
         // Quiet hours an hour away: every record's moment is its plan time,
         // so a plan made a second later differs in every `at`.
         let t = ScheduledSendTests.soon(0)
-        let tod = { (s: Int64) in TimeOfDay(seconds: Int(((s % 86_400) + 86_400) % 86_400)).description }
-        let quiet = #""quietHours":{"from":"\#(tod(t + 3600))","to":"\#(tod(t + 7200))","defaultTimeZone":"UTC"}"#
+        let quiet = ScheduledSendTests.quietHours(from: t + 3600, to: t + 7200)
         let campaign = try Campaign(base: t, groups: [(0, 600)]) { _, _ in quiet }
         let simulator = try startHTTP2Simulator(in: campaign.dir)
         defer { simulator.stop() }

@@ -106,6 +106,12 @@ import LocalTime
 
     static func nowMilliseconds() -> Int64 { Int64(wallClockSeconds() * 1000) }
 
+    /// A job's `quietHours` key, from `from` to `to` (UNIX seconds) on UTC's clock.
+    static func quietHours(from: Int64, to: Int64) -> String {
+        let tod = { (s: Int64) in TimeOfDay(seconds: Int(((s % 86_400) + 86_400) % 86_400)).description }
+        return #""quietHours":{"from":"\#(tod(from))","to":"\#(tod(to))","defaultTimeZone":"UTC"}"#
+    }
+
     /// The next whole second at least `lead` seconds away.
     static func soon(_ lead: Double) -> Int64 { Int64((wallClockSeconds() + lead).rounded(.up)) }
 
@@ -192,8 +198,7 @@ import LocalTime
         // inside at plan time; those a minute behind enter them at T+5 s, while
         // the send is running; those a minute ahead are past them.
         let t = Self.soon(1)
-        let tod = { (s: Int64) in TimeOfDay(seconds: Int(((s % 86_400) + 86_400) % 86_400)).description }
-        let quiet = #""quietHours":{"from":"\#(tod(t - 55))","to":"\#(tod(t + 8))","defaultTimeZone":"UTC"}"#
+        let quiet = Self.quietHours(from: t - 55, to: t + 8)
         var campaign = try Campaign(base: t, groups: [(0, 6), (-1, 6), (1, 6)]) { _, _ in quiet }
         // What each may not be sent in: its quiet hours in UTC.
         let quietUTC: [Int: ClosedRange<Int64>] = [0: (t - 55)...(t + 7), -1: (t + 5)...(t + 67), 1: (t - 115)...(t - 54)]
