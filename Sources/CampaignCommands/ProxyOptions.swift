@@ -55,7 +55,7 @@ struct ProxyOptions: ParsableArguments {
                 chosen.credentials = full
             } else {
                 throw ValidationError(fromJournal
-                    ? "The send went through \(chosen) with a password the journal does not keep: set HTTPS_PROXY as before, give --proxy again, or --proxy-user-env VAR."
+                    ? "the send went through \(chosen) with a password the journal does not keep: set HTTPS_PROXY as before, give --proxy again, or --proxy-user-env VAR."
                     : "--proxy \(chosen) names a user but no password: give http://user:password@host:port, or --proxy-user-env VAR.")
             }
         }

@@ -234,7 +234,7 @@ struct Send: ParsableCommand {
             let sender = try run.makeSender(context: context, cancellation: CancellationPipe(),
                                             logger: { printError("campaign send: \($0)") })
             sender.dueOnly = dueOnly
-            if let s = holdOpen { sender.holdOpenSeconds = s }
+            sender.holdOpenSeconds = run.settings.holdOpenSeconds
             running.sender = sender
             if waitStop.isCancelled { sender.requestStop() }
             let progress = isatty(2) == 1 ? ProgressLine(sender: sender) : nil
@@ -294,6 +294,7 @@ struct Send: ParsableCommand {
         if let v = outageLimit { settings.outageLimitSeconds = v }
         if let v = streams { settings.streams = v }
         if let v = pingAfter { settings.pingAfterSeconds = v }
+        if let v = holdOpen { settings.holdOpenSeconds = v }
         if let v = authKey {
             settings.authKey = absolutePath(v)
             settings.keyID = keyId

@@ -212,8 +212,17 @@ struct JournalView {
     }
 
     /// The command that goes on with this send (nil when it is complete or running).
+    /// The plan came from standard input and its spool was cut short with the planner.
+    var planCut: Bool {
+        state.settings.planPath == nil && state.planRecords == nil && state.outcome == SendOutcome.incompletePlan.rawValue
+    }
+
     var resumeCommand: String? {
         guard phase == .stopped else { return nil }
+        if planCut {
+            // The spool was cut with the planner: only the plan again can go on.
+            return "campaign plan JOB AUDIENCE | campaign send --resume \(directory) --replan"
+        }
         if let movedPlan { return "campaign send \(movedPlan) --resume \(directory)" }
         return "campaign send --resume \(directory)"
     }
@@ -224,12 +233,14 @@ struct JournalView {
         case (.waiting, _):
             return "scheduled: waiting\(pid) for its next run" + (state.waitingUntil.map { " at \(utcText(Int64($0)))" } ?? "")
         case (.running, _):
-            return "running\(pid)"
+            return "running\(pid)" + (state.waitingUntil.map { ", waiting with its connections open until \(utcText(Int64($0)))" } ?? "")
         case (.stopped, SendOutcome.scheduled.rawValue?):
             if let until = state.waitingUntil {
                 return "scheduled, but the send that was waiting to go on at \(utcText(Int64(until))) is gone (stopped or killed): nothing will be sent until it is resumed: \(resumeCommand ?? "")"
             }
             return "scheduled: no send is running; from cron: \(resumeCommand ?? "") --due-only (or without --due-only to wait for each moment)"
+        case (.stopped, SendOutcome.incompletePlan.rawValue?) where planCut:
+            return "incomplete-plan: the plan from standard input was cut (its spool has no trailer), and nothing past the cut can be sent; plan again into it: \(resumeCommand ?? "")"
         case (_, let outcome?):
             return outcome
         default:
@@ -249,7 +260,7 @@ struct JournalView {
             ("pid", running.map { .number(String($0)) } ?? .null), ("resume", resumeCommand.map { .string($0) } ?? .null),
             ("waiting_until", state.waitingUntil.map { .string(utcText(Int64($0))) } ?? .null), ("runs", n(state.runs)),
             ("plan", state.settings.planPath.map { .string($0) } ?? .string("spooled")),
-            ("plan_records", state.planRecords.map(n) ?? .null), ("plan_incomplete", .bool(state.planIncomplete)),
+            ("plan_records", state.planRecords.map(n) ?? .null), ("plan_incomplete", .bool(state.planIncomplete || planCut)),
             ("done", n(state.doneCount)), ("accepted", n(state.accepted)), ("presumed", n(state.presumed)),
             ("failed", n(state.failures.count)),
             ("failed_by_status", .object(failedByStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
@@ -307,7 +318,7 @@ struct JournalView {
                         let found: ZoneRules? = if case .zone(let z) = zones.zone(named: name) { z } else { nil }
                         zoneRules[name] = .some(found)
                     }
-                    if case .deferred(let until) = rule.verdict(at: at, zone: zoneRules[name]!, now: now) { at = until }
+                    if case .deferred(let until) = rule.verdict(at: at, zone: zoneRules[name]!, now: Double(now)) { at = until }
                 }
                 if at <= now {
                     view.dueNow += 1

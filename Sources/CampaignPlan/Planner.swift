@@ -283,7 +283,7 @@ extension Planner {
             for z in used { moments[z] = d.moment(in: zones[z], on: date) }
             if d.late == .skip, !counts.isEmpty, counts.keys.allSatisfy({ moments[spill.zone(of: $0)] + Int64(d.windowSeconds) < now }) {
                 // A plan that would only be skipped is a mistake (a date past), not a campaign.
-                throw ScheduleRefusal(reason: "every one of the \(counts.values.reduce(0, +)) devices' moments (\(d.localTime) on \(date)) is more than the window (\(d.windowSeconds) s) past, so late: skip would skip them all: give a date to come, or late: send")
+                throw ScheduleRefusal(reason: "every one of the \(counts.values.reduce(0, +)) devices' moments (\(d.localTime) on \(date)) is more than the window (\(d.windowSeconds) s) past, so late: skip would skip them all: give a date still to come, or late: send")
             }
         case .quietHours(let q)?:
             for z in used { moments[z] = q.nextAllowed(in: zones[z], atOrAfter: now) }

@@ -118,11 +118,11 @@ final class ConnectionEngine {
     func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], taken: (QueuedFrame, Int) -> Void) -> Int {
         let n: Int, finished: Bool
         if let release {
-            let now = Int64(wallClockSeconds())
+            let now = wallClockSeconds()
             var held: [WireRelease.Held] = []
             (n, finished) = queue.take(maxBytes: maxBytes, maxFrames: maxFrames, into: &out,
                                        admit: { release.admit($0, bytes: $1, now: now, held: &held) }, taken: taken)
-            if !held.isEmpty { shared.heldAtTheWire(held, now: now) }
+            if !held.isEmpty { shared.heldAtTheWire(held, now: Int64(now)) }
         } else {
             (n, finished) = queue.take(maxBytes: maxBytes, maxFrames: maxFrames, into: &out, taken: taken)
         }

@@ -225,7 +225,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             do throws(H2Error) {
                 let tokenCount = Int(item.bytes[0])
                 let collapseAt = item.collapseAt, slots = templateSlots
-                let expiry = fields.expiryPerRecord ? fields.header.expiry(forMoment: item.moment == 0 ? nil : item.moment) : 0
+                let expiry = fields.expiryPerRecord ? fields.header.expiry(forMoment: item.moment == 0 ? nil : item.moment, sentAt: Int64(time(nil))) : 0
                 let stream = try item.bytes.withUnsafeBufferPointer { bytes throws(H2Error) in
                     try session.submitRequest(template!, body: item.bytes, bodyStart: item.payloadStart) { slot, room in
                         switch slots[slot] {

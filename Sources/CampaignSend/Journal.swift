@@ -300,6 +300,7 @@ public final class Journal: @unchecked Sendable {
             s.skipped.append(k)
             s.done[k.shard, default: OrdinalRanges()].insert(k.ordinal..<(k.ordinal + 1))
         case .wave(let moment, let at):
+            s.waitingUntil = nil
             if s.waves.isEmpty { s.waves.append([]) }
             s.waves[s.waves.count - 1].append((moment, at))
         case .sent(let below):

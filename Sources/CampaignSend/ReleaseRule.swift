@@ -35,14 +35,16 @@ public struct ReleaseRule: Sendable {
     /// The verdict at `now` for a record of moment `at` (already due) whose
     /// device is in `zone` (nil: no zone, or one this machine does not know:
     /// the planner knew it and chose its moment outside the quiet hours).
-    public func verdict(at: Int64, zone: ZoneRules?, now: Int64) -> Verdict {
+    public func verdict(at: Int64, zone: ZoneRules?, now: Double) -> Verdict {
         switch schedule {
         case .deliverAt(let d):
-            if d.late == .skip, now > at + Int64(d.windowSeconds) { return .skip }
+            // To the fraction: a window of 30 s ends 30 s after the moment, not up to a second later.
+            if d.late == .skip, now > Double(at + Int64(d.windowSeconds)) { return .skip }
         case .quietHours(let q):
             guard let zone else { return .send }
-            let allowed = q.nextAllowed(in: zone, atOrAfter: now)
-            if allowed > now { return .deferred(until: allowed) }
+            let second = Int64(now.rounded(.down))
+            let allowed = q.nextAllowed(in: zone, atOrAfter: second)
+            if allowed > second { return .deferred(until: allowed) }
         }
         return .send
     }
@@ -100,7 +102,7 @@ final class WireRelease: Sendable {
     }
 
     /// Whether `frame` (its bytes `bytes`) may be written at `now`; if not, it is added to `held`.
-    func admit(_ frame: QueuedFrame, bytes: UnsafeBufferPointer<UInt8>, now: Int64, held: inout [Held]) -> Bool {
+    func admit(_ frame: QueuedFrame, bytes: UnsafeBufferPointer<UInt8>, now: Double, held: inout [Held]) -> Bool {
         guard frame.moment != 0 else { return true }
         let verdict = rule.verdict(at: frame.moment, zone: zones.rules(of: frame.zone), now: now)
         if verdict == .send { return true }

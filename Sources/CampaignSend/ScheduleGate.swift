@@ -61,8 +61,9 @@ struct ScheduleGate {
     }
 
     /// What to do with a record of moment `at`; waits (handing over what is
-    /// staged first, waking on `halt`) when it is due within the hold.
-    mutating func admit(at: Int64, timeZone: UnsafeRawBufferPointer?, handOver: () -> Void, halt: CancellationPipe) -> Verdict {
+    /// staged first, and telling `handOver` the moment it waits for; waking
+    /// on `halt`) when it is due within the hold.
+    mutating func admit(at: Int64, timeZone: UnsafeRawBufferPointer?, handOver: (Int64) -> Void, halt: CancellationPipe) -> Verdict {
         guard stoppedAt == nil else { return .later }
         var now = wallClockSeconds()
         if Double(at) > now {
@@ -70,7 +71,7 @@ struct ScheduleGate {
                 stoppedAt = at
                 return .later
             }
-            handOver()
+            handOver(at)
             // Clocks may be stepped while waiting: wait again until the wall clock says so.
             while Double(at) > now {
                 guard sleep(until: .after(seconds: Double(at) - now), cancellation: halt) else {
@@ -83,7 +84,7 @@ struct ScheduleGate {
         }
         guard let rule else { return .send(zone: -1) }
         let zone = timeZone.map { zones.number(of: $0) } ?? -1
-        switch rule.verdict(at: at, zone: zones.rules(of: zone), now: Int64(now)) {
+        switch rule.verdict(at: at, zone: zones.rules(of: zone), now: now) {
         case .send: return .send(zone: zone)
         case .skip: return .skip(now: Int64(now))
         case .deferred(let until):

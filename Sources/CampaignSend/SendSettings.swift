@@ -68,6 +68,9 @@ public struct SendSettings: Equatable, Sendable {
     /// a resume rewrites them unless given others.
     public var reportPath: String?
     public var metricsPath: String?
+    /// A scheduled plan: the longest wait for the next moment with the
+    /// connections open (`--hold-open`); a resume keeps it.
+    public var holdOpenSeconds = 60.0
 
     public init(gatewayHost: String, gatewayPort: Int, certificate: String) {
         self.gatewayHost = gatewayHost
@@ -88,7 +91,8 @@ public struct SendSettings: Equatable, Sendable {
             ("streams", n(streams)), ("auth_key", s(authKey)), ("key_id", s(keyID)), ("team_id", s(teamID)),
         ]) + (maxConnections.map { [("max_connections", n($0))] } ?? [])
           + (proxy.map { [("proxy", .string($0.description)), ("proxy_user_env", s(proxyUserVariable))] } ?? [])
-          + (reportPath.map { [("report", .string($0))] } ?? []) + (metricsPath.map { [("metrics", .string($0))] } ?? []) + (answerTimeoutSeconds == 30 && outageLimitSeconds == 120 ? [] : [
+          + (reportPath.map { [("report", .string($0))] } ?? []) + (metricsPath.map { [("metrics", .string($0))] } ?? [])
+          + (holdOpenSeconds == 60 ? [] : [("hold_open", .number(String(holdOpenSeconds)))]) + (answerTimeoutSeconds == 30 && outageLimitSeconds == 120 ? [] : [
             ("answer_timeout", .number(String(answerTimeoutSeconds))), ("outage_limit", .number(String(outageLimitSeconds))),
         ]))
     }
@@ -119,5 +123,6 @@ public struct SendSettings: Equatable, Sendable {
         proxyUserVariable = v["proxy_user_env"]?.stringValue
         reportPath = v["report"]?.stringValue
         metricsPath = v["metrics"]?.stringValue
+        holdOpenSeconds = v["hold_open"]?.doubleValue ?? 60
     }
 }

@@ -126,7 +126,7 @@ public final class Sender: @unchecked Sendable {
     /// A scheduled plan: the longest wait for the next moment with the
     /// connections open; a later moment ends the run (`scheduled`) and the
     /// caller starts the next one when it comes.
-    public var holdOpenSeconds: Double = 60
+    public lazy var holdOpenSeconds: Double = settings.holdOpenSeconds
 
     /// Frames each connection's queue holds before the plan reader waits.
     /// Tests lower it to reach the full-queue paths with small plans.
@@ -249,7 +249,14 @@ public final class Sender: @unchecked Sendable {
                     }
                     var zone: Int32 = -1
                     if let at = record.at {
-                        switch gate.admit(at: at, timeZone: record.timeZone, handOver: { _ = staging.handOverAll() }, halt: shared.halt) {
+                        switch gate.admit(at: at, timeZone: record.timeZone, handOver: { moment in
+                            _ = staging.handOverAll()
+                            // A wait with the connections open is said, and journaled for `status`.
+                            if Double(moment) - wallClockSeconds() >= 2 {
+                                logger("waiting until \(utcText(moment)) for the next notifications (connections open)")
+                                do { try journal.append(.wait(untilUnixSeconds: Int(moment))); try journal.checkpoint() } catch { shared.journalFailed(error) }
+                            }
+                        }, halt: shared.halt) {
                         case .send(let z): zone = z
                         case .later:
                             pushed = false
@@ -274,7 +281,7 @@ public final class Sender: @unchecked Sendable {
                 }
                 if !pushed { break }
             }
-            if !staging.handOverAll() { logger("stopped before every read notification was queued") }
+            if !staging.handOverAll() { logger("stopped before every notification read from the plan was queued") }
         } catch {
             readError = error
             logger("the plan cannot be read further: \(error)")

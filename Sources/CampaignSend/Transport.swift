@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import APNSWire
 import PlanStream
 
@@ -135,7 +138,8 @@ public struct PlanFrameEncoder: Sendable {
     @inline(__always)
     public func append(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
         let identifier = UInt32(truncatingIfNeeded: record.seq)
-        let expiry = header.expiry(forMoment: record.at)
+        // Encoded as the reader releases it: now is when it is sent.
+        let expiry = record.at == nil ? header.expiry : header.expiry(forMoment: record.at, sentAt: Int64(time(nil)))
         switch format {
         case .simple:
             NotificationEncoder.appendSimple(token: record.token, payload: record.payload, to: &bytes)

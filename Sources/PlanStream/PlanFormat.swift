@@ -56,15 +56,18 @@ public struct PlanHeader: Equatable, Sendable {
     }
 
     /// The expiry of a notification whose moment is `at` (a scheduled
-    /// record's), or of any other: `expiry` counts `expiresIn` from plan time,
-    /// but a scheduled notification goes at its moment, hours later, and must
-    /// not leave already expired (or expire while its device is briefly
-    /// offline): it counts from the moment instead, never earlier than from
-    /// plan time. 0 stays 0 (do not store).
+    /// record's), sent at `sentAt`, or of any other: `expiry` counts
+    /// `expiresIn` from plan time, but a scheduled notification goes at its
+    /// moment, hours later, and must not leave already expired (or expire
+    /// while its device is briefly offline): it counts from the moment, or
+    /// from when it is sent if that is later (`late: send`), never earlier
+    /// than from plan time. 0 stays 0 (do not store).
     @inline(__always)
-    public func expiry(forMoment at: Int64?) -> UInt32 {
-        guard let at, expiry != 0, at > Int64(created) else { return expiry }
-        return UInt32(clamping: at + (Int64(expiry) - Int64(created)))
+    public func expiry(forMoment at: Int64?, sentAt: Int64) -> UInt32 {
+        guard let at, expiry != 0 else { return expiry }
+        let from = max(at, sentAt)
+        guard from > Int64(created) else { return expiry }
+        return UInt32(clamping: from + (Int64(expiry) - Int64(created)))
     }
 
     /// This header as part `index` of `part`'s run.

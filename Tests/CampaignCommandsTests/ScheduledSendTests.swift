@@ -150,6 +150,8 @@ import LocalTime
         let status = try PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir)
         let json = try JSONValue.parse(String(decoding: status.out, as: UTF8.self))
         #expect(json["waiting"]?.integerValue == 10, "\(String(decoding: status.out, as: UTF8.self))")
+        #expect(json["phase"]?.stringValue == "running" && json["waiting_until"]?.stringValue == utcText(w1 + 60), "a wait with the connections open is told")
+        #expect(first.stderr.contains("waiting until \(utcText(w1 + 60)) for the next notifications (connections open)"), "\(first.stderr)")
         first.kill9()
         #expect(first.process.terminationReason == .uncaughtSignal)
         // Killed mid-run (no end record, no process): said so, with what goes on.
