@@ -149,6 +149,12 @@ struct PoolSizer {
         case .settled:
             return 0
         case .warming(let ticks, let step):
+            // The first connections, far away and held back as soon as one
+            // answers: the distance is known (the first PING goes at once),
+            // and waiting for every one to answer costs a tick of a short campaign.
+            if step == nil, lastGain == nil, s.productive > 0, (s.roundTripMilliseconds ?? 0) >= Self.farMilliseconds, s.bound >= 0.9 {
+                return consider(s)
+            }
             if s.productive >= s.size || ticks + 1 >= Self.readyTicks {
                 phase = .measuring(step: step)
             } else {
@@ -188,8 +194,9 @@ struct PoolSizer {
         // doubling that paid 1.41, which says the pool is past the point
         // where connections carry their share: enough.
         let ratio = rate / max(step.baseline, 1)
-        let perDoubling = step.factor == 4 ? ratio.squareRoot() : ratio
-        if step.factor == 4 && perDoubling < Self.quadruplingGain {
+        let doublings = log2(Double(step.factor))
+        let perDoubling = doublings > 1 ? pow(ratio, 1 / doublings) : ratio
+        if doublings > 1 && perDoubling < Self.quadruplingGain {
             phase = .settled
             return 0
         }
@@ -227,7 +234,12 @@ struct PoolSizer {
         // window per round trip, so more connections carry more, as the
         // last step showed or as the distance says.
         let far = (s.roundTripMilliseconds ?? 0) >= Self.farMilliseconds
-        let factor = ((lastGain ?? 0) >= 1.7 || (lastGain == nil && far)) && s.bound >= 0.9 ? 4 : 2
+        var factor = ((lastGain ?? 0) >= 1.7 || (lastGain == nil && far)) && s.bound >= 0.9 ? 4 : 2
+        // The first step from far away goes straight to the maximum: a
+        // campaign of a few hundred thousand lasts seconds there, and two
+        // quadruplings, each awaited and judged, cost a third of them (a
+        // step that carries nothing more is undone as any other).
+        if lastGain == nil, far, s.bound >= 0.9 { factor = max(factor, (maximum + s.size - 1) / s.size) }
         let added = min(s.size * factor - s.size, maximum - s.size)
         phase = .warming(ticks: 0, step: Step(baseline: baseline, factor: factor, added: added))
         return added

@@ -209,7 +209,12 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 let want = engine.rate != nil ? 1 : limit - inFlight.count
                 frames.removeAll(keepingCapacity: true)
                 taken.removeAll(keepingCapacity: true)
-                let n = engine.take(maxBytes: 1 << 20, maxFrames: want, into: &frames) { frame, offset in
+                // No more than the window can carry now (at least one): what
+                // a connection takes and cannot send waits here, one window a
+                // round trip, while the others run dry (from far away, the
+                // last second of a send was one connection's hoard).
+                let room = max(0, session.remoteWindow - session.unsentBodyBytes) + Self.unsentBodySlack
+                let n = engine.take(maxBytes: room, maxFrames: want, into: &frames) { frame, offset in
                     taken.append((frame, offset))
                 }
                 for (frame, offset) in taken {

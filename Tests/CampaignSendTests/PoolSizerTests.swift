@@ -20,17 +20,23 @@ import Testing
         return (sizes, size)
     }
 
-    @Test func farAwayAndWindowBoundItQuadruplesToTheMaximum() {
-        // Every connection carries its window per round trip: the rate grows with the pool.
+    @Test func farAwayAndWindowBoundItGoesToTheMaximumInOneStep() {
+        // Every connection carries its window per round trip: the rate grows
+        // with the pool, and from far away the first step is to the maximum
+        // (two judged quadruplings cost a third of a short campaign's time).
         let r = Self.run { Double($0) * 70 }
-        #expect(r.sizes == [4, 16, 64])
+        #expect(r.sizes == [4, 64])
+        #expect(Self.run(maximum: 40) { Double($0) * 70 }.sizes == [4, 40])
     }
 
     @Test func itStopsWhereAStepNoLongerPaysAndUndoesOneThatDidNotPayAtAll() {
-        // The machine saturates at 16 connections' worth: the step to 64
-        // carried nothing more, so its 48 connections are retired.
-        let r = Self.run { Double(min($0, 16)) * 4000 }
-        #expect(r.sizes == [4, 16, 64, 16], "\(r.sizes)")
+        // The server serves no more than 4 connections' worth: the step to
+        // 64 carried nothing more, so its 60 connections are retired.
+        let r = Self.run { Double(min($0, 4)) * 4000 }
+        #expect(r.sizes == [4, 64, 4], "\(r.sizes)")
+        // Saturated at 16 connections' worth: the step paid (4×, 1.41 per
+        // doubling) and the pool keeps its size.
+        #expect(Self.run { Double(min($0, 16)) * 4000 }.sizes == [4, 64])
         // Nearby (a short round trip), the first step doubles; one that paid
         // in full is followed by a quadrupling, and one that paid less than
         // 1.5 per doubling ends the growth.
@@ -62,14 +68,15 @@ import Testing
         func sample(_ size: Int, productive: Int, rate: Double, roundTrip: Double = 150) -> PoolSample {
             PoolSample(size: size, productive: productive, rate: rate, bound: 1, roundTripMilliseconds: roundTrip)
         }
-        #expect(sizer.next(sample(4, productive: 4, rate: 280)) == 0)   // warming → measuring
-        #expect(sizer.next(sample(4, productive: 4, rate: 280)) == 12)  // far and held back: 4 → 16 at once
+        // Far and held back from the first answer: 4 → 64 at once.
+        #expect(sizer.next(sample(4, productive: 1, rate: 280)) == 60)
         // The new connections have not answered yet, and the rate is still
         // the old one: no verdict until they have.
-        for _ in 0..<3 { #expect(sizer.next(sample(16, productive: 4, rate: 280)) == 0) }
+        for _ in 0..<3 { #expect(sizer.next(sample(64, productive: 4, rate: 280)) == 0) }
         #expect(sizer.phase != .settled)
-        #expect(sizer.next(sample(16, productive: 16, rate: 600)) == 0)   // all answer: measure next
-        #expect(sizer.next(sample(16, productive: 16, rate: 1100)) == 48)   // it paid: 16 → 64
+        #expect(sizer.next(sample(64, productive: 64, rate: 600)) == 0)   // all answer: measure next
+        #expect(sizer.next(sample(64, productive: 64, rate: 1000)) == 0)   // it paid (1.38 per doubling): kept
+        #expect(sizer.phase == .settled)
         // Nearby, a first step waits for a second tick to agree.
         var near = PoolSizer(maximum: 64)
         #expect(near.next(sample(4, productive: 4, rate: 80_000, roundTrip: 0.3)) == 0)
@@ -82,24 +89,20 @@ import Testing
         func sample(_ size: Int, rate: Double) -> PoolSample {
             PoolSample(size: size, productive: size, rate: rate, bound: 1, roundTripMilliseconds: 150)
         }
-        _ = sizer.next(sample(4, rate: 10_000))
-        #expect(sizer.next(sample(4, rate: 10_000)) == 12)
-        _ = sizer.next(sample(16, rate: 20_000))   // all answer
-        #expect(sizer.next(sample(16, rate: 45_000)) == 48)   // 16 → 64
-        _ = sizer.next(sample(64, rate: 45_000))   // all answer
+        #expect(sizer.next(sample(4, rate: 10_000)) == 60)   // 4 → 64
+        _ = sizer.next(sample(64, rate: 10_000))   // all answer
         // Their windows are still growing: the first measurement falls short, the next do not.
-        #expect(sizer.next(sample(64, rate: 45_000)) == 0)
-        #expect(sizer.next(sample(64, rate: 52_000)) == 0)
-        #expect(sizer.next(sample(64, rate: 60_000)) == 0, "not undone")
+        #expect(sizer.next(sample(64, rate: 11_000)) == 0)
+        #expect(sizer.next(sample(64, rate: 12_000)) == 0)
+        #expect(sizer.next(sample(64, rate: 20_000)) == 0, "not undone")
         #expect(sizer.phase == .settled, "kept at 64: it paid, though less than 1.5 per doubling")
         // A step that never pays is undone after the doubt.
         var flat = PoolSizer(maximum: 64)
-        _ = flat.next(sample(4, rate: 10_000))
-        #expect(flat.next(sample(4, rate: 10_000)) == 12)
-        _ = flat.next(sample(16, rate: 10_000))
-        #expect(flat.next(sample(16, rate: 10_000)) == 0)
-        #expect(flat.next(sample(16, rate: 10_500)) == 0)
-        #expect(flat.next(sample(16, rate: 10_200)) == -12)
+        #expect(flat.next(sample(4, rate: 10_000)) == 60)
+        _ = flat.next(sample(64, rate: 10_000))
+        #expect(flat.next(sample(64, rate: 10_000)) == 0)
+        #expect(flat.next(sample(64, rate: 10_500)) == 0)
+        #expect(flat.next(sample(64, rate: 10_200)) == -60)
         #expect(flat.phase == .settled)
     }
 }
