@@ -151,12 +151,13 @@ import GatewaySimulator
 
     @Test(.timeLimit(.minutes(3))) func anAutoSizedSendKilledAndResumedDeliversEachOnce() throws {
         let dir = TemporaryDirectory("pool-kill")
-        let tokens = try Self.plan(count: 15_000, padding: 3000, in: dir)
+        // Large enough that a pool at the maximum from the first second is still sending when killed.
+        let tokens = try Self.plan(count: 30_000, padding: 3000, in: dir)
         let simulator = try startHTTP2Simulator(in: dir, latencyMilliseconds: 25)
         defer { simulator.stop() }
         let start = ["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--max-connections", "32"]
             + SendProcessTests.credentials()
-        let (kills, finished) = try killRepeatedlyThenFinish(kills: 2, delays: 1500...2500, seed: 23, next: {
+        let (kills, finished) = try killRepeatedlyThenFinish(kills: 2, delays: 800...1500, seed: 23, next: {
             let resume = FileManager.default.fileExists(atPath: dir.file("journal/journal.log"))
             return try CampaignProcess(resume ? ["send", "--resume", "journal"] + SendProcessTests.credentials() : start, in: dir.path)
         }, kill: { $0.kill9() })

@@ -198,7 +198,7 @@ import GatewaySimulator
         try Self.expectNoPassword(in: dir, stderr: first.stderr + resumed.stderr)
     }
 
-    @Test(.timeLimit(.minutes(1))) func feedbackIsReadThroughTheProxy() throws {
+    @Test(.timeLimit(.minutes(5))) func feedbackIsReadThroughTheProxy() throws {
         let dir = TemporaryDirectory("proxyfeedback")
         let proxy = try TinyProxy(in: dir, user: ("campaign", Self.password))
         let tuples = (0..<20).map { FeedbackTuple(timestamp: 1_700_000_000 + UInt32($0), token: Array(repeating: UInt8($0), count: 32)) }

@@ -9,12 +9,15 @@ import LocalTime
 /// Where scheduling meets the rest of the tool: `plan | send` (the pipe the
 /// tool is named for) with waves, `--due-only` from cron, quiet hours, an
 /// expiry counted from each moment, and the rules asked again at the wire.
-@Suite(.serialized) struct ScheduledPipelineTests {
-    typealias Campaign = ScheduledSendTests.Campaign
+/// In the scheduled suite, serialized with it: these tests wait on the wall
+/// clock, and two such suites side by side would hold both of a 2-core
+/// machine's test threads for minutes, starving every other test past its
+/// time limit.
+extension ScheduledSendTests {
 
     /// Each token arrived exactly once, none before its moment; the expiry
     /// it was sent with is its moment plus the job's `expiresIn`.
-    static func expectOnceAfterMoments(_ campaign: Campaign, expiresIn: Int64) throws {
+    static func expectOnceAfterMomentsAndExpiry(_ campaign: Campaign, expiresIn: Int64) throws {
         let arrivals = try campaign.arrivals()
         #expect(arrivals.count == campaign.tokens.count, "delivered \(arrivals.count) of \(campaign.tokens.count)")
         #expect(arrivals.values.allSatisfy { $0.count == 1 }, "none twice: \(arrivals.filter { $0.value.count > 1 }.count)")
@@ -56,7 +59,7 @@ import LocalTime
         #expect(send.stderr.contains("waiting until"), "the send waited between runs: \(send.stderr)")
         #expect(try Self.page(waiting).contains("run 2 (next wave)"), "the send's own next run is not a resume")
         for campaign in [waiting, cron] {
-            try Self.expectOnceAfterMoments(campaign, expiresIn: 10)
+            try Self.expectOnceAfterMomentsAndExpiry(campaign, expiresIn: 10)
             let state = try Journal.read(directory: campaign.dir.file("journal"))
             #expect(state.outcome == "complete" && state.accepted == 2000 && state.planRecords == 2000)
         }

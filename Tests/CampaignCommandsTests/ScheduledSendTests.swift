@@ -300,7 +300,7 @@ import LocalTime
         #expect(status["waiting"]?.integerValue == 3 && status["done"]?.integerValue == 3)
     }
 
-    @Test(.timeLimit(.minutes(1))) func theBinaryInterfaceReleasesWavesTheSameWay() throws {
+    @Test(.timeLimit(.minutes(5))) func theBinaryInterfaceReleasesWavesTheSameWay() throws {
         // One engine for both protocols: the same gate in front of binary connections.
         let w1 = Self.soon(3)
         let campaign = try Campaign(base: w1, groups: [(120, 3), (30, 4), (0, 5)], format: "enhanced") { time, date in

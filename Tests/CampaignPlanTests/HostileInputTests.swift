@@ -106,7 +106,7 @@ import CampaignTestSupport
         #expect(!FileManager.default.fileExists(atPath: dir.file("plan.partial")))
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: ["csv", "ndjson"])
+    @Test(.timeLimit(.minutes(5)), arguments: ["csv", "ndjson"])
     func aTenMegabyteFieldIsOneRejectedRowInBoundedMemory(format: String) throws {
         let dir = TemporaryDirectory("hostile")
         let token = String(repeating: "ab", count: 32), other = String(repeating: "cd", count: 32)
@@ -125,7 +125,7 @@ import CampaignTestSupport
         #expect(rejects.utf8.count < 4096, "the reject does not copy the field")
     }
 
-    @Test(.timeLimit(.minutes(1))) func fiveThousandColumnsAreReadAndTheUnusedIgnored() throws {
+    @Test(.timeLimit(.minutes(5))) func fiveThousandColumnsAreReadAndTheUnusedIgnored() throws {
         let dir = TemporaryDirectory("hostile")
         let header = ["token", "name"] + (0..<5000).map { "c\($0)" }
         let row = [String(repeating: "ef", count: 32), "Wide"] + (0..<5000).map { "\($0)" }

@@ -113,7 +113,7 @@ import CampaignTestSupport
                          "-w", " %{http_code} %{http_version}", "https://127.0.0.1:\(port)\(path)"] + extra).out
     }
 
-    @Test(.timeLimit(.minutes(1))) func curlIsAcceptedOverHTTP2AndRefusedWithApplesReasons() throws {
+    @Test(.timeLimit(.minutes(5))) func curlIsAcceptedOverHTTP2AndRefusedWithApplesReasons() throws {
         let dir = TemporaryDirectory("h2curl")
         let simulator = try Self.start(dir)
         defer { simulator.stop() }
@@ -133,7 +133,7 @@ import CampaignTestSupport
         #expect(simulator.currentStatistics().answers == ["200": 1, "400 BadDeviceToken": 1, "400 BadPriority": 1, "405 MethodNotAllowed": 1])
     }
 
-    @Test(.timeLimit(.minutes(1))) func latencyHoldsEveryByteEachWayAndChangesNone() throws {
+    @Test(.timeLimit(.minutes(5))) func latencyHoldsEveryByteEachWayAndChangesNone() throws {
         let dir = TemporaryDirectory("h2latency")
         let simulator = try startHTTP2Simulator(in: dir, latencyMilliseconds: 100)
         defer { simulator.stop() }
@@ -154,7 +154,7 @@ import CampaignTestSupport
         #expect(simulator.currentStatistics().answers == ["400 BadDeviceToken": 1])
     }
 
-    @Test(.timeLimit(.minutes(1))) func h2loadWithAProviderTokenIsAcceptedInFull() throws {
+    @Test(.timeLimit(.minutes(5))) func h2loadWithAProviderTokenIsAcceptedInFull() throws {
         let dir = TemporaryDirectory("h2load")
         let simulator = try Self.start(dir, tokens: true)
         defer { simulator.stop() }
@@ -180,7 +180,7 @@ import CampaignTestSupport
         #expect(try Self.curl(simulator.port, ["-H", "apns-topic: com.example.campaign", "-d", #"{"aps":{}}"#]) == #"{"reason":"MissingProviderToken"} 403 2"#)
     }
 
-    @Test(.timeLimit(.minutes(1))) func aPythonHTTP2ClientIsAcceptedAndRefusedWithApplesReasons() throws {
+    @Test(.timeLimit(.minutes(5))) func aPythonHTTP2ClientIsAcceptedAndRefusedWithApplesReasons() throws {
         let dir = TemporaryDirectory("h2python")
         let simulator = try Self.start(dir)
         defer { simulator.stop() }
