@@ -303,8 +303,7 @@ struct JournalView {
         // Quiet hours are asked again as the send would: a record due by its
         // moment waits while its device is inside them.
         let rule = ReleaseRule(schedule: schedule)
-        let zones = ZoneDatabase()
-        var zoneRules: [String: ZoneRules?] = [:]
+        let zones = ZoneRegistry()
         var ordinals = [Int](repeating: 0, count: header.shards)
         do {
             while try plan.nextView({ record in
@@ -312,13 +311,9 @@ struct JournalView {
                 ordinals[record.shard] += 1
                 if state.done[record.shard]?.contains(ordinal) == true { return }
                 guard var at = record.at else { return }
-                if at <= now, let tz = record.timeZone {
-                    let name = String(decoding: tz, as: UTF8.self)
-                    if zoneRules[name] == nil {
-                        let found: ZoneRules? = if case .zone(let z) = zones.zone(named: name) { z } else { nil }
-                        zoneRules[name] = .some(found)
-                    }
-                    if case .deferred(let until) = rule.verdict(at: at, zone: zoneRules[name]!, now: Double(now)) { at = until }
+                if at <= now, let tz = record.timeZone,
+                   case .deferred(let until) = rule.verdict(at: at, zone: zones.rules(of: zones.number(of: tz)), now: Double(now)) {
+                    at = until
                 }
                 if at <= now {
                     view.dueNow += 1

@@ -51,15 +51,18 @@ public struct ReleaseRule: Sendable {
 }
 
 /// The zones of a scheduled plan's records as the send meets them, numbered
-/// so a queued frame carries a number, not a name; read by every connection.
-final class ZoneRegistry: @unchecked Sendable {
+/// so a queued frame carries a number, not a name; read by every connection
+/// (and by `status`, which asks the same rule).
+public final class ZoneRegistry: @unchecked Sendable {
     private let database = ZoneDatabase()
     private var numbers: [String: Int32] = [:]
     private var rules: [ZoneRules?] = []
     private let lock = Lock()
 
+    public init() {}
+
     /// The number of the zone named by `text` (registered on first sight).
-    func number(of text: UnsafeRawBufferPointer) -> Int32 {
+    public func number(of text: UnsafeRawBufferPointer) -> Int32 {
         let name = String(decoding: text, as: UTF8.self)
         lock.lock()
         defer { lock.unlock() }
@@ -71,7 +74,7 @@ final class ZoneRegistry: @unchecked Sendable {
     }
 
     /// The rules of zone `number` (nil for -1, or a zone this machine does not know).
-    func rules(of number: Int32) -> ZoneRules? {
+    public func rules(of number: Int32) -> ZoneRules? {
         guard number >= 0 else { return nil }
         lock.lock()
         defer { lock.unlock() }

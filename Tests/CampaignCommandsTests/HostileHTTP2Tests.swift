@@ -224,15 +224,7 @@ import GatewaySimulator
 
     /// `send --resume journal` against the simulator: 0, and each token in its record once.
     static func resumeDeliversEachOnce(_ dir: TemporaryDirectory, tokens: [String]) throws {
-        let simulator = try startHTTP2Simulator(in: dir)
-        defer { simulator.stop() }
-        let resume = try CampaignProcess(["send", "--resume", "journal", "--gateway", "127.0.0.1:\(simulator.port)"], in: dir.path)
-        #expect(resume.wait(timeout: 60) == 0, "\(resume.stderr.suffix(1500))")
-        simulator.stop()
-        let recorded = try H2SendTests.recorded(dir).map(\.token)
-        #expect(recorded.count == tokens.count && Set(recorded) == Set(tokens), "\(recorded.count) recorded for \(tokens.count)")
-        let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.outcome == "complete" && state.accepted == tokens.count && state.failures.isEmpty)
+        try resumeDeliversTheRestOnce(dir, tokens: tokens, alreadyAccepted: 0)
     }
 
     // MARK: - The server's words
