@@ -132,6 +132,28 @@ extension ScheduledSendTests {
         #expect(Set(state.skipped.map { $0.token.map { String(format: "%02x", $0) }.joined() }).isDisjoint(with: arrivals.keys))
     }
 
+    @Test(.timeLimit(.minutes(2))) func aSignalWhileTheScheduledPlanIsStillComingEndsTheSendAtOnce() throws {
+        // The planner writes the header, then stalls: the send,
+        // reading standard input to its end before its first run, must still
+        // end on the first signal (75), nothing sent, the journal kept.
+        let campaign = try Campaign(base: ScheduledSendTests.soon(60), groups: [(0, 50)])
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let planner = Pipe()
+        defer { try? planner.fileHandleForWriting.close() }
+        let send = try CampaignProcess(["send", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)"] + SendProcessTests.credentials(),
+                                       in: campaign.dir.path, inputPipe: planner)
+        let header = try String(contentsOfFile: campaign.dir.file("plan.ndjson"), encoding: .utf8).split(separator: "\n")[0]
+        planner.fileHandleForWriting.write(Data((header + "\n").utf8))
+        #expect(eventually(within: 20) { FileManager.default.fileExists(atPath: campaign.dir.file("journal/journal.log")) })
+        let signalled = Date()
+        kill(send.process.processIdentifier, SIGTERM)
+        #expect(send.wait(timeout: 10) == 75, "\(send.stderr)")
+        #expect(Date().timeIntervalSince(signalled) < 3, "the read of standard input wakes on the signal")
+        #expect(send.stderr.contains("stopped while reading the scheduled plan"), "\(send.stderr)")
+        #expect(try campaign.arrivals().isEmpty)
+    }
+
     @Test(.timeLimit(.minutes(2))) func aCutScheduledPipeIsRefusedAtOnceAndAReplanGoesOn() throws {
         // Quiet hours an hour away: every record's moment is its plan time,
         // so a plan made a second later differs in every `at`.
