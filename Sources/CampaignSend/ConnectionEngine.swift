@@ -6,10 +6,31 @@ import CampaignIO
 import CampaignTLS
 import LocalTime
 
-/// A wire protocol's side of one connection: the turns of ``ConnectionEngine/run(_:)``.
+/// The link an open connection reads and writes: TLS over TCP in a send
+/// (``TLSConnection``), an in-memory peer in a test. Only the engine calls it.
+protocol ConnectionLink: AnyObject {
+    /// What poll(2) watches for this link's bytes.
+    var pollDescriptor: Int32 { get }
+    /// The protocol the peer agreed to (ALPN), if any.
+    var negotiatedProtocol: String? { get }
+    func tryRead(into buffer: UnsafeMutableRawBufferPointer) throws(TLSError) -> TLSConnection.IOResult
+    /// Writes from `offset` until all is written or it would block; false when the peer has closed.
+    func writeAvailable(_ bytes: [UInt8], from offset: inout Int) throws(TLSError) -> Bool
+    /// A clean close: the peer reads every byte first.
+    func close()
+    func abort()
+}
+
+extension TLSConnection: ConnectionLink {
+    var pollDescriptor: Int32 { socket.fd }
+}
+
+/// A wire protocol's side of one connection (binary: ``ConnectionWorker``,
+/// HTTP/2: ``H2ConnectionWorker``): it encodes what may go into the
+/// engine's outbound bytes, turns bytes read into outcomes, and decides what
+/// its answers, losses and silences mean. It never reads, writes or waits:
+/// the engine does (``ConnectionEngine/run(_:)``).
 protocol WireConnection: AnyObject {
-    /// A connection to the gateway is open.
-    var isConnected: Bool { get }
     /// Something can be sent now (a retry or resend, or the queue's frames).
     var hasWork: Bool { get }
     /// When the next notification waiting out a backoff falls due: an idle wait wakes then.
@@ -17,31 +38,76 @@ protocol WireConnection: AnyObject {
     /// Starts a turn; false when this connection's work is over (everything
     /// taken is final, or a stop whose grace has run out).
     func beginTurn() -> Bool
-    /// Opens a connection through the engine's dialer; false when none could be.
-    func connect() -> Bool
-    /// Frames what may go now.
-    func frame()
-    /// Writes, waits once (``ConnectionEngine/wait(on:events:watchQueue:timeout:)``),
-    /// reads, turns what came into outcomes, and checks the connection is alive.
-    func pump()
-    /// The loop is over: closes the connection; what is unanswered stays pending.
-    func end()
+    /// A connection is open on `link`; false refuses it (the engine aborts it).
+    func opened(_ link: ConnectionLink) -> Bool
+    /// Appends what may go now to ``ConnectionEngine/outbound``; false when
+    /// the connection was lost doing so.
+    func frame() -> Bool
+    /// Whether more bytes may still join the unwritten ones before they are
+    /// written (else they are written at once, without the batch delay).
+    var moreCanJoin: Bool { get }
+    /// Whether the turn's wait also wakes when frames reach the queue.
+    var watchesQueue: Bool { get }
+    /// The protocol's own wake-ups (a proof due, a retry, a pause's end), monotonic.
+    var nextWakeUp: UInt64? { get }
+    /// The engine waited from `since` until now (for the pool's gauge).
+    func waited(since: UInt64)
+    /// Bytes read; false when the connection ended (or must not be read further this turn).
+    func received(_ bytes: ArraySlice<UInt8>) -> Bool
+    /// The peer closed the connection, or reading or writing it failed: what is unanswered goes again.
+    func lost()
+    /// The connection went silent (``ConnectionEngine/silent(_:)``): as lost, without blaming a notification.
+    func lostSilently()
+    /// Every outbound byte has been written.
+    func wroteAll()
+    /// After the turn's reads and writes: the protocol's timers (proofs, answers, PINGs, going away).
+    func checkTimers()
+    /// The loop is over: whether the connection may close cleanly (nothing
+    /// unproven or unanswered on it); what is unanswered stays pending.
+    func end() -> Bool
+}
+
+/// One connection's life as the engine sees it: the link and the bytes on
+/// their way exist only while it is open, so closing drops them at once.
+enum ConnectionState {
+    case closed
+    case open(OpenConnection)
+
+    /// What exists only while a connection is open.
+    struct OpenConnection {
+        let link: ConnectionLink
+        /// Bytes to write, or written: the protocol may keep written bytes
+        /// (the binary interface replays its window from them).
+        var outbound: [UInt8] = []
+        /// How many of ``outbound`` have been written.
+        var written = 0
+        /// When the oldest unwritten bytes were framed (for `--batch-delay-ms`).
+        var batchStartedAt: UInt64?
+        /// When a write last moved bytes (or the connection opened).
+        var lastWriteProgress: UInt64
+        /// When bytes were last read (or the connection opened).
+        var lastReadAt: UInt64
+        /// When this connection's first bytes were written.
+        var firstWriteAt: UInt64?
+    }
 }
 
 /// What every connection of a send does, whatever its wire protocol: it
 /// runs the one connection loop (``run(_:)``), takes work from its queue,
-/// dials (with backoff) through its ``GatewayDialer``, journals what may
-/// reach the gateway before it can (write-ahead), waits on its socket
-/// together with the stop, the halt and the queue's doorbell, counts
-/// connections that went silent, and at the end leaves its queue and
-/// reports how far each shard was handed over. ``ConnectionWorker``
-/// (binary) and ``H2ConnectionWorker`` are the wire protocols it runs.
+/// dials (with backoff) through its ``GatewayDialer``, owns the link (reads,
+/// writes in batches on the rate and the batch delay, waits on it together
+/// with the stop, the halt and the queue's doorbell, closes it), journals
+/// what may reach the gateway before it can (write-ahead), notices a link
+/// that stopped reading or answering, and at the end leaves its queue and
+/// reports how far each shard was handed over. A ``WireConnection`` only
+/// encodes, decodes and decides.
 final class ConnectionEngine {
     let index: Int
     let queue: WorkQueue
     let shared: SendShared
     let settings: SendSettings
     let dialer: GatewayDialer
+    let clock: SendClock
     /// How far each shard has been handed to this connection (for the journal's write-ahead).
     private(set) var marks: SentMarks
     /// The queue had nothing the last time it was looked at.
@@ -53,6 +119,8 @@ final class ConnectionEngine {
     /// The pool no longer needs this connection: it takes no new work,
     /// finishes what it holds, and closes (set from the pool's thread).
     private let retiring = Atomic<Bool>(false)
+    private(set) var state = ConnectionState.closed
+    private var readBuffer = [UInt8](repeating: 0, count: 65_536)
 
     func retire() { retiring.store(true, ordering: .releasing) }
     var isRetiring: Bool { retiring.load(ordering: .acquiring) }
@@ -61,23 +129,78 @@ final class ConnectionEngine {
     /// `late: skip`): asked again as frames are taken to be written.
     let release: WireRelease?
 
-    init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, shards: Int, release: WireRelease? = nil) {
+    init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, shards: Int, release: WireRelease? = nil,
+         dialer: GatewayDialer? = nil) {
         self.index = index
         self.release = release
         self.queue = queue
         self.shared = shared
         self.settings = settings
+        self.clock = shared.clock
         marks = SentMarks(shards: shards)
-        dialer = GatewayDialer(settings: settings, shared: shared)
+        self.dialer = dialer ?? GatewayDialer(settings: settings, shared: shared)
         queue.join()
     }
 
-    var now: UInt64 { Deadline.now().nanoseconds }
+    var now: UInt64 { clock.now }
 
     /// `--rate`, over every connection; nil without a limit.
     var rate: SharedRate? { shared.rate }
 
     func log(_ message: String) { shared.log("connection \(index + 1): \(message)") }
+
+    // MARK: - The open connection
+
+    var isConnected: Bool { if case .open = state { true } else { false } }
+
+    /// The open connection's link, if any.
+    var link: ConnectionLink? { if case .open(let c) = state { c.link } else { nil } }
+
+    /// The connection's bytes, written and to write (empty when closed).
+    var outbound: [UInt8] { if case .open(let c) = state { c.outbound } else { [] } }
+
+    /// How many of ``outbound`` have been written.
+    var written: Int { if case .open(let c) = state { c.written } else { 0 } }
+
+    /// When this connection's first bytes were written.
+    var firstWriteAt: UInt64? { if case .open(let c) = state { c.firstWriteAt } else { nil } }
+
+    /// Appends to the bytes to write (nothing when closed).
+    func withOutbound<T, E: Error>(_ body: (inout [UInt8]) throws(E) -> T) throws(E) -> T {
+        guard case .open(var c) = state else { var none: [UInt8] = []; return try body(&none) }
+        state = .closed   // keeps the buffer uniquely referenced while it grows
+        defer { state = .open(c) }
+        return try body(&c.outbound)
+    }
+
+    /// Forgets the bytes written so far (a protocol that keeps none, or a window that ended).
+    func dropWritten() {
+        guard case .open(var c) = state else { return }
+        state = .closed
+        c.outbound.removeFirst(c.written)
+        c.written = 0
+        if c.outbound.isEmpty { c.batchStartedAt = nil }
+        state = .open(c)
+    }
+
+    /// Closes the connection (cleanly: the peer reads every byte first), or aborts it.
+    func close(abort: Bool) {
+        guard case .open(let c) = state else { return }
+        abort ? c.link.abort() : c.link.close()
+        state = .closed
+    }
+
+    /// Dials; the protocol accepts the link or refuses it.
+    private func connect(_ wire: some WireConnection) -> Bool {
+        guard let link = dialer.connect() else { return false }
+        let t = now
+        state = .open(.init(link: link, lastWriteProgress: t, lastReadAt: t))
+        guard wire.opened(link) else {
+            close(abort: true)
+            return false
+        }
+        return true
+    }
 
     // MARK: - The loop
 
@@ -87,21 +210,108 @@ final class ConnectionEngine {
     /// nothing to do, dials when there is, frames and pumps.
     func run(_ wire: some WireConnection) {
         while !shared.cancellation.isCancelled {
-            if !wire.isConnected { lookAtQueue() }
+            if !isConnected { lookAtQueue() }
             guard wire.beginTurn() else { break }
-            if !wire.isConnected {
+            if !isConnected {
                 if !wire.hasWork {
                     waitForWork(until: wire.nextRetryDue)
                     continue
                 }
-                guard wire.connect() else { if shared.isFinished { break } else { continue } }
+                guard connect(wire) else { if shared.isFinished { break } else { continue } }
             }
-            wire.frame()
-            wire.pump()
+            guard wire.frame() else { continue }
+            pump(wire)
         }
-        wire.end()
+        close(abort: !wire.end())
         finish()
     }
+
+    /// One turn's I/O: decides whether the unwritten bytes go now (a full
+    /// batch, the batch delay passed, nothing more can join them, a stop),
+    /// waits once on the link, the stop and (when the protocol wants more)
+    /// the queue, reads, writes, and runs the protocol's timers.
+    private func pump(_ wire: some WireConnection) {
+        guard case .open(var c) = state else { return }
+        let t = now
+        let unwritten = c.outbound.count - c.written
+        if unwritten > 0, c.batchStartedAt == nil { c.batchStartedAt = t; state = .open(c) }
+        let due = c.batchStartedAt.map { $0 + UInt64(settings.batchDelayMilliseconds) * 1_000_000 }
+        let writeNow = unwritten > 0 && (unwritten >= settings.batchBytes || !wire.moreCanJoin || shared.isStopping
+                                         || (due.map { t >= $0 } ?? false))
+        var timeout: Int32 = 1000
+        if unwritten > 0, !writeNow, let due { timeout = Self.milliseconds(until: due, from: t) }
+        if rate != nil && wire.hasWork { timeout = min(timeout, 5) }
+        if let wake = wire.nextWakeUp { timeout = min(timeout, Self.milliseconds(until: wake, from: t)) }
+        let readable = wait(on: c.link.pollDescriptor, events: Int16(POLLIN) | (writeNow ? Int16(POLLOUT) : 0),
+                            watchQueue: wire.watchesQueue, timeout: timeout)
+        wire.waited(since: t)
+        if readable || writeNow {
+            read(wire)
+            guard isConnected else { return }
+        }
+        if writeNow {
+            write(wire)
+            guard case .open(let after) = state else { return }
+            if after.written < after.outbound.count, Double(now - after.lastWriteProgress) / 1e9 > settings.stallSeconds {
+                silent("nothing could be written for \(format1(settings.stallSeconds)) s: the gateway is not reading", wire)
+                return
+            }
+        }
+        wire.checkTimers()
+    }
+
+    /// Reads what has arrived, at most ``readsPerTurn`` reads, so a peer
+    /// that floods bytes cannot keep the loop from its stop and time checks.
+    private func read(_ wire: some WireConnection) {
+        for _ in 0..<Self.readsPerTurn {
+            guard let link else { return }
+            let result: TLSConnection.IOResult
+            do { result = try readBuffer.withUnsafeMutableBytes { buffer throws(TLSError) in try link.tryRead(into: buffer) } } catch {
+                wire.lost()
+                return
+            }
+            switch result {
+            case .bytes(let n):
+                if case .open(var c) = state { c.lastReadAt = now; state = .open(c) }
+                guard wire.received(readBuffer[0..<n]) else { return }
+            case .wantRead, .wantWrite:
+                return
+            case .closed:
+                wire.lost()
+                return
+            }
+        }
+    }
+
+    static let readsPerTurn = 32
+
+    /// Writes what it can of the unwritten bytes; the journal first learns
+    /// what they may deliver (write-ahead).
+    private func write(_ wire: some WireConnection) {
+        guard case .open(var c) = state else { return }
+        guard journalHandedOver() else {
+            // The journal broke (the send stops): what is unwritten never reached the gateway.
+            wire.lostSilently()
+            close(abort: true)
+            return
+        }
+        let before = c.written
+        guard (try? c.link.writeAvailable(c.outbound, from: &c.written)) == true else {
+            wire.lost()
+            return
+        }
+        if c.written > before {
+            c.lastWriteProgress = now
+            if c.firstWriteAt == nil { c.firstWriteAt = c.lastWriteProgress }
+        }
+        let all = c.written == c.outbound.count
+        if all { c.batchStartedAt = nil }
+        state = .open(c)
+        if all { wire.wroteAll() }
+    }
+
+    /// When bytes were last read on the open connection.
+    var lastReadAt: UInt64? { if case .open(let c) = state { c.lastReadAt } else { nil } }
 
     // MARK: - Work
 
@@ -118,7 +328,7 @@ final class ConnectionEngine {
     func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], taken: (QueuedFrame, Int) -> Void) -> Int {
         let n: Int, finished: Bool
         if let release {
-            let now = wallClockSeconds()
+            let now = clock.wallSeconds
             var held: [WireRelease.Held] = []
             (n, finished) = queue.take(maxBytes: maxBytes, maxFrames: maxFrames, into: &out,
                                        admit: { release.admit($0, bytes: $1, now: now, held: &held) }, taken: taken)
@@ -139,7 +349,7 @@ final class ConnectionEngine {
             // backoff may be 30 s): they wake the wait, as without one.
             queue.waitForFrames(orAnyOf: [shared.cancellation, shared.halt], timeout: Self.milliseconds(until: due, from: now))
         } else if let due {
-            _ = sleep(until: Deadline(nanoseconds: due), cancellation: shared.halt)
+            _ = clock.sleep(seconds: Double(Int64(due) - Int64(now)) / 1e9, cancellation: shared.halt)
         } else {
             queue.waitForFrames(orAnyOf: [shared.cancellation, shared.halt])
         }
@@ -150,11 +360,14 @@ final class ConnectionEngine {
     func handed(shard: Int32, ordinal: Int32) { marks.handed(shard: shard, ordinal: ordinal) }
 
     /// Write-ahead: the journal learns what may reach the gateway before it
-    /// can, so a resume after a crash knows which notifications may be duplicates.
-    func journalHandedOver() {
-        guard !marks.unmarked.isEmpty else { return }
-        shared.markSent(shards: marks.unmarked, below: marks.below)
+    /// can, so a resume after a crash knows which notifications may be
+    /// duplicates. False when the journal could not learn it: then nothing
+    /// may be written (the gateway would accept what the resume sends again, uncounted).
+    func journalHandedOver() -> Bool {
+        guard !marks.unmarked.isEmpty else { return true }
+        guard shared.markSent(shards: marks.unmarked, below: marks.below) else { return false }
         marks.markedAll()
+        return true
     }
 
     // MARK: - Waiting
@@ -168,7 +381,7 @@ final class ConnectionEngine {
     /// halts, `timeout` passes, or (with `watchQueue`) frames arrive;
     /// whether the socket is ready. When frames arrived before the wait
     /// could begin, it does not wait.
-    func wait(on socket: Int32, events: Int16, watchQueue: Bool, timeout: Int32) -> Bool {
+    private func wait(on socket: Int32, events: Int16, watchQueue: Bool, timeout: Int32) -> Bool {
         var timeout = timeout
         var fds = [pollfd(fd: socket, events: events, revents: 0),
                    pollfd(fd: shared.cancellation.pollDescriptor, events: Int16(POLLIN), revents: 0),
@@ -183,21 +396,22 @@ final class ConnectionEngine {
             queueEmpty = false
             timeout = 0
         }
-        _ = poll(&fds, watch ? 4 : 3, timeout)
+        clock.poll(&fds, count: watch ? 4 : 3, milliseconds: timeout)
         return fds[0].revents != 0
     }
 
     // MARK: - Silence
 
-    /// A connection went silent (it neither read nor answered): three in a
-    /// row, with no answer between them, end the send (resumable) rather
-    /// than retrying for ever. True when this one ended it.
-    func wentSilent(_ what: String, giving sentence: String) -> Bool {
+    /// The connection went silent (it neither read nor answered): it is
+    /// dropped, and three in a row, with no answer between them, end the
+    /// send (resumable) rather than retrying for ever.
+    func silent(_ what: String, _ wire: some WireConnection) {
+        wire.lostSilently()
+        close(abort: true)
         silentInARow += 1
         log("\(what); reconnecting")
-        guard silentInARow >= 3 else { return false }
-        shared.fail(.unreachable(TLSError(.timedOut(operation: sentence))))
-        return true
+        guard silentInARow >= 3 else { return }
+        shared.fail(.unreachable(TLSError(.timedOut(operation: "waiting for a gateway that stopped reading or answering (3 connections in a row)"))))
     }
 
     /// The gateway answered: silence starts counting again.

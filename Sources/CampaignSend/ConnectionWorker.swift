@@ -32,28 +32,23 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var window = UnprovenWindow()
     private var strikes = DropStrikes()
 
-    private var connection: TLSConnection?
-    /// Every packet written, or to write, on this connection.
-    private var sent: [UInt8] = []
-    private var written = 0
     private var decoder = ErrorResponseDecoder()
-    private var batchStartedAt: UInt64? = nil
+    /// When the window's first notification was framed (for the proof cadence).
+    private var windowStartedAt: UInt64? = nil
     private var cadence: ProofCadence
     private var proofWrittenAt: UInt64? = nil
     private var nextProof: UInt32 = 0
     private var acceptedOnConnection = 0
-    private var readBuffer = [UInt8](repeating: 0, count: 4096)
-    private var lastWriteProgress: UInt64 = 0
     /// What a window may hold before its proof, paced to the gateway's reading.
     private var windowBytes = WindowByteLimit()
-    /// When this connection's first bytes were written (to pace ``windowBytes``).
-    private var firstWriteAt: UInt64? = nil
+    /// Every packet written, or to write, on this connection (the engine's).
+    private var sent: [UInt8] { engine.outbound }
+    private var written: Int { engine.written }
 
     init(engine: ConnectionEngine, format: NotificationFormat) {
         self.engine = engine
         self.format = format
         cadence = ProofCadence(settings: engine.settings, reportsErrors: format.reportsErrors)
-        sent.reserveCapacity(engine.settings.batchBytes * 4)
     }
 
     private var now: UInt64 { engine.now }
@@ -67,7 +62,6 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     // MARK: - The engine's turns
 
-    var isConnected: Bool { connection != nil }
     /// When the first notification waiting out its backoff falls due (the
     /// discarded and the unproven go at once: they were never refused).
     var nextRetryDue: UInt64? { waiting.lazy.map(\.due).min() }
@@ -86,15 +80,12 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         return !(!hasWork && window.notificationCount == 0 && ((engine.inputFinished && waiting.isEmpty) || shared.isStopping))
     }
 
-    func connect() -> Bool {
-        guard let ready = engine.dialer.connect() else { return false }
-        connection = ready
+    func opened(_ link: ConnectionLink) -> Bool {
         acceptedOnConnection = 0
-        lastWriteProgress = now
         return true
     }
 
-    func frame() {
+    func frame() -> Bool {
         fillBatch()
         if !window.hasProof, window.notificationCount > 0, format.reportsErrors {
             if !workLeft || cadence.isDue(notifications: window.notificationCount, now: now)
@@ -102,20 +93,35 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 appendProof()
             }
         }
+        return true
     }
 
-    func pump() { pump(workLeft: workLeft) }
+    /// A batch goes at once when a proof ends it, or when nothing more will come.
+    var moreCanJoin: Bool { !window.hasProof && workLeft }
 
-    func end() {
+    var watchesQueue: Bool {
+        !engine.inputFinished && engine.queueEmpty && !window.hasProof && sent.count - written < settings.batchBytes
+    }
+
+    var nextWakeUp: UInt64? {
+        let proofDue = window.hasProof ? nil : cadence.millisecondsUntilDue(now: now).map { now + UInt64($0) * 1_000_000 }
+        return [proofDue, nextRetryDue].compactMap { $0 }.min()
+    }
+
+    func waited(since: UInt64) {}
+
+    func end() -> Bool {
         // Nothing unproven (the simple format's last connection, written out):
         // a clean close, so the gateway reads every byte before the socket goes.
-        if let connection { window.notificationCount == 0 ? connection.close() : connection.abort(); self.connection = nil }
+        let clean = window.notificationCount == 0
+        if engine.isConnected { resetWindow() }
+        return clean
     }
 
     // MARK: - Framing
 
     private func fillBatch() {
-        guard !window.hasProof, connection != nil else { return }
+        guard !window.hasProof, engine.isConnected else { return }
         // A batch stops where a proof is due: with batches of hundreds of
         // frames, a cadence of 64 would otherwise not be kept.
         let every = cadence.notificationsPerProof ?? Int.max
@@ -124,26 +130,33 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
               !format.reportsErrors || sent.count < windowBytes.bytes {
             if let rate = engine.rate, !rate.take() { break }
             if let r = resends.popFirst() {
-                let start = sent.count
-                sent.append(contentsOf: r.packet)
+                let (start, end) = engine.withOutbound { sent in
+                    let start = sent.count
+                    sent.append(contentsOf: r.packet)
+                    return (start, sent.count)
+                }
                 append(InFlight(seq: r.seq, shard: r.shard, ordinal: r.ordinal, identifier: r.identifier,
-                                start: start, end: sent.count, attempts: r.attempts))
+                                start: start, end: end, attempts: r.attempts))
                 continue
             }
             let room = settings.batchBytes - (sent.count - written)
             let limit = engine.rate != nil ? 1 : min(settings.maxWindow - window.entries.count, every - window.notificationCount)
-            let n = engine.take(maxBytes: room, maxFrames: limit, into: &sent) { frame, offset in
-                append(InFlight(seq: frame.seq, shard: frame.shard, ordinal: frame.ordinal, identifier: UInt32(truncatingIfNeeded: frame.seq),
-                                start: offset, end: offset + frame.count, attempts: 0))
+            var taken: [InFlight] = []
+            let n = engine.withOutbound { sent in
+                engine.take(maxBytes: room, maxFrames: limit, into: &sent) { frame, offset in
+                    taken.append(InFlight(seq: frame.seq, shard: frame.shard, ordinal: frame.ordinal, identifier: UInt32(truncatingIfNeeded: frame.seq),
+                                          start: offset, end: offset + frame.count, attempts: 0))
+                }
             }
+            for entry in taken { append(entry) }
             if n == 0 { break }
         }
     }
 
     @inline(__always)
     private func append(_ entry: InFlight) {
-        if batchStartedAt == nil { batchStartedAt = now }
-        cadence.windowStarted(at: batchStartedAt!)
+        if windowStartedAt == nil { windowStartedAt = now }
+        cadence.windowStarted(at: windowStartedAt!)
         window.append(entry)
         engine.handed(shard: entry.shard, ordinal: entry.ordinal)
     }
@@ -153,10 +166,14 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private func appendProof() {
         nextProof &+= 1
         let identifier = 0x8000_0000 | UInt32(index & 0x7F) << 24 | (nextProof & 0x00FF_FFFF)
-        let start = sent.count
-        guard NotificationEncoder.appendProof(identifier: identifier, format: format, to: &sent) else { return }
-        if batchStartedAt == nil { batchStartedAt = now }
-        window.appendProof(identifier: identifier, start: start, end: sent.count)
+        let (start, end, appended) = engine.withOutbound { sent in
+            let start = sent.count
+            let appended = NotificationEncoder.appendProof(identifier: identifier, format: format, to: &sent)
+            return (start, sent.count, appended)
+        }
+        guard appended else { return }
+        if windowStartedAt == nil { windowStartedAt = now }
+        window.appendProof(identifier: identifier, start: start, end: end)
         proofWrittenAt = nil
         // The gateway closes this connection once it answers the proof: open
         // the next one meanwhile, so the handshake (6 ms, two RSA signatures)
@@ -164,60 +181,19 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         if hasWork || (!engine.inputFinished && !shared.isStopping) { engine.dialer.openSpare() }
     }
 
-    // MARK: - I/O
+    // MARK: - What the engine read and wrote
 
-    private func pump(workLeft: Bool) {
-        guard let connection else { return }
-        let unwritten = sent.count - written
-        let delay = UInt64(settings.batchDelayMilliseconds) * 1_000_000
-        let dueAt = batchStartedAt.map { $0 + delay }
-        let t = now
-        let wantWrite = unwritten > 0 && (unwritten >= settings.batchBytes || window.hasProof || !workLeft
-                                          || (dueAt.map { t >= $0 } ?? false) || shared.isStopping)
-        var timeout: Int32 = 1000
-        if unwritten > 0 && !wantWrite, let dueAt { timeout = ConnectionEngine.milliseconds(until: dueAt, from: t) }
-        if engine.rate != nil && hasWork { timeout = min(timeout, 5) }
-        if !window.hasProof, let due = cadence.millisecondsUntilDue(now: t) { timeout = min(timeout, due) }
-        if let due = nextRetryDue { timeout = min(timeout, ConnectionEngine.milliseconds(until: due, from: t)) }
-        let watchQueue = !engine.inputFinished && engine.queueEmpty && !window.hasProof && unwritten < settings.batchBytes
-        let readable = engine.wait(on: connection.socket.fd, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0),
-                                   watchQueue: watchQueue, timeout: timeout)
-        if readable || wantWrite {
-            if !readResponses() { return }
-        }
-        if wantWrite, self.connection != nil {
-            writeSome()
-            if self.connection != nil, written < sent.count,
-               Double(now - lastWriteProgress) / 1e9 > settings.stallSeconds {
-                gatewaySilent("nothing could be written for \(format1(settings.stallSeconds)) s: the gateway is not reading")
-                return
-            }
-        }
+    func checkTimers() {
         if window.hasProof, let at = proofWrittenAt, Double(now - at) / 1e9 > settings.stallSeconds {
-            gatewaySilent("no answer to the proof of acceptance within \(format1(settings.stallSeconds)) s")
+            engine.silent("no answer to the proof of acceptance within \(format1(settings.stallSeconds)) s", self)
         }
     }
 
-    /// The gateway neither reads nor answers (see ``ConnectionEngine/wentSilent(_:giving:)``).
-    private func gatewaySilent(_ what: String) {
-        connectionLost(countStrike: false)
-        _ = engine.wentSilent(what, giving: "waiting for a gateway that stopped reading or answering (3 connections in a row)")
-    }
+    func lostSilently() { connectionLost(countStrike: false) }
 
-    private func writeSome() {
-        guard let connection else { return }
-        engine.journalHandedOver()
-        let before = written
-        guard (try? connection.writeAvailable(sent, from: &written)) == true else {
-            connectionLost()
-            return
-        }
-        if written > before {
-            lastWriteProgress = now
-            if firstWriteAt == nil { firstWriteAt = lastWriteProgress }
-        }
-        guard written == sent.count else { return }
-        batchStartedAt = nil
+    func lost() { connectionLost() }
+
+    func wroteAll() {
         if window.hasProof, proofWrittenAt == nil { proofWrittenAt = now }
         if format == .simple {
             shared.record(window.presumed())
@@ -225,37 +201,16 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         }
     }
 
-    /// Reads whatever the gateway sent. False when the connection ended.
-    private func readResponses() -> Bool {
-        guard let connection else { return false }
-        while true {
-            let result: TLSConnection.IOResult
-            do {
-                result = try readBuffer.withUnsafeMutableBytes { try connection.tryRead(into: $0) }
-            } catch {
-                connectionLost()
-                return false
-            }
-            switch result {
-            case .bytes(let n):
-                decoder.append(readBuffer[0..<n])
-                do {
-                    if let response = try decoder.next() {
-                        handle(response)
-                        return false
-                    }
-                } catch {
-                    engine.log("\(error) Treating the connection as lost.")
-                    connectionLost()
-                    return false
-                }
-            case .wantRead, .wantWrite:
-                return true
-            case .closed:
-                connectionLost()
-                return false
-            }
+    func received(_ bytes: ArraySlice<UInt8>) -> Bool {
+        decoder.append(bytes)
+        do {
+            guard let response = try decoder.next() else { return true }
+            handle(response)
+        } catch {
+            engine.log("\(error) Treating the connection as lost.")
+            connectionLost()
         }
+        return false
     }
 
     // MARK: - Outcomes
@@ -271,7 +226,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         for (seq, status) in resolution.refusedAsMalformed {
             engine.log("the gateway refused plan record \(seq) with status \(status): a bug in the plan or the encoder; it will not be sent again")
         }
-        if response.identifier & 0x8000_0000 != 0, let first = firstWriteAt {
+        if response.identifier & 0x8000_0000 != 0, let first = engine.firstWriteAt {
             // Our proof's answer: everything before it was read in this time.
             windowBytes.proven(written: sent.count, seconds: Double(now &- first) / 1e9)
         }
@@ -283,7 +238,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         // Status 8 (invalid token) is the binary interface's unregistered
         // device: suppressed from now on, as a 410 is over HTTP/2.
         for i in outcome.failures.indices where outcome.failures[i].cause == .binary(.invalidToken) {
-            outcome.failures[i].unregisteredAt = UInt32(time(nil))
+            outcome.failures[i].unregisteredAt = UInt32(engine.clock.wallSeconds)
         }
         shared.record(outcome)
         if resolution.outcome.accepted > 0 { strikes.clear(); engine.dialer.productive() }
@@ -300,8 +255,8 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             // backoff), so a gateway that answers status 1 to everything is
             // not redialled, and sent a batch, at handshake speed.
             refusedFirstInARow += 1
-            _ = sleep(until: .after(seconds: RetryBackoff.seconds(retries: refusedFirstInARow, base: settings.retryBackoffSeconds)),
-                      cancellation: shared.halt)
+            _ = engine.clock.sleep(seconds: RetryBackoff.seconds(retries: refusedFirstInARow, base: settings.retryBackoffSeconds),
+                                   cancellation: shared.halt)
         }
     }
 
@@ -349,19 +304,16 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     }
 
     private func resetWindow() {
-        firstWriteAt = nil
         window.removeAll()
         cadence.windowEnded()
-        sent.removeAll(keepingCapacity: true)
-        written = 0
+        engine.dropWritten()
         proofWrittenAt = nil
-        batchStartedAt = nil
+        windowStartedAt = nil
         decoder = ErrorResponseDecoder()
     }
 
     private func closeConnection(abort: Bool) {
-        if let connection { abort ? connection.abort() : connection.close() }
-        connection = nil
         resetWindow()
+        engine.close(abort: abort)
     }
 }

@@ -49,7 +49,7 @@ extension H2ConnectionWorker {
         if inFlight.isEmpty, !goingAway, !shared.isStopping, t >= pausedUntil, streamLimit(session) == 0, hasWorkForAStream() {
             if stalledSince == nil { stalledSince = t }
             if Double(t - stalledSince!) / 1e9 > limit {
-                silent("the server has allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(format1(limit)) s")
+                engine.silent("the server has allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(format1(limit)) s", self)
                 return true
             }
         } else {
@@ -59,7 +59,7 @@ extension H2ConnectionWorker {
         lastAnswerCheck = t
         let oldest = inFlight.values.lazy.map(\.sentAt).min() ?? t
         if Double(t - min(t, oldest)) / 1e9 > limit {
-            silent("a request has had no answer for \(format1(limit)) s (--answer-timeout)")
+            engine.silent("a request has had no answer for \(format1(limit)) s (--answer-timeout)", self)
             return true
         }
         return false
@@ -77,11 +77,6 @@ extension H2ConnectionWorker {
         return !engine.queueEmpty
     }
 
-    /// The connection went silent (see ``ConnectionEngine/wentSilent(_:giving:)``).
-    func silent(_ what: String) {
-        connectionLost()
-        _ = engine.wentSilent(what, giving: "waiting for a gateway that stopped answering (3 connections in a row)")
-    }
 
     /// `item` was open when its connection or stream was lost: it may have
     /// been processed. Counted as a possible duplicate (once), and returned
@@ -148,18 +143,20 @@ extension H2ConnectionWorker {
         closeConnection(abort: true)
     }
 
-    func closeConnection(abort: Bool) {
-        if let connection { abort ? connection.abort() : connection.close() }
-        let wasOpen = connection != nil
-        publishGauge(at: now)
-        connection = nil
+    /// The connection's own state goes with it.
+    func dropSession() {
         session = nil
-        out.removeAll(keepingCapacity: true)
-        written = 0
-        batchStartedAt = nil
         goingAway = false
         pingSentAt = nil
         pausedUntil = 0
+    }
+
+    func closeConnection(abort: Bool) {
+        let wasOpen = engine.isConnected
+        publishGauge(at: now)
+        flushAnswers()
+        dropSession()
+        engine.close(abort: abort)
         if wasOpen && !productive && !shared.isStopping {
             // Nothing accepted or finally refused on it (GOAWAY 0, floods,
             // resets, protocol errors): past a run of these the send ends

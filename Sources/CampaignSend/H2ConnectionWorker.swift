@@ -55,7 +55,6 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     var readyHead = 0
     var waiting: [(due: UInt64, item: Item)] = []
     var inFlight: [Int32: Item] = [:]
-    var connection: TLSConnection?
     var session: H2Session?
     var connectionToken: ProviderToken? {
         didSet { template = nil }
@@ -63,14 +62,9 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     /// Rebuilt when the token changes.
     var template: RequestTemplate?
     private let idHash: UInt64
-    var out: [UInt8] = []
-    var written = 0
     var goingAway = false
-    /// When the oldest unwritten frame was framed (for --batch-delay-ms).
-    var batchStartedAt: UInt64?
     var settingsReceived = false
     var acceptedOnConnection = false
-    var lastReadAt: UInt64 = 0
     var pingSentAt: UInt64?
     /// Whether this connection got an answer about a notification (accepted or finally refused).
     var productive = false
@@ -83,7 +77,6 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     var answers = ProofOutcome()
     var frames: [UInt8] = []
     var taken: [(QueuedFrame, Int)] = []
-    var readBuffer = [UInt8](repeating: 0, count: 65_536)
     /// What this connection tells the pool (``PoolSizer``); published every
     /// ``gaugeNanoseconds`` and when the connection closes.
     let gauge: ConnectionGauge? = ConnectionGauge()
@@ -112,7 +105,6 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     // MARK: - The engine's turns
 
-    var isConnected: Bool { connection != nil }
     var nextRetryDue: UInt64? { waiting.map(\.due).min() }
 
     func beginTurn() -> Bool {
@@ -134,19 +126,30 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         return true
     }
 
-    func frame() { submitRequests() }
-
-    func end() {
-        if let connection { inFlight.isEmpty ? connection.close() : connection.abort() }
-        if !inFlight.isEmpty { riskAll(splitByBody(inFlight).sent) }
-        connection = nil
-        flushAnswers()
+    /// Submits what may go, and frames it into the engine's outbound bytes.
+    func frame() -> Bool {
+        submitRequests()
+        guard let session else { return true }
+        do throws(H2Error) {
+            try engine.withOutbound { out throws(H2Error) in try session.send(into: &out) }
+        } catch {
+            engine.log("\(error); reconnecting")
+            connectionLost()
+            return false
+        }
+        return true
     }
 
-    func connect() -> Bool {
-        guard let c = engine.dialer.connect() else { return false }
-        guard c.negotiatedProtocol == "h2" else {
-            c.abort()
+    func end() -> Bool {
+        let clean = inFlight.isEmpty
+        if !inFlight.isEmpty { riskAll(splitByBody(inFlight).sent) }
+        dropSession()
+        flushAnswers()
+        return clean
+    }
+
+    func opened(_ link: ConnectionLink) -> Bool {
+        guard link.negotiatedProtocol == "h2" else {
             shared.fail(.credentialRefused("\(settings.gatewayHost):\(settings.gatewayPort) does not speak HTTP/2 (it did not agree to ALPN h2): is it the HTTP/2 provider API (api.push.apple.com:443), or a binary-interface gateway for a plan of another format?"))
             return false
         }
@@ -155,13 +158,11 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             session = try H2Session(role: .client, settings: [(id: 2, value: 0), (id: 4, value: 1 << 20)])
             session!.keptHeaders = [Array(":status".utf8), Array("retry-after".utf8)]
         } catch {
-            c.abort()
             engine.log("\(error)")
             return false
         }
         session!.maxHeaderBytes = Self.maxAnswerHeaderBytes
         session!.maxBodyBytes = Self.maxAnswerBodyBytes
-        connection = c
         connectionToken = tokens?.current()
         goingAway = false
         settingsReceived = false
@@ -169,10 +170,6 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         productive = false
         stalledSince = nil
         lastAnswerCheck = now
-        out.removeAll(keepingCapacity: true)
-        written = 0
-        batchStartedAt = nil
-        lastReadAt = now
         pingSentAt = nil
         return true
     }
@@ -230,7 +227,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             do throws(H2Error) {
                 let tokenCount = Int(item.bytes[0])
                 let collapseAt = item.collapseAt, slots = templateSlots
-                let expiry = fields.expiryPerRecord ? fields.header.expiry(forMoment: item.moment == 0 ? nil : item.moment, sentAt: Int64(time(nil))) : 0
+                let expiry = fields.expiryPerRecord ? fields.header.expiry(forMoment: item.moment == 0 ? nil : item.moment, sentAt: Int64(engine.clock.wallSeconds)) : 0
                 let stream = try item.bytes.withUnsafeBufferPointer { bytes throws(H2Error) in
                     try session.submitRequest(template!, body: item.bytes, bodyStart: item.payloadStart) { slot, room in
                         switch slots[slot] {
@@ -306,53 +303,63 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         return min(digits.count, room.count)
     }
 
-    // MARK: - I/O
+    // MARK: - What the engine read and wrote
 
-    func pump() {
-        guard let connection, let session else { return }
-        do throws(H2Error) { try session.send(into: &out) } catch {
-            engine.log("\(error); reconnecting")
-            connectionLost()
-            return
-        }
-        if written < out.count { engine.journalHandedOver() }
-        // Frames are coalesced into writes as on the binary interface: a
-        // write when --batch-bytes are waiting, --batch-delay-ms after the
-        // first of them, or at once when nothing more can join them (the
-        // queue has nothing now, or the stream limit is reached) or the
-        // connection is ending.
+    /// Requests are coalesced into writes as on the binary interface: a
+    /// write when --batch-bytes are waiting, --batch-delay-ms after the
+    /// first of them, or at once when nothing more can join them (the queue
+    /// has nothing now, or the stream limit or the window is reached) or
+    /// the connection is ending.
+    var moreCanJoin: Bool {
+        guard let session else { return false }
+        return !goingAway && !shared.isStopping && pingSentAt == nil && !engine.inputFinished
+            && (readyCount > 0 || !engine.queueEmpty) && inFlight.count < streamLimit(session) && !windowIsFull(session)
+    }
+
+    var watchesQueue: Bool {
+        guard let session else { return false }
+        return !goingAway && !engine.inputFinished && !engine.isRetiring && engine.queueEmpty && readyCount == 0 && inFlight.count < streamLimit(session)
+    }
+
+    var nextWakeUp: UInt64? {
         let t = now
-        var writeDue: UInt64? = nil
-        if written < out.count {
-            if batchStartedAt == nil { batchStartedAt = t }
-            let due = batchStartedAt! + UInt64(settings.batchDelayMilliseconds) * 1_000_000
-            let moreCanJoin = !goingAway && !shared.isStopping && pingSentAt == nil && !engine.inputFinished
-                && (readyCount > 0 || !engine.queueEmpty) && inFlight.count < streamLimit(session)
-                && !windowIsFull(session)
-            if out.count - written >= settings.batchBytes || !moreCanJoin || t >= due {
-                guard (try? connection.writeAvailable(out, from: &written)) == true else { connectionLost(); return }
-                if written == out.count { out.removeAll(keepingCapacity: true); written = 0; batchStartedAt = nil }
-            } else {
-                writeDue = due
-            }
+        var wake = [nextRetryDue, pausedUntil > t ? pausedUntil : nil].compactMap { $0 }.min()
+        if let session, !watchesQueue, readyCount > 0, !goingAway, !shared.isStopping, inFlight.count < settings.streams,
+           engine.rate == nil, !windowIsFull(session) {
+            wake = min(wake ?? t, t)   // waiting on the server's stream limit: its answers wake the socket
         }
-        var timeout: Int32 = 1000
-        for due in [writeDue, waiting.map(\.due).min(), pausedUntil > t ? pausedUntil : nil].compactMap({ $0 }) {
-            timeout = min(timeout, ConnectionEngine.milliseconds(until: due, from: t))
+        return wake
+    }
+
+    func waited(since: UInt64) {
+        guard let session else { return }
+        account(heldBack(session), since: since)
+    }
+
+    func received(_ bytes: ArraySlice<UInt8>) -> Bool {
+        guard let session else { return false }
+        do { try bytes.withUnsafeBytes { try session.receive($0) } } catch {
+            engine.log("\(error); reconnecting")
+            handle(session.drainEvents())
+            connectionLost()
+            return false
         }
-        if engine.rate != nil && hasWork { timeout = min(timeout, 5) }
-        let canTakeMore = !goingAway && !engine.inputFinished && !engine.isRetiring && engine.queueEmpty && readyCount == 0 && inFlight.count < streamLimit(session)
-        if !canTakeMore, readyCount > 0, !goingAway, !shared.isStopping, inFlight.count < settings.streams, engine.rate == nil, !windowIsFull(session) {
-            timeout = min(timeout, 1)   // waiting on the server's stream limit: its answers wake the socket
-        }
-        let bound = heldBack(session)
-        let before = now
-        let readable = engine.wait(on: connection.socket.fd, events: Int16(POLLIN) | (written < out.count && writeDue == nil ? Int16(POLLOUT) : 0),
-                                   watchQueue: canTakeMore, timeout: timeout)
-        account(bound, since: before)
-        if readable { readAnswers() }
+        handle(session.drainEvents())
+        return engine.isConnected
+    }
+
+    func lost() {
+        if let session { handle(session.drainEvents()) }
+        connectionLost()
+    }
+
+    func lostSilently() { connectionLost() }
+
+    func wroteAll() { engine.dropWritten() }
+
+    func checkTimers() {
         flushAnswers()
-        guard self.connection != nil else { return }
+        guard let session, engine.isConnected else { return }
         let after = now
         if checkAnswerTimeout(session, at: after) { return }
         if settingsReceived, pingSentAt == nil, after - lastPingAt >= Self.roundTripPingNanoseconds {
@@ -363,47 +370,17 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         if !inFlight.isEmpty {
             let pingTimeout = min(10, settings.pingAfterSeconds / 3)
             if let sent = pingSentAt {
-                if Double(after - sent) / 1e9 > pingTimeout { silent("no answer to a PING within \(String(format: "%.1f", pingTimeout)) s") }
-            } else if Double(after - lastReadAt) / 1e9 > settings.pingAfterSeconds {
+                if Double(after - sent) / 1e9 > pingTimeout { engine.silent("no answer to a PING within \(String(format: "%.1f", pingTimeout)) s", self); return }
+            } else if Double(after - (engine.lastReadAt ?? after)) / 1e9 > settings.pingAfterSeconds {
                 session.submitPing()
                 pingSentAt = after
             }
         }
-        if self.connection != nil, goingAway, inFlight.isEmpty, written == out.count {
+        if goingAway, inFlight.isEmpty, engine.written == engine.outbound.count {
             engine.answered()
             closeConnection(abort: false)   // every answer in: the next connection takes over
-        } else if self.connection != nil, !session.isActive {
+        } else if !session.isActive {
             connectionLost()
-        }
-    }
-
-    /// Reads what has arrived, at most this many reads a turn, so a server
-    /// that floods frames cannot keep the loop from its stop and time checks.
-    static let readsPerTurn = 32
-
-    func readAnswers() {
-        guard let connection, let session else { return }
-        for _ in 0..<Self.readsPerTurn {
-            let result: TLSConnection.IOResult
-            do { result = try readBuffer.withUnsafeMutableBytes { try connection.tryRead(into: $0) } } catch { connectionLost(); return }
-            switch result {
-            case .bytes(let n):
-                lastReadAt = now
-                do throws(H2Error) { try session.receive(readBuffer, count: n) } catch {
-                    engine.log("\(error); reconnecting")
-                    handle(session.drainEvents())
-                    connectionLost()
-                    return
-                }
-                handle(session.drainEvents())
-                if self.connection == nil { return }
-            case .wantRead, .wantWrite:
-                return
-            case .closed:
-                handle(session.drainEvents())
-                connectionLost()
-                return
-            }
         }
     }
 }

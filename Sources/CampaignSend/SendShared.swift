@@ -28,8 +28,8 @@ final class SendShared: @unchecked Sendable {
         r.poolConnections = min(r.poolConnections, r.reconnects)
         return r
     }
-    private var failure: SendFailureReason?
-    private var stopping = false
+    /// Running, stopping, failed or with a broken journal; under the mutex.
+    private var state = SendRunState.running
     /// Connections the send runs (the pool may grow; see ``ConnectionPool``).
     private var poolSize: Int
     var connections: Int { mutex.lock(); defer { mutex.unlock() }; return poolSize }
@@ -47,14 +47,17 @@ final class SendShared: @unchecked Sendable {
         cursor = feedbackTokens.count
         return new
     }
-    private var journalError: Error?
     /// The connections' queues, abandoned as soon as the send stops or gives
     /// up, so the plan reader never waits for room that will not come.
     private var queues: [WorkQueue] = []
 
+    /// Where the connections read the time and wait (``SystemClock`` but in tests).
+    let clock: SendClock
+
     init(journal: Journal, context: TLSContext, cancellation: CancellationPipe, workers: Int, rate: Int = 0,
-         maxConnectAttempts: Int, logger: @escaping @Sendable (String) -> Void) throws {
+         maxConnectAttempts: Int, clock: SendClock = SystemClock.shared, logger: @escaping @Sendable (String) -> Void) throws {
         self.journal = journal
+        self.clock = clock
         self.syncer = JournalSyncer(journal: journal)
         self.context = context
         self.cancellation = cancellation
@@ -66,24 +69,27 @@ final class SendShared: @unchecked Sendable {
         self.logger = logger
     }
 
-    var isStopping: Bool { mutex.lock(); defer { mutex.unlock() }; return stopping || failure != nil }
-    var isFinished: Bool { mutex.lock(); defer { mutex.unlock() }; return failure != nil }
-    var failureReason: SendFailureReason? { mutex.lock(); defer { mutex.unlock() }; return failure }
+    var runState: SendRunState { mutex.lock(); defer { mutex.unlock() }; return state }
+    var isStopping: Bool { runState.since != nil }
+    /// Failed, or the journal is broken: no connection is worth opening.
+    var isFinished: Bool { switch runState { case .failed, .journalBroken: true; case .running, .stopping: false } }
+    var failureReason: SendFailureReason? { if case .failed(let reason, _) = runState { reason } else { nil } }
 
     /// The queues to abandon when the send stops; set before the workers start.
     func attach(queues: [WorkQueue]) {
         mutex.lock()
         self.queues = queues
-        let stopped = stopping || failure != nil
+        let stopped = state.since != nil
         mutex.unlock()
         if stopped { for q in queues { q.abandon() } }
     }
 
-    /// Sets the stop flag (or failure) and wakes everything that waits: the
-    /// workers through the stop bell, the plan reader through its queues.
-    private func stop(_ change: () -> Void) {
+    /// Moves the run state on (``SendRunState/next(_:at:)``) and wakes
+    /// everything that waits: the workers through the stop bell, the plan
+    /// reader through its queues.
+    private func stop(_ event: SendRunState.Event) {
         mutex.lock()
-        change()
+        state = state.next(event, at: clock.now)
         let queues = self.queues
         mutex.unlock()
         halt.cancel()
@@ -91,11 +97,7 @@ final class SendShared: @unchecked Sendable {
     }
 
     /// A graceful stop: no new notifications; prove what is in flight.
-    func requestStop() {
-        stop { stopping = true; if stoppedAt == nil { stoppedAt = Deadline.now().nanoseconds } }
-    }
-
-    private var stoppedAt: UInt64?
+    func requestStop() { stop(.stopRequested) }
 
     /// How long, after a stop or a failure, a connection waits for answers
     /// to what it has in flight before leaving them pending (possible
@@ -105,16 +107,12 @@ final class SendShared: @unchecked Sendable {
 
     /// Whether the grace for in-flight answers after a stop or failure has run out.
     var stopGraceIsOver: Bool {
-        mutex.lock(); defer { mutex.unlock() }
-        guard let at = stoppedAt else { return false }
-        return Double(Deadline.now().nanoseconds - at) / 1e9 >= Self.stopGraceSeconds
+        guard let at = runState.since else { return false }
+        return Double(clock.now &- min(clock.now, at)) / 1e9 >= Self.stopGraceSeconds
     }
 
     func fail(_ reason: SendFailureReason) {
-        stop {
-            if failure == nil { failure = reason }
-            if stoppedAt == nil { stoppedAt = Deadline.now().nanoseconds }
-        }
+        stop(.failed(reason))
         if case .credentials = reason { cancellation.cancel() }
     }
 
@@ -131,7 +129,7 @@ final class SendShared: @unchecked Sendable {
     /// Logs a failed connection attempt, at most one line a second over all
     /// connections (with how many were not logged since).
     func logFailedAttempt(_ message: String) {
-        let now = Deadline.now().nanoseconds
+        let now = clock.now
         mutex.lock()
         let due = lastAttemptLog == 0 || now &- min(now, lastAttemptLog) >= 1_000_000_000
         let skipped = attemptsNotLogged
@@ -168,7 +166,7 @@ final class SendShared: @unchecked Sendable {
     /// leaves the rest for `--resume`.
     func serverTrouble(_ what: String, limitSeconds: Double) {
         mutex.lock()
-        let now = Deadline.now().nanoseconds
+        let now = clock.now
         if troubleSince == nil { troubleSince = now; troubleCount = 0 }
         troubleCount += 1
         troubleLast = now
@@ -183,7 +181,7 @@ final class SendShared: @unchecked Sendable {
     func checkOutage(limitSeconds: Double) {
         mutex.lock()
         // Read under the lock: another thread may have moved troubleLast past a `now` taken before it.
-        let now = Deadline.now().nanoseconds
+        let now = clock.now
         guard let since = troubleSince else { mutex.unlock(); return }
         let lasted = Double(now &- min(now, since)) / 1e9
         let live = Double(now &- min(now, troubleLast)) / 1e9 <= limitSeconds + Double(H2Answer.maxRetryAfterSeconds) + 30
@@ -269,37 +267,36 @@ final class SendShared: @unchecked Sendable {
             try journal.flush()
             try syncer.request()
         } catch {
-            journalError = error
-            logger("cannot write the journal: \(error)")
-            stopping = true
-            halt.cancel()
-            for q in queues { q.abandon() }
+            journalBroke(error)
         }
     }
 
     /// Journals (without fsync: it must survive a killed process, not a power loss)
     /// how far each shard has been handed to a connection.
-    func markSent(shards: [Int32], below: [Int32]) {
+    func markSent(shards: [Int32], below: [Int32]) -> Bool {
         mutex.lock()
         defer { mutex.unlock() }
         do {
             try journal.appendSent(shards: shards, below: below)
+            return true
         } catch {
-            journalError = error
-            stopping = true
-            halt.cancel()
-            for q in queues { q.abandon() }
+            journalBroke(error)
+            return false
         }
     }
 
     /// The plan reader could not journal: the send stops, as for any journal failure.
     func journalFailed(_ error: Error) {
         mutex.lock()
-        journalError = error
-        stopping = true
-        let queues = self.queues
+        journalBroke(error)
         mutex.unlock()
-        logger("cannot write the journal: \(error)")
+    }
+
+    /// The one way into a broken journal (every path: proofs, write-ahead,
+    /// the plan reader): the send stops, and the grace for what is in flight starts.
+    private func journalBroke(_ error: Error) {
+        if case .journalBroken = state {} else { logger("cannot write the journal: \(error)") }
+        state = state.next(.journalBroke(error), at: clock.now)
         halt.cancel()
         for q in queues { q.abandon() }
     }
@@ -314,7 +311,8 @@ final class SendShared: @unchecked Sendable {
     var journalFailure: Error? {
         mutex.lock()
         defer { mutex.unlock() }
-        return journalError ?? syncer.error
+        if case .journalBroken(let error, _) = state { return error }
+        return syncer.error
     }
 
     // MARK: - Scheduled notifications
@@ -353,5 +351,45 @@ final class SendShared: @unchecked Sendable {
     var deferredAtTheWire: (count: Int, until: Int64?) {
         mutex.lock(); defer { mutex.unlock() }
         return (wireDeferred, wireDeferredUntil)
+    }
+}
+
+/// Where a send is: running, stopping on a signal, failed (it gives up:
+/// 69, 77, …), or unable to journal (74). Every way out of running starts
+/// the grace for answers to what is in flight (``SendShared/stopGraceSeconds``).
+enum SendRunState {
+    case running
+    case stopping(since: UInt64)
+    case failed(SendFailureReason, since: UInt64)
+    /// Nothing more can be journaled: it outranks a failure (what the
+    /// journal holds is what a resume knows).
+    case journalBroken(any Error, since: UInt64)
+
+    enum Event {
+        case stopRequested
+        case failed(SendFailureReason)
+        case journalBroke(any Error)
+    }
+
+    /// When the stop began; nil while running.
+    var since: UInt64? {
+        switch self {
+        case .running: nil
+        case .stopping(let t), .failed(_, let t), .journalBroken(_, let t): t
+        }
+    }
+
+    /// The state after `event` at monotonic time `t`: the first failure is
+    /// kept, a broken journal outranks everything, and the stop's start never moves.
+    func next(_ event: Event, at t: UInt64) -> SendRunState {
+        let since = self.since ?? t
+        switch (self, event) {
+        case (.journalBroken, _): return self
+        case (_, .journalBroke(let error)): return .journalBroken(error, since: since)
+        case (.failed, _): return self
+        case (_, .failed(let reason)): return .failed(reason, since: since)
+        case (.running, .stopRequested): return .stopping(since: t)
+        case (.stopping, .stopRequested): return self
+        }
     }
 }
