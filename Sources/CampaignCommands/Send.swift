@@ -151,6 +151,8 @@ struct Send: ParsableCommand {
             case .gaveUp: throw CampaignExit.unavailable
             case .credentials: throw CampaignExit.credentials
             case .malformed: throw CampaignExit.incompletePlan
+            // Only a journal of another version holds one; a run never ends so.
+            case .unrecognized: throw CampaignExit.failure
             }
         }
     }

@@ -185,13 +185,13 @@ struct JournalView {
         }
         self.state = state
         // A scheduled send waiting for its next run holds the lock with an outcome journaled.
-        running = state.outcome == SendOutcome.complete.rawValue ? nil : Journal.runningSend(directory: directory)
+        running = state.outcome == .complete ? nil : Journal.runningSend(directory: directory)
     }
 
     var part: PlanPart? { (try? PlanHeader(json: state.planHeader))?.part }
 
     var phase: Phase {
-        if state.outcome == SendOutcome.complete.rawValue { return .complete }
+        if state.outcome == .complete { return .complete }
         guard running != nil else { return .stopped }
         return state.outcome == nil ? .running : .waiting
     }
@@ -214,7 +214,7 @@ struct JournalView {
     /// The command that goes on with this send (nil when it is complete or running).
     /// The plan came from standard input and its spool was cut short with the planner.
     var planCut: Bool {
-        state.settings.planPath == nil && state.planRecords == nil && state.outcome == SendOutcome.incompletePlan.rawValue
+        state.settings.planPath == nil && state.planRecords == nil && state.outcome == .incompletePlan
     }
 
     var resumeCommand: String? {
@@ -234,15 +234,15 @@ struct JournalView {
             return "scheduled: waiting\(pid) for its next run" + (state.waitingUntil.map { " at \(utcText(Int64($0)))" } ?? "")
         case (.running, _):
             return "running\(pid)" + (state.waitingUntil.map { ", waiting with its connections open until \(utcText(Int64($0)))" } ?? "")
-        case (.stopped, SendOutcome.scheduled.rawValue?):
+        case (.stopped, .scheduled?):
             if let until = state.waitingUntil {
                 return "scheduled, but the send that was waiting to go on at \(utcText(Int64(until))) is gone (stopped or killed): nothing will be sent until it is resumed: \(resumeCommand ?? "")"
             }
             return "scheduled: no send is running; from cron: \(resumeCommand ?? "") --due-only (or without --due-only to wait for each moment)"
-        case (.stopped, SendOutcome.incompletePlan.rawValue?) where planCut:
+        case (.stopped, .incompletePlan?) where planCut:
             return "incomplete-plan: the plan from standard input was cut (its spool has no trailer), and nothing past the cut can be sent; plan again into it: \(resumeCommand ?? "")"
         case (_, let outcome?):
-            return outcome
+            return outcome.rawValue
         default:
             break
         }
@@ -256,7 +256,7 @@ struct JournalView {
         func n(_ v: Int) -> JSONValue { .number(String(v)) }
         return .object([
             // A run with no end record and no process: killed (or crashed).
-            ("outcome", .string(state.outcome ?? (running != nil ? "running" : "killed"))), ("phase", .string(phase.rawValue)),
+            ("outcome", .string(state.outcome?.rawValue ?? (running != nil ? "running" : "killed"))), ("phase", .string(phase.rawValue)),
             ("pid", running.map { .number(String($0)) } ?? .null), ("resume", resumeCommand.map { .string($0) } ?? .null),
             ("waiting_until", state.waitingUntil.map { .string(utcText(Int64($0))) } ?? .null), ("runs", n(state.runs)),
             ("plan", state.settings.planPath.map { .string($0) } ?? .string("spooled")),

@@ -93,7 +93,7 @@ enum StatusPage {
                 lastDay = day
             }
             if i < state.timeline.count, let last = state.timeline[i].last { parts.append("\(last.second + 1) s") }
-            let ended = i < state.runOutcomes.count ? state.runOutcomes[i] : nil
+            let ended = i < state.runOutcomes.count ? state.runOutcomes[i]?.rawValue : nil
             parts.append(ended ?? (i == state.runs - 1 && state.outcome == nil ? "running or killed" : "killed"))
             runs.append(parts.joined(separator: ", "))
         }
@@ -145,7 +145,7 @@ enum StatusPage {
     /// the last run is still going).
     /// A scheduled send's waves (per run: each moment released after a wait,
     /// and when) are marked where they began, by their moment in UTC.
-    static func rateChart(_ timeline: [[JournalRecord.Tick]], outcomes: [String?] = [], running: Bool = false,
+    static func rateChart(_ timeline: [[JournalRecord.Tick]], outcomes: [SendOutcome?] = [], running: Bool = false,
                           waves: [[(moment: Int, at: Int)]] = [], runStartedAt: [Int?] = [], woke: [Bool] = []) -> String {
         var points: [(x: Double, y: Double)] = []
         var markers: [(x: Double, label: String)] = []
@@ -165,8 +165,8 @@ enum StatusPage {
             offset += (run.last?.second ?? 0) + 1
             let last = i == timeline.count - 1
             let ended = i < outcomes.count ? outcomes[i] : nil
-            if let ended, ended != SendOutcome.complete.rawValue {
-                markers.append((Double(offset), "stopped: \(ended)"))
+            if let ended, ended != .complete {
+                markers.append((Double(offset), "stopped: \(ended.rawValue)"))
             } else if ended == nil, !(last && running), !run.isEmpty {
                 markers.append((Double(offset), "killed (no end record)"))
             }

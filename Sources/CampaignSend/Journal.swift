@@ -32,8 +32,8 @@ public struct JournalState: Sendable {
     /// Resends by why over every run ("429 TooManyRequests": n), as ``resends``.
     public var resentByKind: [String: Int] = [:]
     public var runs = 0
-    /// "complete", "interrupted", "incomplete-plan", "gave-up", "failed"; nil while running or after a crash.
-    public var outcome: String?
+    /// How the last run ended; nil while running or after a crash.
+    public var outcome: SendOutcome?
     /// The last record was torn (a crash mid-write) and was ignored.
     public var tornTail = false
     /// Where the torn record starts, to cut it off before appending.
@@ -45,7 +45,7 @@ public struct JournalState: Sendable {
     /// Per run (in order), its timeline: counts once a second.
     public var timeline: [[JournalRecord.Tick]] = []
     /// Per run (in order), how it ended; nil for a run with no end record (killed, crashed, or still running).
-    public var runOutcomes: [String?] = []
+    public var runOutcomes: [SendOutcome?] = []
     /// Per run (in order), when it began sending (UNIX seconds); nil in journals from before.
     public var runStartedAt: [Int?] = []
     /// A scheduled send whose last run ended to wait for the next: when it

@@ -18,8 +18,8 @@ public enum JournalRecord: Equatable, Sendable {
     case plan(records: Int, crc32: String?, incomplete: Bool)
     /// Counts added up over runs (`resentByKind`: a run's resends by why, at its end).
     case counters(resends: Int, duplicatesRisked: Int, reconnects: Int, resentByKind: [String: Int] = [:])
-    /// How a run ended (a ``SendOutcome`` raw value).
-    case end(outcome: String)
+    /// How a run ended.
+    case end(outcome: SendOutcome)
     /// Once a second while a run sends: its counts so far (this run's, from its start).
     case tick(Tick)
     /// When a run began sending, in UNIX seconds (for the page's times; older journals have none).
@@ -77,6 +77,7 @@ public enum JournalRecord: Equatable, Sendable {
             HexEncoding.append(f.token, to: &token)
             return .object([("t", .string("fail")), ("seq", .number(String(f.seq))), ("shard", n(f.shard)),
                             ("ordinal", n(f.ordinal)), ("status", n(f.status))] + (f.cause.journaledReason.map { [("http_reason", JSONValue.string($0))] } ?? []) + [
+                            ("protocol", .string(f.cause.interface.rawValue)),
                             ("token", .string(String(decoding: token, as: UTF8.self))), ("gave_up", .bool(f.gaveUp)),
                             ("attempts", n(f.attempts))] + (f.unregisteredAt.map { [("unregistered_at", n(Int($0)))] } ?? []))
         case .plan(let records, let crc32, let incomplete):
@@ -87,7 +88,7 @@ public enum JournalRecord: Equatable, Sendable {
                             ("reconnects", n(reconnects))]
                            + (kinds.isEmpty ? [] : [("resent_by_kind", .object(kinds.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) }))]))
         case .end(let outcome):
-            return .object([("t", .string("end")), ("outcome", .string(outcome))])
+            return .object([("t", .string("end")), ("outcome", .string(outcome.rawValue))])
         case .clock(let seconds):
             return .object([("t", .string("clock")), ("at", n(seconds))])
         case .skip(let k):
@@ -136,6 +137,8 @@ public enum JournalRecord: Equatable, Sendable {
         case "fail":
             self = .fail(SendFailure(seq: UInt64(clamping: int("seq")), shard: int("shard"), ordinal: int("ordinal"),
                                      status: int("status"), httpReason: v["http_reason"]?.stringValue,
+                                     // Journals before `protocol` was recorded: nil, read from the status and reason.
+                                     interface: v["protocol"]?.stringValue.flatMap(FailureCause.Interface.init(rawValue:)),
                                      token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [],
                                      gaveUp: v["gave_up"] == .bool(true),
                                      // Journals before `attempts` was recorded: 1, or 3 for one given up then.
@@ -148,7 +151,7 @@ public enum JournalRecord: Equatable, Sendable {
                              resentByKind: Self.kinds(v["resent_by_kind"]))
         case "end":
             guard let outcome = v["outcome"]?.stringValue else { return nil }
-            self = .end(outcome: outcome)
+            self = .end(outcome: SendOutcome(rawValue: outcome))
         case "clock":
             guard let at = v["at"]?.integerValue else { return nil }
             self = .clock(unixSeconds: Int(at))

@@ -28,7 +28,36 @@ public enum FailureCause: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Reads the cause from a journal's `status` and `http_reason`.
+    /// The interface that gave a cause, as a journal's `fail` record names it
+    /// in `protocol`, so the cause is read back as it was, not guessed.
+    public enum Interface: String, Sendable {
+        case binary
+        case http2 = "h2"
+    }
+
+    public var interface: Interface {
+        switch self {
+        case .binary: .binary
+        case .http, .streamReset: .http2
+        }
+    }
+
+    /// Reads the cause from a journal's `status`, `http_reason` and
+    /// `protocol`. A journal written before `protocol` was journaled (nil)
+    /// is read as it always was: see ``init(status:journaledReason:)``.
+    public init(status: Int, journaledReason: String?, interface: Interface?) {
+        switch interface {
+        case .binary?: self = .binary(ErrorResponse.Status(rawValue: UInt8(clamping: max(0, status))))
+        // A reset is journaled with status 0 and its code's name.
+        case .http2? where status == 0: self = .streamReset(journaledReason ?? "")
+        case .http2?: self = .http(status: status, reason: journaledReason.flatMap { $0.isEmpty ? nil : APNsReason(name: $0) })
+        case nil: self.init(status: status, journaledReason: journaledReason)
+        }
+    }
+
+    /// Reads the cause from `status` and `http_reason` alone, as journals
+    /// without `protocol` must be: a reason names HTTP/2, and so does a
+    /// status the binary interface cannot send (256 and up).
     public init(status: Int, journaledReason: String?) {
         switch (status, journaledReason) {
         case (0, let code?): self = .streamReset(code)
@@ -94,10 +123,11 @@ public struct SendFailure: Equatable, Sendable {
         self.unregisteredAt = unregisteredAt
     }
 
-    /// A failure as a journal records it (`status`, and `http_reason` over HTTP/2).
-    public init(seq: UInt64, shard: Int, ordinal: Int, status: Int, httpReason: String? = nil, token: [UInt8], gaveUp: Bool, attempts: Int = 1,
-                unregisteredAt: UInt32? = nil) {
-        self.init(seq: seq, shard: shard, ordinal: ordinal, cause: FailureCause(status: status, journaledReason: httpReason),
+    /// A failure as a journal records it (`status`, `http_reason` over
+    /// HTTP/2, and `protocol`: nil in journals written before it was).
+    public init(seq: UInt64, shard: Int, ordinal: Int, status: Int, httpReason: String? = nil, interface: FailureCause.Interface? = nil,
+                token: [UInt8], gaveUp: Bool, attempts: Int = 1, unregisteredAt: UInt32? = nil) {
+        self.init(seq: seq, shard: shard, ordinal: ordinal, cause: FailureCause(status: status, journaledReason: httpReason, interface: interface),
                   token: token, gaveUp: gaveUp, attempts: attempts, unregisteredAt: unregisteredAt)
     }
 

@@ -70,15 +70,15 @@ public struct SendProgress: Equatable, Sendable {
 }
 
 /// How a send ended.
-public enum SendOutcome: String, Sendable {
+public enum SendOutcome: RawRepresentable, Hashable, Sendable {
     /// Every notification has a final outcome.
     case complete
     /// Stopped by a signal; `--resume` goes on.
     case interrupted
     /// The plan had no trailer (or was damaged): what it held was sent.
-    case incompletePlan = "incomplete-plan"
+    case incompletePlan
     /// The gateway stayed unreachable; `--resume` goes on.
-    case gaveUp = "gave-up"
+    case gaveUp
     /// A credential or trust failure.
     case credentials
     /// HTTP/2: too many requests in a row refused as malformed.
@@ -86,6 +86,30 @@ public enum SendOutcome: String, Sendable {
     /// A scheduled campaign: what was due is final; the rest waits for its
     /// moment (``SendReport/nextMoment``); `--resume` goes on.
     case scheduled
+    /// A word a journal holds that this version does not know (another
+    /// version wrote it); no run of this version ends so. Shown as it is.
+    case unrecognized(String)
+
+    /// Every outcome a run of this version can end with.
+    public static let known: [SendOutcome] = [.complete, .interrupted, .incompletePlan, .gaveUp, .credentials, .malformed, .scheduled]
+
+    /// The word reports and journals use; any other word is ``unrecognized(_:)``.
+    public init(rawValue: String) {
+        self = Self.known.first { $0.rawValue == rawValue } ?? .unrecognized(rawValue)
+    }
+
+    public var rawValue: String {
+        switch self {
+        case .complete: "complete"
+        case .interrupted: "interrupted"
+        case .incompletePlan: "incomplete-plan"
+        case .gaveUp: "gave-up"
+        case .credentials: "credentials"
+        case .malformed: "malformed"
+        case .scheduled: "scheduled"
+        case .unrecognized(let word): word
+        }
+    }
 }
 
 /// The whole send, every run of it: what its journal held when this run

@@ -82,7 +82,7 @@ public final class SendSession {
             var settings = replayed.settings
             adjust(&settings)
             try prepare(try Self.openPlan(state: replayed, journal: opened).header, &settings)
-            if replayed.outcome == SendOutcome.complete.rawValue {
+            if replayed.outcome == .complete {
                 // Nothing to do, and nothing journaled: cron may ask every few minutes all day.
                 isAlreadyComplete = true
                 // Still the journal's plan (a plan file changed since, or another one named, is refused).
@@ -159,7 +159,7 @@ public final class SendSession {
             if case .cancelled = waitFor(fd: 0, events: Int16(POLLIN), cancellation: cancellation, deadline: nil) {
                 report.outcome = .interrupted
                 report.message = "stopped while reading the scheduled plan from standard input, before sending anything; plan again into `campaign send --resume \(journal.directory) --replan`"
-                try journal.append(.end(outcome: report.outcome.rawValue))
+                try journal.append(.end(outcome: report.outcome))
                 return report
             }
             if try buffer.withUnsafeMutableBytes({ try input.read(into: $0) }) == 0 { break }
@@ -170,7 +170,7 @@ public final class SendSession {
         guard damage == nil, spooled.isComplete else {
             report.outcome = .incompletePlan
             report.message = "the scheduled plan on standard input was cut after \(spooled.recordsRead) records (\(damage ?? "no trailer: was the planner stopped?")); nothing was sent, as its later moments are missing: plan again into `campaign send --resume \(journal.directory) --replan`"
-            try journal.append(.end(outcome: report.outcome.rawValue))
+            try journal.append(.end(outcome: report.outcome))
             return report
         }
         plan = try PlanReader(source: journal.openSpool(), path: journal.spoolPath)

@@ -103,7 +103,7 @@ public final class Sender: @unchecked Sendable {
         // streams). Only a run that was killed leaves some uncounted.
         // A binary run that ended because the rest was scheduled later had
         // every notification it sent proven; the ones it held back were never sent.
-        let countedByTheLastRun = state.outcome != nil && (scan.header.wire == .http2 || state.outcome == SendOutcome.scheduled.rawValue)
+        let countedByTheLastRun = state.outcome != nil && (scan.header.wire == .http2 || state.outcome == .scheduled)
         while let record = try scan.next() {
             let ordinal = ordinals[record.shard]
             ordinals[record.shard] += 1
@@ -350,7 +350,7 @@ public final class Sender: @unchecked Sendable {
         try journal.append(.sent(below: Dictionary(uniqueKeysWithValues: shared.sentBelowByShard.map { (Int($0.key), Int($0.value)) })))
         try journal.append(.counters(resends: report.resends, duplicatesRisked: counts.duplicatesRisked, reconnects: report.reconnects,
                                      resentByKind: report.resentByKind))
-        try journal.append(.end(outcome: report.outcome.rawValue))
+        try journal.append(.end(outcome: report.outcome))
         try journal.checkpoint()
         try updateFeedbackStore()
         report.seconds = Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9

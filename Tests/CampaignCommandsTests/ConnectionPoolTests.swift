@@ -38,7 +38,7 @@ import GatewaySimulator
         #expect(Set(recorded) == tokens, "\(tokens.subtracting(recorded).count) lost")
         let state = try Journal.read(directory: dir.file(journal))
         #expect(recorded.count - Set(recorded).count <= state.duplicatesRisked)
-        #expect(state.outcome == "complete" && state.doneCount == tokens.count)
+        #expect(state.outcome == .complete && state.doneCount == tokens.count)
     }
 
     @Test(.timeLimit(.minutes(2))) func farAwayThePoolGrowsWithinItsMaximumAndDeliversEachOnce() throws {
@@ -146,7 +146,7 @@ import GatewaySimulator
         // 1, 5, 9, …: by shard alone they would all go to one connection).
         let working = simulator.currentStatistics().connections.filter { $0.accepted > 0 }
         #expect(working.count >= 4, "\(simulator.currentStatistics().connections.map { "\($0.connection): \($0.accepted)" })")
-        #expect(try Journal.read(directory: dir.file("journal")).outcome == "complete")
+        #expect(try Journal.read(directory: dir.file("journal")).outcome == .complete)
     }
 
     @Test(.timeLimit(.minutes(3))) func anAutoSizedSendKilledAndResumedDeliversEachOnce() throws {

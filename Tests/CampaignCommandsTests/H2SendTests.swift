@@ -61,7 +61,7 @@ import GatewaySimulator
         #expect(first["topic"]?.stringValue == "com.example.campaign" && first["push_type"]?.stringValue == "alert")
         #expect(first["priority"]?.stringValue == "10")
         let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.outcome == "complete" && state.accepted == 5_000 && state.doneCount == 5_000)
+        #expect(state.outcome == .complete && state.accepted == 5_000 && state.doneCount == 5_000)
     }
 
     @Test(.timeLimit(.minutes(2))) func refusedTokensAreFinalAndUnregisteredOnesGoToTheStoreWithTheirTime() throws {
@@ -111,7 +111,7 @@ import GatewaySimulator
         // The server's trouble says nothing about a notification: each is retried until accepted.
         #expect(Set(recorded) == Set(tokens))
         #expect(state.failures.isEmpty, "\(state.failures.count) made final by a server error")
-        #expect(state.accepted == 1_500 && state.outcome == "complete")
+        #expect(state.accepted == 1_500 && state.outcome == .complete)
     }
 
     @Test(.timeLimit(.minutes(2))) func goAwayAndRefusedStreamsAreResentWithoutDuplicates() throws {
@@ -130,7 +130,7 @@ import GatewaySimulator
         #expect(Set(recorded) == Set(tokens))
         #expect(recorded.count == 3_000, "streams the server did not process went again exactly: \(recorded.count - 3_000) duplicates")
         let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.duplicatesRisked == 0 && state.outcome == "complete")
+        #expect(state.duplicatesRisked == 0 && state.outcome == .complete)
     }
 
     @Test(.timeLimit(.minutes(2))) func droppedConnectionsLoseNothingAndDuplicatesStayWithinWhatIsReported() throws {
@@ -211,7 +211,7 @@ import GatewaySimulator
         #expect(Set(recorded) == Set(tokens), "\(Set(tokens).subtracting(recorded).count) lost")
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(recorded.count - Set(recorded).count <= state.duplicatesRisked)
-        #expect(state.outcome == "complete" && state.doneCount == 12_000)
+        #expect(state.outcome == .complete && state.doneCount == 12_000)
         // A notification sent twice carries the same apns-id both times.
         var idOf: [String: String] = [:]
         for r in try Self.recorded(dir) { if let id = idOf[r.token] { #expect(id == r.id) } else { idOf[r.token] = r.id } }
@@ -232,7 +232,7 @@ extension H2SendTests {
         #expect(Date().timeIntervalSince(started) < 30)
         #expect(run.stderr.contains("no answer to a PING"), "\(run.stderr)")
         let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.outcome == "gave-up" && state.accepted == 300, "three connections, 100 answered on each: \(state.accepted)")
+        #expect(state.outcome == .gaveUp && state.accepted == 300, "three connections, 100 answered on each: \(state.accepted)")
     }
 }
 
@@ -415,7 +415,7 @@ extension H2SendTests {
         #expect(resume.wait(timeout: 60) == 0, "\(resume.stderr)")
         simulator.stop()
         let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.outcome == "complete" && state.failures.count == gone.count)
+        #expect(state.outcome == .complete && state.failures.count == gone.count)
         let store = try FeedbackStore.load(path: dir.file("out/store.ndjson"))
         #expect(store.count == gone.count, "\(gone.count - store.count) suppressions lost")
         for (i, t) in gone.enumerated() { #expect(store.entries[DeviceToken(hex: t)!.bytes] == 1_700_000_000 + UInt32(i)) }
@@ -444,7 +444,7 @@ extension H2SendTests {
         let recorded = try Self.recorded(dir).map(\.token)
         #expect(recorded.count == 400 && Set(recorded) == Set(tokens))
         let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.duplicatesRisked == 0 && state.outcome == "complete", "\(state.duplicatesRisked) possible duplicates")
+        #expect(state.duplicatesRisked == 0 && state.outcome == .complete, "\(state.duplicatesRisked) possible duplicates")
     }
 
     /// Credentials that cannot work are refused before anything is sent or journaled.

@@ -78,7 +78,7 @@ import GatewaySimulator
         #expect(server.requests <= (unprocessed ? 8 : 3) * 300, "\(behaviour): \(server.requests) requests for 300 notifications")
         #expect(server.connections < 60, "\(behaviour): \(server.connections) connections")
         let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.failures.isEmpty && state.outcome == "gave-up", "\(behaviour): \(state.failures.count) made final")
+        #expect(state.failures.isEmpty && state.outcome == .gaveUp, "\(behaviour): \(state.failures.count) made final")
         #expect(state.duplicatesRisked <= 300, "\(behaviour): \(state.duplicatesRisked) possible duplicates for 300 notifications")
     }
 
@@ -160,7 +160,7 @@ import GatewaySimulator
         let state = try Journal.read(directory: dir.file("journal"))
         let ok = HostileHTTP2Server.okBeforeNoStreams
         #expect(state.accepted == ok && state.doneCount == ok, "\(behaviour): \(state.accepted) accepted, \(state.doneCount) final")
-        #expect(state.failures.isEmpty && state.outcome == "gave-up", "\(behaviour): \(state.failures.count) failed, \(state.outcome ?? "no outcome")")
+        #expect(state.failures.isEmpty && state.outcome == .gaveUp, "\(behaviour): \(state.failures.count) failed, \(state.outcome?.rawValue ?? "no outcome")")
         // Nothing was open when a connection was dropped: refused streams go again exactly.
         #expect(state.duplicatesRisked == 0, "\(behaviour): \(state.duplicatesRisked) possible duplicates")
         try Self.resumeDeliversTheRestOnce(dir, tokens: tokens, alreadyAccepted: ok)
@@ -179,7 +179,7 @@ import GatewaySimulator
         #expect(recorded.count == rest && Set(recorded).count == rest && Set(recorded).isSubset(of: tokens),
                 "\(recorded.count) recorded (\(Set(recorded).count) distinct) for the \(rest) left")
         let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.outcome == "complete" && state.accepted == tokens.count && state.failures.isEmpty)
+        #expect(state.outcome == .complete && state.accepted == tokens.count && state.failures.isEmpty)
     }
 
     // MARK: - No retry faster than its backoff
@@ -206,7 +206,7 @@ import GatewaySimulator
         let bound = count * Self.mostSends(within: seconds)
         #expect(server.requests <= bound, "\(behaviour): \(server.requests) requests for \(count) notifications in \(String(format: "%.1f", seconds)) s (at most \(bound))")
         let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.failures.isEmpty && state.doneCount == 0 && state.outcome == "gave-up", "\(behaviour): \(state.failures.count) failed, \(state.doneCount) final")
+        #expect(state.failures.isEmpty && state.doneCount == 0 && state.outcome == .gaveUp, "\(behaviour): \(state.failures.count) failed, \(state.doneCount) final")
     }
 
     /// How often one notification refused again and again can be sent in

@@ -97,7 +97,7 @@ import GatewaySimulator
         #expect(page.contains(">run 1<") && page.contains(">run 2 (resume)<") && page.contains(">killed (no end record)<"), "\(page.prefix(3000))")
         #expect(page.contains("Resent, by why") && page.contains(">429 TooManyRequests<"), "retried answers by kind over time")
         let state = try Journal.read(directory: dir.file("journal"))
-        #expect(state.runOutcomes == [nil, "complete"])
+        #expect(state.runOutcomes == [nil, .complete])
         #expect(state.runStartedAt.count == 2 && state.runStartedAt.allSatisfy { ($0 ?? 0) > 1_700_000_000 }, "each run's start time journaled")
         #expect(page.contains("UTC") && page.contains(", killed;") && page.contains(", complete"), "the runs with their times and ends")
     }

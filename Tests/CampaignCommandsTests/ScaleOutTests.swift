@@ -118,7 +118,7 @@ import PlanStream
         let journals = ["000", "001", "002"].map { try? Journal.read(directory: dir.file("node-b/j/\($0)")) }
         let risked = journals.reduce(0) { $0 + ($1?.duplicatesRisked ?? 0) }
         #expect(recorded.count - Set(recorded).count <= risked)
-        #expect(journals.allSatisfy { $0?.outcome == "complete" })
+        #expect(journals.allSatisfy { $0?.outcome == .complete })
         let after = try PlanProcessTests.run(["status", "node-b/j/000", "node-b/j/001", "node-b/j/002", "--json"], in: dir)
         let total = try JSONValue.parse(after.out)
         #expect(total["complete"]?.integerValue == 3)

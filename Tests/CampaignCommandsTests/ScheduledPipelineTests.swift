@@ -51,7 +51,7 @@ extension ScheduledSendTests {
             let run = try cron.resume(simulators.1, ["--due-only"])
             #expect(run.wait(timeout: 60) == 0, "\(run.stderr)")
             runs += 1
-            outcome = try Journal.read(directory: cron.dir.file("journal")).outcome ?? "none"
+            outcome = try Journal.read(directory: cron.dir.file("journal")).outcome?.rawValue ?? "none"
             if outcome != "complete" { usleep(1_000_000) }   // cron's interval, shortened
         }
         #expect(outcome == "complete" && runs > 2)
@@ -61,7 +61,7 @@ extension ScheduledSendTests {
         for campaign in [waiting, cron] {
             try Self.expectOnceAfterMomentsAndExpiry(campaign, expiresIn: 10)
             let state = try Journal.read(directory: campaign.dir.file("journal"))
-            #expect(state.outcome == "complete" && state.accepted == 2000 && state.planRecords == 2000)
+            #expect(state.outcome == .complete && state.accepted == 2000 && state.planRecords == 2000)
         }
     }
 
@@ -125,7 +125,7 @@ extension ScheduledSendTests {
         let skipped = try #require(report["skipped"]?.integerValue)
         #expect(skipped > 0 && Int(skipped) + arrivals.count == 20, "skipped \(skipped), sent \(arrivals.count)")
         let state = try Journal.read(directory: campaign.dir.file("journal"))
-        #expect(state.skipped.count == Int(skipped) && state.outcome == "complete")
+        #expect(state.skipped.count == Int(skipped) && state.outcome == .complete)
         #expect(try Self.page(campaign).contains("skipped as too late</text>"), "the page draws the skipped")
         let text = String(decoding: try PlanProcessTests.run(["status", "journal"], in: campaign.dir).out, as: UTF8.self)
         #expect(text.contains("done: 20 (\(arrivals.count) accepted, 0 presumed, 0 failed, \(skipped) skipped as too late)"), "\(text)")

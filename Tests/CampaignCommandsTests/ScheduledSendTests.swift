@@ -128,7 +128,7 @@ import LocalTime
         try campaign.expectEachOnceOnTime(started: started)
         #expect(send.stderr.contains("waiting until \(utcText(w1 + 60))"), "\(send.stderr)")
         let state = try Journal.read(directory: campaign.dir.file("journal"))
-        #expect(state.outcome == "complete")
+        #expect(state.outcome == .complete)
         #expect(state.runs == 2, "the first run ended before the minute's wait, the second sent the last wave")
         #expect(state.waves.joined().map(\.moment) == [Int(w1), Int(w1 + 60)])
         let page = try PlanProcessTests.run(["status", "journal", "--html", "page.html"], in: campaign.dir)
@@ -161,7 +161,7 @@ import LocalTime
         #expect(resumed.wait(timeout: 120) == 0, "\(resumed.stderr)")
         try campaign.expectEachOnceOnTime(started: started)
         let state = try Journal.read(directory: campaign.dir.file("journal"))
-        #expect(state.outcome == "complete" && state.accepted == 25)
+        #expect(state.outcome == .complete && state.accepted == 25)
     }
 
     @Test(.timeLimit(.minutes(3))) func dueOnlyRunsFromCronDeliverEachNotificationOnceAndEndComplete() throws {
@@ -181,7 +181,7 @@ import LocalTime
             let run = try campaign.resume(simulator, ["--due-only"])
             #expect(run.wait(timeout: 30) == 0, "\(run.stderr)")
             runs += 1
-            outcome = try Journal.read(directory: campaign.dir.file("journal")).outcome ?? "none"
+            outcome = try Journal.read(directory: campaign.dir.file("journal")).outcome?.rawValue ?? "none"
             if outcome != "complete" { usleep(700_000) }   // cron's interval, shortened
         }
         #expect(outcome == "complete")
@@ -314,6 +314,6 @@ import LocalTime
         let skipped = Set(campaign.moments.filter { $0.value.offset == 120 }.keys)
         try campaign.expectEachOnceOnTime(started: started, skipping: skipped)
         let state = try Journal.read(directory: campaign.dir.file("journal"))
-        #expect(state.outcome == "complete" && state.skipped.count == 3 && state.accepted == 9)
+        #expect(state.outcome == .complete && state.skipped.count == 3 && state.accepted == 9)
     }
 }

@@ -103,7 +103,7 @@ func expectEverythingDeliveredAfterKills(_ dir: TemporaryDirectory, tokens: Set<
     let state = try Journal.read(directory: dir.file("journal"))
     let duplicates = recorded.count - Set(recorded).count
     #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
-    #expect(state.outcome == "complete")
+    #expect(state.outcome == .complete)
     #expect(state.doneCount == tokens.count)
     return (recorded.count, duplicates, state.duplicatesRisked)
 }
@@ -246,7 +246,7 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         kill(run.process.processIdentifier, SIGINT)
         #expect(run.wait(timeout: 60) == 75)
         let stopped = try Journal.read(directory: dir.file("journal"))
-        #expect(stopped.outcome == "interrupted")
+        #expect(stopped.outcome == .interrupted)
         #expect(stopped.doneCount > 0 && stopped.doneCount < tokens.count)
         let resumed = try CampaignProcess(["send", "--resume", dir.file("journal")] + Self.credentials(), in: dir.path)
         #expect(resumed.wait(timeout: 120) == 0)
@@ -279,7 +279,7 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         let status = run.wait(timeout: 120)
         if status == nil { run.kill9() }
         #expect(status == 69, "still running after 120 s, or the wrong exit: \(run.stderr)")
-        #expect(try Journal.read(directory: dir.file("journal")).outcome == "gave-up")
+        #expect(try Journal.read(directory: dir.file("journal")).outcome == .gaveUp)
     }
 
     @Test(.timeLimit(.minutes(5))) func aGatewayThatDiesMidSendEndsTheSendWithExit69Within120Seconds() throws {
@@ -309,7 +309,7 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         if status == nil { run.kill9() }
         #expect(status == 75, "still running 10 s after SIGTERM, or the wrong exit: \(run.stderr)")
         let stopped = try Journal.read(directory: dir.file("journal"))
-        #expect(stopped.outcome == "interrupted")
+        #expect(stopped.outcome == .interrupted)
         #expect(stopped.doneCount < tokens.count)
         let resumed = try CampaignProcess(["send", "--resume", dir.file("journal")] + Self.credentials(), in: dir.path)
         #expect(resumed.wait(timeout: 120) == 0)
@@ -353,7 +353,7 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         #expect(status == 69, "\(run.stderr)")
         let stderr = run.stderr
         #expect(stderr.contains("cannot connect to 127.0.0.1:\(port)") && stderr.contains("Connection refused"), "\(stderr)")
-        #expect(try Journal.read(directory: dir.file("journal")).outcome == "gave-up")
+        #expect(try Journal.read(directory: dir.file("journal")).outcome == .gaveUp)
 
         let noName = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("j2"), "--gateway",
                                           "no-such-gateway.invalid:2195"] + Self.credentials(), in: dir.path)

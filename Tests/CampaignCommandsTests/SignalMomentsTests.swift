@@ -27,7 +27,7 @@ import CampaignTestSupport
         if status == nil { run.kill9() }
         for process in others where process.wait(timeout: 10) == nil { process.kill9() }
         // 0 when the signal came as the send was ending: then it is complete.
-        let finishedFirst = status == 0 && (try? Journal.read(directory: journal).outcome) == "complete"
+        let finishedFirst = status == 0 && (try? Journal.read(directory: journal).outcome) == .complete
         #expect(status == 75 || finishedFirst, "moment \(moment) (signal \(signal)): \(status.map(String.init) ?? "still running 10 s after the signal")")
         return status
     }
@@ -92,6 +92,6 @@ import CampaignTestSupport
         let recorded = try SendProcessTests.recorded(dir)
         #expect(Set(recorded) == tokens)
         #expect(recorded.count == tokens.count, "each notification exactly once")
-        #expect(try Journal.read(directory: dir.file("journal")).outcome == "complete")
+        #expect(try Journal.read(directory: dir.file("journal")).outcome == .complete)
     }
 }

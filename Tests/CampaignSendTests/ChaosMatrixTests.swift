@@ -128,7 +128,7 @@ struct ChaosTotals {
         #expect(statistics.rejected[8, default: 0] == bad.count, "\(cell): the simulator refused \(statistics.rejected[8, default: 0]) with status 8")
         #expect(report.shutdowns == shutDown, "\(cell): report \(report.shutdowns) shutdowns, simulator \(shutDown)")
         #expect(report.drops == dropped, "\(cell): report \(report.drops) drops, simulator \(dropped)")
-        #expect(state.outcome == "complete", "\(cell)")
+        #expect(state.outcome == .complete, "\(cell)")
         #expect(state.doneCount == tokens.count, "\(cell)")
         if !bad.isEmpty {
             let store = try FeedbackStore.load(path: harness.dir.file("store.ndjson"))

@@ -133,7 +133,7 @@ final class HostileGateway: @unchecked Sendable {
             #expect(report.accepted == 0, "\(behaviour)")
         }
         #expect(state.failures.isEmpty, "\(behaviour): \(state.failures.count) notifications failed for the gateway's fault: \(state.failures.map(\.reason))")
-        #expect(state.outcome == "gave-up", "\(behaviour)")
+        #expect(state.outcome == .gaveUp, "\(behaviour)")
         #expect(connections >= 2, "\(behaviour): \(connections) connections")
         #expect(report.message?.isEmpty == false)
     }

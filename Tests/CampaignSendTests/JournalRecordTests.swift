@@ -25,7 +25,7 @@ import CampaignTestSupport
         .plan(records: 50, crc32: nil, incomplete: true),
         .counters(resends: 4, duplicatesRisked: 2, reconnects: 9),
         .counters(resends: 3, duplicatesRisked: 0, reconnects: 1, resentByKind: ["429 TooManyRequests": 2, "lost connection": 1]),
-        .end(outcome: "complete"),
+        .end(outcome: .complete),
         .tick(.init(second: 3, accepted: 120, failed: 1, resent: 4, connections: 2)),
     ]
 
@@ -40,11 +40,11 @@ import CampaignTestSupport
         #expect(String(decoding: JournalRecord.done(shard: 2, ranges: [0..<5]).json.serialized(), as: UTF8.self)
                 == #"{"t":"done","shard":2,"ranges":[[0,5]]}"#)
         #expect(String(decoding: JournalRecord.fail(SendFailure(seq: 1, shard: 0, ordinal: 0, status: 8, token: [0xAB], gaveUp: false)).json.serialized(), as: UTF8.self)
-                == #"{"t":"fail","seq":1,"shard":0,"ordinal":0,"status":8,"token":"ab","gave_up":false,"attempts":1}"#)
+                == #"{"t":"fail","seq":1,"shard":0,"ordinal":0,"status":8,"protocol":"binary","token":"ab","gave_up":false,"attempts":1}"#)
         #expect(String(decoding: JournalRecord.fail(SendFailure(seq: 2, shard: 0, ordinal: 1, cause: .http(status: 400, reason: .badDeviceToken),
                                                                  token: [0xAB], gaveUp: false)).json.serialized(), as: UTF8.self)
-                == #"{"t":"fail","seq":2,"shard":0,"ordinal":1,"status":400,"http_reason":"BadDeviceToken","token":"ab","gave_up":false,"attempts":1}"#)
-        #expect(String(decoding: JournalRecord.end(outcome: "gave-up").json.serialized(), as: UTF8.self) == #"{"t":"end","outcome":"gave-up"}"#)
+                == #"{"t":"fail","seq":2,"shard":0,"ordinal":1,"status":400,"http_reason":"BadDeviceToken","protocol":"h2","token":"ab","gave_up":false,"attempts":1}"#)
+        #expect(String(decoding: JournalRecord.end(outcome: .gaveUp).json.serialized(), as: UTF8.self) == #"{"t":"end","outcome":"gave-up"}"#)
     }
 
     /// A failure's cause is typed; the journal keeps the numbers and names it always had.
@@ -73,6 +73,43 @@ import CampaignTestSupport
                 == "HTTP 400 BadDeviceToken")
     }
 
+    /// A `fail` record names the interface that answered (`protocol`), and
+    /// its cause reads back exactly from it; a line of a journal from before
+    /// `protocol` is read from its status and reason as it always was.
+    @Test(arguments: [
+        FailureCause.binary(.invalidToken), .http(status: 410, reason: .unregistered), .http(status: 400, reason: nil),
+        .streamReset("INTERNAL_ERROR"), .binary(.processingError), .http(status: 500, reason: nil),
+    ])
+    func aFailuresCauseIsJournaledWithItsInterface(cause: FailureCause) throws {
+        let record = JournalRecord.fail(SendFailure(seq: 7, shard: 0, ordinal: 3, cause: cause, token: [0xAB], gaveUp: false))
+        let json = record.json
+        #expect(json["protocol"]?.stringValue == cause.interface.rawValue)
+        let text = String(decoding: json.serialized(), as: UTF8.self)
+        #expect(JournalRecord(json: try JSONValue.parse(text)) == record, "\(text)")
+    }
+
+    @Test func aFailLineWithoutItsInterfaceIsReadAsBefore() throws {
+        func cause(_ line: String) throws -> FailureCause? {
+            guard case .fail(let f)? = JournalRecord(json: try JSONValue.parse(line)) else { return nil }
+            return f.cause
+        }
+        let old = [
+            (#"{"t":"fail","seq":1,"shard":0,"ordinal":0,"status":8,"token":"ab","gave_up":false,"attempts":1}"#, FailureCause.binary(.invalidToken)),
+            (#"{"t":"fail","seq":2,"shard":0,"ordinal":1,"status":410,"http_reason":"Unregistered","token":"ab","gave_up":false,"attempts":1}"#,
+             .http(status: 410, reason: .unregistered)),
+            (#"{"t":"fail","seq":3,"shard":0,"ordinal":2,"status":400,"http_reason":"","token":"ab","gave_up":false,"attempts":1}"#,
+             .http(status: 400, reason: nil)),
+            (#"{"t":"fail","seq":4,"shard":0,"ordinal":3,"status":0,"http_reason":"CANCEL","token":"ab","gave_up":true,"attempts":5}"#,
+             .streamReset("CANCEL")),
+        ]
+        for (line, expected) in old {
+            #expect(try cause(line) == expected, "\(line)")
+        }
+        // The journaled interface decides, not the status's range.
+        #expect(FailureCause(status: 8, journaledReason: nil, interface: .http2) == .http(status: 8, reason: nil))
+        #expect(FailureCause(status: 8, journaledReason: nil, interface: nil) == .binary(.invalidToken))
+    }
+
     /// Each run's wall-clock start, for the page; a start without one (older journals) stays nil.
     @Test func aRunsClockIsReplayedForItsRun() throws {
         let record = JournalRecord.clock(unixSeconds: 1_790_000_000)
@@ -88,6 +125,9 @@ import CampaignTestSupport
     @Test func unknownKindsAreSkippedNotMisread() throws {
         #expect(JournalRecord(json: try JSONValue.parse(#"{"t":"from-the-future","x":1}"#)) == nil)
         #expect(JournalRecord(json: try JSONValue.parse(#"{"t":"start"}"#)) == nil, "a start without settings")
+        // An outcome another version journaled is kept as its word, not dropped.
+        #expect(JournalRecord(json: try JSONValue.parse(#"{"t":"end","outcome":"failed"}"#)) == .end(outcome: .unrecognized("failed")))
+        #expect(SendOutcome(rawValue: "gave-up") == .gaveUp && SendOutcome.unrecognized("failed").rawValue == "failed")
     }
 
     /// The hand-built `sent` line (the hot path) says what the record says,
@@ -107,7 +147,7 @@ import CampaignTestSupport
         #expect(state.planRecords == 50 && state.planIncomplete && state.planChecksum == nil, "the later plan record wins")
         #expect(state.resends == 7 && state.duplicatesRisked == 2 && state.reconnects == 10)
         #expect(state.resentByKind == ["429 TooManyRequests": 2, "lost connection": 1])
-        #expect(state.outcome == "complete")
+        #expect(state.outcome == .complete)
         #expect(state.runs == 1)
         #expect(state.timeline == [[.init(second: 3, accepted: 120, failed: 1, resent: 4, connections: 2)]])
         let sentLine = try String(contentsOfFile: dir.file("j/journal.log"), encoding: .utf8).split(separator: "\n")[1].dropFirst(9)
@@ -135,12 +175,12 @@ import CampaignTestSupport
             .start(settings: Self.settings, planHeader: .null), .clock(unixSeconds: 1_700_000_100),
             tick(1, 1, 4, ["lost connection": 1]),
             .counters(resends: 3, duplicatesRisked: 1, reconnects: 4, resentByKind: ["lost connection": 1, "503 ServiceUnavailable": 2]),
-            .end(outcome: "complete"),
+            .end(outcome: .complete),
         ]
         for record in resumed { try journal.append(record) }
         try journal.checkpoint()
         state = try Journal.read(directory: dir.file("j"))
-        #expect(state.runs == 2 && state.runOutcomes == [nil, "complete"])
+        #expect(state.runs == 2 && state.runOutcomes == [nil, .complete])
         #expect(state.resends == 8 && state.reconnects == 9 && state.duplicatesRisked == 8)
         #expect(state.resentByKind == ["429 TooManyRequests": 3, "503 ServiceUnavailable": 4, "lost connection": 1])
     }
@@ -150,7 +190,7 @@ import CampaignTestSupport
         let dir = TemporaryDirectory("journal-older")
         let journal = try Journal.create(directory: dir.file("j"), settings: Self.settings, planHeader: .null)
         for record: JournalRecord in [.tick(.init(second: 1, accepted: 5, failed: 0, resent: 2, connections: 2, resentByKind: ["429 TooManyRequests": 2])),
-                                      .counters(resends: 3, duplicatesRisked: 0, reconnects: 2), .end(outcome: "complete")] {
+                                      .counters(resends: 3, duplicatesRisked: 0, reconnects: 2), .end(outcome: .complete)] {
             try journal.append(record)
         }
         try journal.checkpoint()

@@ -51,7 +51,7 @@ import GatewaySimulator
             #expect(report.alreadyDone == before.doneCount, "offset \(offset)")
             #expect(report.alreadyDone + report.accepted + report.failed == tokens.count, "offset \(offset)")
             let after = try Journal.read(directory: harness.dir.file("journal"))
-            #expect(after.outcome == "complete" && !after.tornTail, "offset \(offset)")
+            #expect(after.outcome == .complete && !after.tornTail, "offset \(offset)")
             #expect(after.doneCount == tokens.count, "offset \(offset): \(after.doneCount) final")
             #expect(Set(after.failures.map { DeviceToken(bytes: $0.token).hex }) == bad, "offset \(offset)")
             let recorded = try harness.recordedTokens()

@@ -114,7 +114,7 @@ final class SendHarness {
         let store = try FeedbackStore.load(path: faulty.dir.file("store.ndjson"))
         #expect(Set(store.entries.keys.map { DeviceToken(bytes: $0).hex }) == bad)
         let state = try Journal.read(directory: faulty.dir.file("journal"))
-        #expect(state.outcome == "complete")
+        #expect(state.outcome == .complete)
         #expect(state.doneCount == tokens.count)
         #expect(state.planChecksum != nil)
     }
@@ -207,7 +207,7 @@ final class SendHarness {
         #expect(refusals >= 1 && refusals <= 7 * tokens.count, "\(refusals) refusals")
         let state = try Journal.read(directory: harness.dir.file("journal"))
         #expect(state.failures.isEmpty, "\(state.failures.map(\.reason))")
-        #expect(state.outcome == "gave-up")
+        #expect(state.outcome == .gaveUp)
         #expect(state.doneCount == 0)
 
         // The resume, against a gateway that works again, sends them all.
@@ -247,7 +247,7 @@ final class SendHarness {
         #expect(statistics.rejected[1, default: 0] >= tokens.count / 4, "\(statistics.rejected) refusals: the fault was not exercised")
         let state = try Journal.read(directory: harness.dir.file("journal"))
         #expect(state.failures.isEmpty, "\(state.failures.count) final: \(state.failures.prefix(3).map(\.reason))")
-        #expect(state.outcome == "complete")
+        #expect(state.outcome == .complete)
         #expect(state.doneCount == tokens.count)
     }
 
@@ -273,7 +273,7 @@ final class SendHarness {
         #expect(Set(recorded) == Set(tokens).subtracting([poison]))
         let state = try Journal.read(directory: harness.dir.file("journal"))
         #expect(state.failures.isEmpty, "\(state.failures.map(\.reason))")
-        #expect(state.outcome == "gave-up")
+        #expect(state.outcome == .gaveUp)
         #expect(state.doneCount == tokens.count - 1)
 
         let healthy = try SendHarness(faults: FaultPlan())
@@ -306,6 +306,6 @@ final class SendHarness {
         #expect(report.message?.contains("stopped reading") == true)
         #expect(report.accepted == 0)
         let state = try Journal.read(directory: harness.dir.file("journal"))
-        #expect(state.outcome == "gave-up")
+        #expect(state.outcome == .gaveUp)
     }
 }
