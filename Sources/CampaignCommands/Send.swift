@@ -193,15 +193,11 @@ struct Send: ParsableCommand {
         var madeContext: TLSContext?
         let passphrase = try credentials.passphrase()
         let session = try SendSession(start) { header, settings in
-            let http2 = header.wire.isHTTP2
             if resume == nil, gateway == nil, let name = environment {
-                (settings.gatewayHost, settings.gatewayPort) = http2 ? GatewayAddress.http2Environment(name)! : GatewayAddress.environment(name, feedback: false)!
+                (settings.gatewayHost, settings.gatewayPort) = header.wire.gateway(environment: name)!
             }
-            if http2 && settings.certificate.isEmpty && settings.authKey == nil {
-                throw ValidationError("An h2 plan needs --cert or --auth-key.")
-            }
-            if !http2 && settings.certificate.isEmpty {
-                throw ValidationError("The binary interface (a \(header.wire) plan) needs --cert: provider tokens (--auth-key) are for h2 plans.")
+            if let missing = header.wire.missingCredential(certificate: !settings.certificate.isEmpty, providerTokenKey: settings.authKey != nil) {
+                throw ValidationError(missing)
             }
             if let key = settings.authKey {
                 // The key is read now, so a wrong path fails before anything is sent.
@@ -209,7 +205,7 @@ struct Send: ParsableCommand {
                 guard ProviderToken.isProviderTokenKey(loaded) else { throw TLSError(.notAProviderTokenKey(path: key)) }
             }
             madeContext = try CredentialOptions.context(cert: settings.certificate, key: settings.key, ca: settings.caFile,
-                                                        passphrase: passphrase, http2: http2)
+                                                        passphrase: passphrase, http2: header.wire.negotiatesHTTP2InTLS)
             (settings.proxy, settings.proxyUserVariable) = try proxyOptions.resolve(
                 gateway: settings.gatewayHost, journaled: resume == nil ? nil : settings.proxy, journaledVariable: settings.proxyUserVariable)
             // Through a proxy the proxy resolves the gateway's name: only the proxy's must resolve here.

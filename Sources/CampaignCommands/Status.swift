@@ -124,11 +124,9 @@ struct Status: ParsableCommand {
             for (hour, n) in schedule.perHour.sorted(by: { $0.key < $1.key }) { print("    \(utcText(hour).prefix(16))Z \(n)") }
             if let next = schedule.nextMoment { print("  next moment: \(utcText(next))") }
         }
-        if (try? PlanHeader(json: state.planHeader))?.wire == .http2 {
-            print("  resent: \(state.resends) (refused unprocessed, asked to retry, or open on a lost connection), possible duplicates: \(state.duplicatesRisked) (requests open on a lost connection)")
-        } else {
-            print("  resent: \(state.resends) (discarded by the gateway after a refusal or shutdown, refused for the gateway's own trouble (status 1, 255) and retried after a backoff, or unproven on a lost connection), possible duplicates: \(state.duplicatesRisked) (sent again after a connection was lost while they were unproven)")
-        }
+        // A plan header this version cannot read (none it wrote) is told in the binary interface's words, as it always was.
+        let meaning = ((try? PlanHeader(json: state.planHeader))?.wire ?? .binary(.enhanced)).resentMeaning
+        print("  resent: \(state.resends) (\(meaning.resent)), possible duplicates: \(state.duplicatesRisked) (\(meaning.duplicates))")
         if !state.resentByKind.isEmpty {
             print("  resent by why: " + state.resentByKind.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
         }

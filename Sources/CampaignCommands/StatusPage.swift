@@ -17,15 +17,16 @@ enum StatusPage {
         let remaining = state.planRecords.map { String(max(0, $0 - state.doneCount)) } ?? "unknown"
         // What the send is: its campaign, protocol and gateway, from the plan's header and the settings.
         let header = try? PlanHeader(json: state.planHeader)
-        let http2 = header?.wire == .http2
+        // A plan header this version cannot read (none it wrote) is told in the binary interface's words, as it always was.
+        let wire = header?.wire ?? .binary(.enhanced)
         let gateway = "\(state.settings.gatewayHost):\(state.settings.gatewayPort)"
         let environment = ["api.push.apple.com": " (production)", "api.sandbox.push.apple.com": " (sandbox)",
                            "gateway.push.apple.com": " (production)", "gateway.sandbox.push.apple.com": " (sandbox)"][state.settings.gatewayHost] ?? ""
         var what: [(String, String)] = [
             ("Campaign", header?.campaign ?? "(unknown)"),
-            ("Protocol", http2 ? "HTTP/2 provider API" : "binary interface (\(header?.wire.description ?? "?") format)"),
+            ("Protocol", header.map { $0.wire.pageName.full } ?? "binary interface (? format)"),
         ]
-        if http2, let fields = header?.http2 {
+        if let fields = header?.http2 {
             what.append(("Topic · push type", "\(fields.topic ?? "(the certificate's)") · \(fields.pushType)"))
         }
         switch header?.schedule {
@@ -54,26 +55,22 @@ enum StatusPage {
         table{border-collapse:collapse}td{padding:2px 12px 2px 0}td:first-child{color:#666}
         svg{background:#fafafa;border:1px solid #ddd}.axis{stroke:#999;stroke-width:1}.label{font-size:11px;fill:#555}
         </style></head><body>
-        <h1>\(escape(header?.campaign ?? "campaign send")) · \(http2 ? "HTTP/2" : "binary interface") · \(state.planRecords.map { "\($0) notifications" } ?? "plan not read to its end")</h1>
+        <h1>\(escape(header?.campaign ?? "campaign send")) · \(wire.pageName.short) · \(state.planRecords.map { "\($0) notifications" } ?? "plan not read to its end")</h1>
         <table>
         """
         for (name, value) in summary { page += "<tr><td>\(escape(name))</td><td>\(escape(value))</td></tr>\n" }
         page += "</table>\n"
-        page += http2
-            ? "<h2>Send rate (notifications answered per second; each run drawn on its own)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running, waves: state.waves, runStartedAt: state.runStartedAt, woke: state.runWoke)
-            : "<h2>Send rate (notifications made final per second: they become final when a proof of acceptance is answered, about every 2 s)</h2>\n" + rateChart(state.timeline, outcomes: state.runOutcomes, running: running, waves: state.waves, runStartedAt: state.runStartedAt, woke: state.runWoke)
+        page += "<h2>\(wire.rateChartHeading)</h2>\n"
+            + rateChart(state.timeline, outcomes: state.runOutcomes, running: running, waves: state.waves, runStartedAt: state.runStartedAt, woke: state.runWoke)
         page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, skipped: state.skipped.count, failed: failedByReason)
         page += "<h2>Connections opened and notifications resent over time (cumulative, per run; each on its own scale)</h2>\n" + countsChart(state.timeline)
-        // HTTP/2's retries have kinds worth telling apart (429, 5xx, refused streams, lost connections).
-        if http2, let chart = resentByKindChart(state.timeline) {
+        if wire.chartsResendsByKind, let chart = resentByKindChart(state.timeline) {
             page += "<h2>Resent, by why (cumulative, per run): answers that ask for a retry, refused streams, lost connections</h2>\n" + chart
         }
         if state.timeline.joined().contains(where: { $0.open != nil }) {
             page += "<h2>Connections in use (HTTP/2: the pool grows with the distance) and the round trip measured (ms)</h2>\n" + poolChart(state.timeline)
         }
-        page += http2
-            ? "<p class=\"label\">Resent: requests the server refused unprocessed (REFUSED_STREAM, above a GOAWAY) or asked to retry (429 TooManyRequests, 500, 503), and requests open on a lost connection (possible duplicates). None of them is final: only an answer about the notification itself is.</p>\n"
-            : "<p class=\"label\">Resent: notifications the gateway discarded after a refusal or shutdown on their connection, or left unproven when one was lost. The gateway confirms nothing, so a connection ends with a proof of acceptance: a notification it must refuse.</p>\n"
+        page += "<p class=\"label\">\(wire.resentNote)</p>\n"
         page += "</body></html>\n"
         return page
     }

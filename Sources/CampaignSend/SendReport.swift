@@ -177,8 +177,9 @@ public struct SendReport: Sendable {
     public var shutdowns = 0
     public var seconds = 0.0
     public var message: String? = nil
-    /// Sent over HTTP/2 (the words for resends differ).
-    public var http2 = false
+    /// The protocol the run sent with (the words for resends differ); nil
+    /// when the run ended before sending (then it resent nothing).
+    public var wire: WireProtocol?
     /// Connections in the pool at the end (it may have grown from `--connections`' start),
     /// counting only connections opened: 0 when the run opened none (nothing was due, or left to send).
     public var poolConnections = 0
@@ -259,18 +260,12 @@ public struct SendReport: Sendable {
                 + ", \(whole.resends) resent, \(whole.duplicatesRisked) possible duplicates"
         }
         s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(Int(perSecond))/s"
-        if http2, poolConnections > 0 {
+        if wire?.poolMayGrow == true, poolConnections > 0 {
             s += "\n  pool: \(poolConnections) connection\(poolConnections == 1 ? "" : "s")"
                 + (roundTripMilliseconds.map { ", round trip \(format1(($0 * 10).rounded() / 10)) ms" } ?? "")
         }
-        if resends > 0 && http2 {
-            s += "\n  (resent: requests the server refused unprocessed (REFUSED_STREAM, above a GOAWAY) or asked to retry (429, 500, 503), "
-                + "and requests open on a lost connection, which may be duplicates"
-                + (resentByKind.isEmpty ? "" : ": " + resentByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")) + ")"
-        } else if resends > 0 {
-            s += "\n  (resent: discarded by the gateway after a refusal or shutdown on their connection, refused for the gateway's own trouble "
-                + "(status 1, 255, undefined codes: again after a backoff, never final), or unproven when one was lost; "
-                + "the gateway confirms nothing, so each connection ends with a proof of acceptance, a notification it must refuse"
+        if resends > 0, let wire {
+            s += "\n  (resent: " + wire.resendsExplained
                 + (resentByKind.isEmpty ? "" : ": " + resentByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")) + ")"
         }
         if let message { s += "\n  \(message)" }

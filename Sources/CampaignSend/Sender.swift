@@ -103,7 +103,7 @@ public final class Sender: @unchecked Sendable {
         // streams). Only a run that was killed leaves some uncounted.
         // A binary run that ended because the rest was scheduled later had
         // every notification it sent proven; the ones it held back were never sent.
-        let countedByTheLastRun = state.outcome != nil && (scan.header.wire == .http2 || state.outcome == .scheduled)
+        let countedByTheLastRun = state.outcome != nil && (scan.header.wire.anEndedRunCountedItsUnanswered || state.outcome == .scheduled)
         while let record = try scan.next() {
             let ordinal = ordinals[record.shard]
             ordinals[record.shard] += 1
@@ -135,10 +135,7 @@ public final class Sender: @unchecked Sendable {
     /// Sends every record of `plan` not already final in the journal, over
     /// the transport its header names.
     public func run(plan: PlanReader) throws -> SendReport {
-        switch plan.header.wire {
-        case .binary: try run(plan: plan, transport: BinaryTransport(header: plan.header))
-        case .http2: try run(plan: plan, transport: HTTP2Transport(header: plan.header, settings: settings, journal: journal.directory))
-        }
+        try run(plan: plan, transport: makeTransport(for: plan.header, settings: settings, journalDirectory: journal.directory))
     }
 
     func run<Transport: NotificationTransport>(plan: PlanReader, transport: Transport) throws -> SendReport {
@@ -305,7 +302,7 @@ public final class Sender: @unchecked Sendable {
         report.skipped = counts.skipped
         let (heldAtTheWire, quietUntil) = shared.deferredAtTheWire
         if let until = quietUntil { gate.noteDeferred(count: heldAtTheWire, until: until) }
-        report.http2 = plan.header.wire == .http2
+        report.wire = plan.header.wire
         report.accepted = counts.accepted
         report.presumed = counts.presumed
         report.failedByStatus = counts.failedByStatus

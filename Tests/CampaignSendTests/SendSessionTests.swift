@@ -65,6 +65,7 @@ import GatewaySimulator
     @Test func theReportAndTheSimulatorSayWhatResendsAndStatusFiveAre() {
         var report = SendReport()
         report.resends = 12
+        report.wire = .binary(.enhanced)
         #expect(report.text.contains("resent: discarded by the gateway after a refusal or shutdown"))
         #expect(!SendReport().text.contains("discarded by the gateway"))
         var connection = ConnectionStatistics(connection: 1)
