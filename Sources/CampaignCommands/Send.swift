@@ -245,19 +245,9 @@ struct Send: ParsableCommand {
             guard waits, let next = report.nextMoment else { return (report, run.settings.reportPath) }
             printError(report.text)
             if let path = run.settings.reportPath { try writeOutput(report.json.serialized() + [0x0A], to: path) }
-            // Connections open a little before the moment; the run then waits
-            // for it with them open (but one held back by quiet hours is
-            // checked again only by a run that starts once they are over).
-            // (Never earlier than the hold allows: a run that began too early would end at once, empty.)
-            var wake = Double(next) - (report.nextMomentEndsQuietHours ? 0 : min(Self.openBeforeMomentSeconds, sender.holdOpenSeconds))
-            let progressed = report.accepted + report.failed + report.skipped > 0
-            if !progressed { wake = max(wake, wallClockSeconds() + 1) }   // never a tight loop of empty runs
+            let wake = ScheduledRunWait.wake(after: report, next: next, holdOpenSeconds: sender.holdOpenSeconds, now: wallClockSeconds())
             printError("campaign send: waiting until \(utcText(next)) for the next notifications (connections closed; a signal ends the wait, and --resume goes on)")
-            // `status` tells this waiting send (the journal's lock held, its pid alive) from one killed while waiting.
-            try run.journal.append(.wait(untilUnixSeconds: Int(wake.rounded(.up))))
-            try run.journal.checkpoint()
-            let wait = wake - wallClockSeconds()
-            if (wait > 0 && !sleep(until: .after(seconds: wait), cancellation: waitStop)) || waitStop.isCancelled {
+            if try !ScheduledRunWait.wait(until: wake, journal: run.journal, stop: waitStop) {
                 report.outcome = .interrupted
                 report.message = "stopped while waiting for \(utcText(next)); `campaign send --resume \(run.journal.directory)` goes on"
                 metricsFile?.write(running: false)
@@ -266,9 +256,6 @@ struct Send: ParsableCommand {
             run = try run.nextRun()
         }
     }
-
-    /// How long before a scheduled moment a waiting send opens its connections again.
-    static let openBeforeMomentSeconds = 10.0
 
     private func apply(to settings: inout SendSettings) {
         // A resume rewrites the send's report and metrics where they were, unless told otherwise.
@@ -303,101 +290,6 @@ struct Send: ParsableCommand {
 
 /// `path` made absolute against the current directory, as the journal keeps it.
 func absolutePath(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path }
-
-/// The send a signal stops (none while a scheduled send waits between runs).
-final class RunningSender: @unchecked Sendable {
-    private var current: Sender?
-    private let lock = Lock()
-    var sender: Sender? {
-        get { lock.lock(); defer { lock.unlock() }; return current }
-        set { lock.lock(); current = newValue; lock.unlock() }
-    }
-}
-
-/// First signal: stop gracefully. Second: exit at once; the journal is
-/// append-only with a checksum per record, so it is consistent at any moment.
-final class SignalEscalation: @unchecked Sendable {
-    private let first: @Sendable () -> Void
-    private var count = 0
-    private let lock = Lock()
-
-    init(first: @escaping @Sendable () -> Void) { self.first = first }
-
-    @Sendable func handle() {
-        lock.lock()
-        count += 1
-        let n = count
-        lock.unlock()
-        if n == 1 {
-            printError("campaign send: stopping: proving what is in flight (signal again to exit at once)")
-            first()
-        } else {
-            _exit(75)
-        }
-    }
-}
-
-/// "sent 120000 of 1000000 (52000/s), 3 failed, ETA 16 s" on a terminal, once a second.
-final class ProgressLine: @unchecked Sendable {
-    private let sender: Sender
-    private let stopPipe = try! CancellationPipe()
-    private var thread = pthread_t()
-
-    init(sender: Sender) {
-        self.sender = sender
-        thread = startThread { [self] in
-            let start = Date()
-            while sleep(until: .after(seconds: 1), cancellation: stopPipe) {
-                let line = sender.progress().line(seconds: Date().timeIntervalSince(start))
-                FileHandleWriter.write("\r\u{1B}[K" + line, fd: 2)
-            }
-            FileHandleWriter.write("\r\u{1B}[K", fd: 2)
-        }
-    }
-
-    func stop() {
-        stopPipe.cancel()
-        pthread_join(thread, nil)
-    }
-}
-
-/// `--metrics FILE`: the send's metrics rewritten atomically once a second,
-/// and a last time when the run ends: `up 0`, or `up 1` for a scheduled
-/// send that goes on waiting for its next run.
-final class MetricsFile: @unchecked Sendable {
-    private let stopPipe = try! CancellationPipe()
-    private var thread = pthread_t()
-    private let sender: Sender
-    private let path: String
-    private let journal: String
-    private let start = Date()
-    /// What the last write says of the send once the run is over.
-    private var upAfterTheRun = false
-
-    init(sender: Sender, path: String, journal: String) {
-        (self.sender, self.path, self.journal) = (sender, path, journal)
-        thread = startThread { [self] in
-            while sleep(until: .after(seconds: 1), cancellation: stopPipe) { write(running: true) }
-            write(running: upAfterTheRun)   // the run is over: it says whether the send is
-        }
-    }
-
-    /// One write of the metrics; `running`: whether the send is alive (sending, or waiting between runs).
-    func write(running: Bool) {
-        let text = SendMetrics.text(journal: journal, counts: sender.counts(), totals: sender.wholeSendCounts(), progress: sender.progress(),
-                                    seconds: Date().timeIntervalSince(start), running: running)
-        do { try SecureFile.write(Array(text.utf8), to: path, mode: SecureFile.publicMode) } catch {
-            printError("campaign send: cannot write metrics: \(error)")
-        }
-    }
-
-    /// The run is over; `waiting`: the send waits for its next run (still up).
-    func stop(waiting: Bool = false) {
-        upAfterTheRun = waiting
-        stopPipe.cancel()
-        pthread_join(thread, nil)
-    }
-}
 
 /// `--connections`: `auto` (a pool sized to the distance) or a fixed count.
 enum ConnectionCount: ExpressibleByArgument, Equatable {

@@ -12,8 +12,7 @@ import LocalTime
 /// by status, its connections and resends, and the summary.
 enum StatusPage {
     static func html(journal directory: String, state: JournalState, outcome: String, running: Bool = false) -> String {
-        var failedByReason: [String: Int] = [:]
-        for f in state.failures { failedByReason[f.cause.label, default: 0] += 1 }
+        let failedByReason = state.failures.countedByReason
         let remaining = state.planRecords.map { String(max(0, $0 - state.doneCount)) } ?? "unknown"
         // What the send is: its campaign, protocol and gateway, from the plan's header and the settings.
         let header = try? PlanHeader(json: state.planHeader)
@@ -101,8 +100,7 @@ enum StatusPage {
     static func html(parts view: PartsView) -> String {
         let t = view.totals
         let title = view.manifest.map { "campaign \($0.campaign) · \($0.parts.count) parts" } ?? "campaign send · \(view.rows.count) journals"
-        var failedByReason: [String: Int] = [:]
-        for row in view.rows { for f in row.journal?.state.failures ?? [] { failedByReason[f.cause.label, default: 0] += 1 } }
+        let failedByReason = view.rows.flatMap { $0.journal?.state.failures ?? [] }.countedByReason
         var page = """
         <!DOCTYPE html>
         <html lang="en"><head><meta charset="utf-8"><title>\(escape(title))</title>

@@ -149,6 +149,19 @@ public struct SendFailure: Equatable, Sendable {
     }
 }
 
+extension Sequence where Element == SendFailure {
+    /// The failures counted by status and reason ("410 Unregistered": n, ``FailureCause/label``),
+    /// as reports, `status` and its page list them.
+    public var countedByReason: [String: Int] {
+        reduce(into: [:]) { counts, f in counts[f.cause.label, default: 0] += 1 }
+    }
+
+    /// The failures counted by status alone (binary statuses, HTTP statuses, 0 for a reset).
+    public var countedByStatus: [Int: Int] {
+        reduce(into: [:]) { counts, f in counts[f.status, default: 0] += 1 }
+    }
+}
+
 /// A scheduled notification recorded as skipped (`late: skip`): its moment
 /// had passed by more than the job's window when the send came to it.
 public struct SkippedNotification: Equatable, Sendable {

@@ -136,11 +136,9 @@ public struct SendTotals: Sendable, Equatable {
         runs = (before?.runs ?? 0) + 1
         accepted = (before?.accepted ?? 0) + run.accepted
         presumed = (before?.presumed ?? 0) + run.presumed
-        (failedByStatus, failedByReason) = (run.failedByStatus, run.failedByReason)
-        for f in before?.failures ?? [] {
-            failedByStatus[f.status, default: 0] += 1
-            failedByReason[f.cause.label, default: 0] += 1
-        }
+        let earlier = before?.failures ?? []
+        failedByStatus = run.failedByStatus.merging(earlier.countedByStatus, uniquingKeysWith: +)
+        failedByReason = run.failedByReason.merging(earlier.countedByReason, uniquingKeysWith: +)
         resends = (before?.resends ?? 0) + run.resends
         resentByKind = (before?.resentByKind ?? [:]).merging(run.resentByKind, uniquingKeysWith: +)
         duplicatesRisked = (before?.duplicatesRisked ?? 0) + run.duplicatesRisked

@@ -62,6 +62,21 @@ import GatewaySimulator
         }
     }
 
+    /// Between the runs of a scheduled send: connections open 10 s before the
+    /// next moment (no earlier than the hold allows), at the moment when it
+    /// ends quiet hours, and a run that made nothing final waits at least 1 s.
+    @Test func aWaitingSendWakesBeforeItsNextMoment() {
+        var report = SendReport()
+        report.accepted = 5
+        #expect(ScheduledRunWait.wake(after: report, next: 1_000, holdOpenSeconds: 60, now: 900) == 990)
+        #expect(ScheduledRunWait.wake(after: report, next: 1_000, holdOpenSeconds: 4, now: 900) == 996)
+        report.nextMomentEndsQuietHours = true
+        #expect(ScheduledRunWait.wake(after: report, next: 1_000, holdOpenSeconds: 60, now: 900) == 1_000)
+        let empty = SendReport()
+        #expect(ScheduledRunWait.wake(after: empty, next: 1_000, holdOpenSeconds: 60, now: 995) == 996)
+        #expect(ScheduledRunWait.wake(after: empty, next: 1_000, holdOpenSeconds: 60, now: 900) == 990)
+    }
+
     @Test func theReportAndTheSimulatorSayWhatResendsAndStatusFiveAre() {
         var report = SendReport()
         report.resends = 12

@@ -1,0 +1,155 @@
+import Foundation
+import CampaignJSON
+import CampaignSend
+import LocalTime
+import PlanStream
+
+/// One journal as `status` tells it.
+struct JournalView {
+    /// `waiting`: a scheduled send alive between runs (it holds the journal's lock).
+    enum Phase: String { case complete, running, waiting, stopped, notStarted = "not started" }
+
+    let directory: String
+    let state: JournalState
+    /// The pid of the send running on it, or waiting for its next run (0: alive, pid unknown).
+    let running: Int32?
+    /// Where the plan is, when the journal's remembered path is gone but a
+    /// manifest's directory has the part (the plan moved to another machine).
+    var movedPlan: String? = nil
+
+    /// The schedule, scanned from the plan when first asked (see ``ScheduleView/scan(state:directory:now:)``).
+    private let scheduleScan: ComputedOnce<ScheduleView?>
+    var schedule: ScheduleView? { scheduleScan.wrappedValue }
+
+    init(directory: String) throws {
+        self.directory = directory
+        var state = try Journal.read(directory: directory)
+        let plan = state.settings.planPath ?? "\(directory)/\(Journal.spoolName)"
+        if state.planRecords == nil, !plan.hasSuffix(".gz"), let records = try? PlanReader.checkComplete(path: plan), records >= 0 {
+            // A plan's trailer (a file's, or a spool read to its end) holds its count before the send reads it through.
+            state.planRecords = records
+        }
+        self.state = state
+        // A scheduled send waiting for its next run holds the lock with an outcome journaled.
+        running = state.outcome == .complete ? nil : Journal.runningSend(directory: directory)
+        scheduleScan = ComputedOnce { [state] in ScheduleView.scan(state: state, directory: directory, now: Int64(wallClockSeconds())) }
+    }
+
+    var part: PlanPart? { (try? PlanHeader(json: state.planHeader))?.part }
+
+    var phase: Phase {
+        if state.outcome == .complete { return .complete }
+        guard running != nil else { return .stopped }
+        return state.outcome == nil ? .running : .waiting
+    }
+
+    var remaining: Int? { state.planRecords.map { max(0, $0 - state.doneCount) } }
+
+    var failedByStatus: [Int: Int] { state.failures.countedByStatus }
+
+    /// By status and reason: "410 Unregistered", "8 invalid token".
+    var failedByReason: [String: Int] { state.failures.countedByReason }
+
+    /// The command that goes on with this send (nil when it is complete or running).
+    /// The plan came from standard input and its spool was cut short with the planner.
+    var planCut: Bool {
+        state.settings.planPath == nil && state.planRecords == nil && state.outcome == .incompletePlan
+    }
+
+    var resumeCommand: String? {
+        guard phase == .stopped else { return nil }
+        if planCut {
+            // The spool was cut with the planner: only the plan again can go on.
+            return "campaign plan JOB AUDIENCE | campaign send --resume \(directory) --replan"
+        }
+        if let movedPlan { return "campaign send \(movedPlan) --resume \(directory)" }
+        return "campaign send --resume \(directory)"
+    }
+
+    var outcomeText: String {
+        let pid = running.map { $0 > 0 ? " (pid \($0))" : "" } ?? ""
+        switch (phase, state.outcome) {
+        case (.waiting, _):
+            return "scheduled: waiting\(pid) for its next run" + (state.waitingUntil.map { " at \(utcText(Int64($0)))" } ?? "")
+        case (.running, _):
+            return "running\(pid)" + (state.waitingUntil.map { ", waiting with its connections open until \(utcText(Int64($0)))" } ?? "")
+        case (.stopped, .scheduled?):
+            if let until = state.waitingUntil {
+                return "scheduled, but the send that was waiting to go on at \(utcText(Int64(until))) is gone (stopped or killed): nothing will be sent until it is resumed: \(resumeCommand ?? "")"
+            }
+            return "scheduled: no send is running; from cron: \(resumeCommand ?? "") --due-only (or without --due-only to wait for each moment)"
+        case (.stopped, .incompletePlan?) where planCut:
+            return "incomplete-plan: the plan from standard input was cut (its spool has no trailer), and nothing past the cut can be sent; plan again into it: \(resumeCommand ?? "")"
+        case (_, let outcome?):
+            return outcome.rawValue
+        default:
+            break
+        }
+        if state.settings.planPath == nil && state.planRecords == nil {
+            return "stopped while its plan was still coming from standard input; if the planner was stopped too, plan again into it: campaign plan JOB AUDIENCE | campaign send --resume \(directory) --replan (else: campaign send --resume \(directory))"
+        }
+        return "stopped without finishing (crash or kill); resume with: \(resumeCommand ?? "campaign send --resume \(directory)")"
+    }
+
+    /// `status DIR`'s text: the send in detail, one line each.
+    var text: String {
+        var out = ""
+        out += "journal: \(directory)\n"
+        out += "  outcome: \(outcomeText) (\(state.runs) run\(state.runs == 1 ? "" : "s"))\n"
+        out += "  plan: \(state.settings.planPath ?? "spooled in the journal"), \(state.planRecords.map { "\($0) records" } ?? "not read to its end yet")\(state.planIncomplete ? " (incomplete: no trailer)" : "")\n"
+        out += "  done: \(state.doneCount) (\(state.accepted) accepted, \(state.presumed) presumed, \(state.failures.count) failed\(state.skipped.isEmpty ? "" : ", \(state.skipped.count) skipped as too late"))\n"
+        if !state.failures.isEmpty {
+            out += "  failed: " + failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "\n"
+        }
+        out += "  remaining: \(remaining.map(String.init) ?? "unknown until the plan has been read to its end")\n"
+        if let schedule {
+            out += "  scheduled: \(schedule.what); \(state.doneCount) final (\(state.skipped.count) skipped as too late), \(schedule.dueNow) due now, \(schedule.waiting) waiting\n"
+            for (hour, n) in schedule.perHour.sorted(by: { $0.key < $1.key }) { out += "    \(utcText(hour).prefix(16))Z \(n)\n" }
+            if let next = schedule.nextMoment { out += "  next moment: \(utcText(next))\n" }
+        }
+        // A plan header this version cannot read (none it wrote) is told in the binary interface's words, as it always was.
+        let meaning = ((try? PlanHeader(json: state.planHeader))?.wire ?? .binary(.enhanced)).resentMeaning
+        out += "  resent: \(state.resends) (\(meaning.resent)), possible duplicates: \(state.duplicatesRisked) (\(meaning.duplicates))\n"
+        if !state.resentByKind.isEmpty {
+            out += "  resent by why: " + state.resentByKind.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "\n"
+        }
+        if let pool {
+            out += "  connections: \(pool.open) in the pool at the last second (at most \(pool.peak))\(pool.roundTrip.map { ", round trip \(StatusOutput.milliseconds($0)) ms" } ?? "")\n"
+        }
+        if state.tornTail { out += "  the last journal record was torn by a crash and is ignored\n" }
+        return out
+    }
+
+    var json: JSONValue {
+        func n(_ v: Int) -> JSONValue { .number(String(v)) }
+        return .object([
+            // A run with no end record and no process: killed (or crashed).
+            ("outcome", .string(state.outcome?.rawValue ?? (running != nil ? "running" : "killed"))), ("phase", .string(phase.rawValue)),
+            ("pid", running.map { .number(String($0)) } ?? .null), ("resume", resumeCommand.map { .string($0) } ?? .null),
+            ("waiting_until", state.waitingUntil.map { .string(utcText(Int64($0))) } ?? .null), ("runs", n(state.runs)),
+            ("plan", state.settings.planPath.map { .string($0) } ?? .string("spooled")),
+            ("plan_records", state.planRecords.map(n) ?? .null), ("plan_incomplete", .bool(state.planIncomplete || planCut)),
+            ("done", n(state.doneCount)), ("accepted", n(state.accepted)), ("presumed", n(state.presumed)),
+            ("failed", n(state.failures.count)),
+            ("failed_by_status", .object(failedByStatus.sorted { $0.key < $1.key }.map { (String($0.key), n($0.value)) })),
+            ("failed_by_reason", .object(failedByReason.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })),
+            ("remaining", remaining.map(n) ?? .null), ("resends", n(state.resends)),
+            ("resent_by_kind", .object(state.resentByKind.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })), ("reconnects", n(state.reconnects)),
+            ("duplicates_risked", n(state.duplicatesRisked)), ("torn_tail", .bool(state.tornTail)),
+        ] + poolMembers + scheduleMembers)
+    }
+
+    private var poolMembers: [(String, JSONValue)] {
+        guard let pool else { return [("pool_connections", .null), ("pool_connections_peak", .null), ("round_trip_ms", .null)] }
+        let roundTrip: JSONValue = pool.roundTrip.map { .number(String(($0 * 10).rounded() / 10)) } ?? .null
+        return [("pool_connections", .number(String(pool.open))), ("pool_connections_peak", .number(String(pool.peak))), ("round_trip_ms", roundTrip)]
+    }
+
+    /// HTTP/2: the connections in the pool at the last journaled second, the
+    /// most at any second (of every run), and the last round trip measured.
+    var pool: (open: Int, peak: Int, roundTrip: Double?)? {
+        let ticks = state.timeline.joined().filter { $0.open != nil }
+        guard let last = ticks.last, let open = last.open else { return nil }
+        return (open, ticks.compactMap(\.open).max() ?? open, ticks.last { $0.roundTripMilliseconds != nil }?.roundTripMilliseconds)
+    }
+}

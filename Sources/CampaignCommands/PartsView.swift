@@ -1,0 +1,161 @@
+import Foundation
+import CampaignJSON
+import CampaignSend
+import PlanStream
+
+/// The parts of a plan and their journals, for `status` over several.
+struct PartsView {
+    struct Row {
+        /// The part's index (nil: a journal of a plan that is not parted).
+        var part: Int?
+        var plan: String?
+        var planRecords: Int?
+        var journal: JournalView?
+
+        var phase: JournalView.Phase { journal?.phase ?? .notStarted }
+    }
+
+    var manifest: PlanManifest?
+    var manifestDirectory: String?
+    var rows: [Row] = []
+    var warnings: [String] = []
+
+    init(manifestPath: String?, journals: [String]) throws {
+        if let manifestPath {
+            let m = try PlanManifest.load(path: manifestPath)
+            manifest = m
+            let dir = (manifestPath as NSString).deletingLastPathComponent
+            manifestDirectory = dir.isEmpty ? "." : dir
+            rows = m.parts.map { Row(part: $0.part, plan: "\(manifestDirectory!)/\($0.file)", planRecords: $0.records) }
+        }
+        var seen = Set<Int>()
+        for directory in journals {
+            var view = try JournalView(directory: directory)
+            let part = view.part
+            if let m = manifest {
+                guard let part, part.campaignHash == m.campaignHash, part.index < rows.count else {
+                    warnings.append("\(directory) is not a journal of this manifest's parts (planning run \(m.campaignHash)); left out")
+                    continue
+                }
+                if seen.contains(part.index) {
+                    warnings.append("part \(part.index) has more than one journal; \(directory) is left out of the totals")
+                    continue
+                }
+                seen.insert(part.index)
+                if let path = view.state.settings.planPath, access(path, R_OK) != 0, let plan = rows[part.index].plan {
+                    view.movedPlan = plan
+                }
+                rows[part.index].journal = view
+            } else {
+                rows.append(Row(part: part?.index, plan: view.state.settings.planPath, planRecords: view.state.planRecords, journal: view))
+            }
+        }
+        if manifest == nil {
+            rows.sort { ($0.part ?? -1, $0.journal?.directory ?? "") < ($1.part ?? -1, $1.journal?.directory ?? "") }
+            let hashes = Set(rows.compactMap { $0.journal?.part?.campaignHash })
+            if hashes.count > 1 { warnings.append("these journals send parts of \(hashes.count) different planning runs (\(hashes.sorted().joined(separator: ", ")))") }
+        }
+    }
+
+    func count(_ phase: JournalView.Phase) -> Int { rows.filter { $0.phase == phase }.count }
+
+    struct Totals {
+        var records = 0, recordsKnown = true, done = 0, accepted = 0, presumed = 0, failed = 0
+        var resends = 0, duplicates = 0
+        var remaining: Int? { recordsKnown ? max(0, records - done) : nil }
+    }
+
+    var totals: Totals {
+        var t = Totals()
+        for row in rows {
+            if let r = row.planRecords ?? row.journal?.state.planRecords { t.records += r } else { t.recordsKnown = false }
+            guard let s = row.journal?.state else { continue }
+            t.done += s.doneCount
+            t.accepted += s.accepted
+            t.presumed += s.presumed
+            t.failed += s.failures.count
+            t.resends += s.resends
+            t.duplicates += s.duplicatesRisked
+        }
+        return t
+    }
+
+    /// What to run for a part that is not complete: resume it, or start it.
+    func command(for row: Row) -> String? {
+        switch row.phase {
+        case .stopped: return row.journal?.resumeCommand
+        case .notStarted:
+            guard let plan = row.plan, let part = row.part else { return nil }
+            return "campaign send \(plan) --journal JOURNALS/\(String(format: "%03d", part)) (with the gateway and credentials of the other parts)"
+        case .complete, .running, .waiting: return nil
+        }
+    }
+
+    var text: String {
+        var out = ""
+        let t = totals
+        if let m = manifest {
+            out += "campaign \(m.campaign) (planning run \(m.campaignHash)): \(m.parts.count) parts, \(m.records) records planned of \(m.rowsRead) rows\n"
+        }
+        let header = ["part", "state", "records", "done", "accepted", "failed", "remaining", "journal"]
+        var table = [header]
+        for row in rows {
+            let s = row.journal?.state
+            let records = row.planRecords ?? s?.planRecords
+            table.append([
+                row.part.map { String(format: "%03d", $0) } ?? "-",
+                row.journal.map { $0.phase == .running ? ($0.running.map { $0 > 0 ? "running (pid \($0))" : "running" } ?? "running") : $0.phase.rawValue } ?? "not started",
+                records.map(String.init) ?? "?",
+                String(s?.doneCount ?? 0), String(s?.accepted ?? 0), String(s?.failures.count ?? 0),
+                records.map { String(max(0, $0 - (s?.doneCount ?? 0))) } ?? "?",
+                row.journal?.directory ?? "-",
+            ])
+        }
+        let widths = header.indices.map { c in table.map { $0[c].count }.max() ?? 0 }
+        for line in table {
+            out += "  " + line.enumerated().map { c, v in c == line.count - 1 ? v : v.padding(toLength: widths[c], withPad: " ", startingAt: 0) }.joined(separator: "  ") + "\n"
+        }
+        out += "parts: \(count(.complete)) complete, \(count(.running)) running, \(count(.waiting) > 0 ? "\(count(.waiting)) waiting, " : "")\(count(.stopped)) stopped, \(count(.notStarted)) not started\n"
+        out += "done: \(t.done) of \(t.recordsKnown ? String(t.records) : "?") (\(t.accepted) accepted, \(t.presumed) presumed, \(t.failed) failed); remaining: \(t.remaining.map(String.init) ?? "unknown")\n"
+        out += "resent: \(t.resends), possible duplicates: \(t.duplicates)\n"
+        let commands = rows.compactMap { row in command(for: row).map { (row, $0) } }
+        if !commands.isEmpty {
+            out += "to finish:\n"
+            for (row, command) in commands {
+                out += "  \(row.part.map { "part \(String(format: "%03d", $0))" } ?? row.journal?.directory ?? "?") (\(row.phase.rawValue)): \(command)\n"
+            }
+        }
+        return out
+    }
+
+    var json: JSONValue {
+        func n(_ v: Int) -> JSONValue { .number(String(v)) }
+        let t = totals
+        var members: [(key: String, value: JSONValue)] = []
+        if let m = manifest {
+            members += [("campaign", .string(m.campaign)), ("campaign_hash", .string(m.campaignHash))]
+        }
+        members += [
+            ("parts", n(rows.count)), ("complete", n(count(.complete))), ("running", n(count(.running))), ("waiting", n(count(.waiting))),
+            ("stopped", n(count(.stopped))), ("not_started", n(count(.notStarted))),
+            ("records", t.recordsKnown ? n(t.records) : .null), ("done", n(t.done)), ("accepted", n(t.accepted)),
+            ("presumed", n(t.presumed)), ("failed", n(t.failed)), ("remaining", t.remaining.map(n) ?? .null),
+            ("resends", n(t.resends)), ("duplicates_risked", n(t.duplicates)),
+            ("part_status", .array(rows.map { row in
+                var m: [(key: String, value: JSONValue)] = [
+                    ("part", row.part.map(n) ?? .null), ("state", .string(row.phase.rawValue)),
+                    ("plan", row.plan.map { .string($0) } ?? .null),
+                    ("plan_records", (row.planRecords ?? row.journal?.state.planRecords).map(n) ?? .null),
+                    ("journal", row.journal.map { .string($0.directory) } ?? .null),
+                    ("command", command(for: row).map { .string($0) } ?? .null),
+                ]
+                // The journal's own fields after these (its "plan" is where it remembers the plan).
+                if let j = row.journal, case .object(let detail) = j.json {
+                    m += detail.filter { d in !m.contains { $0.key == d.key } }
+                }
+                return .object(m)
+            })),
+        ]
+        return .object(members)
+    }
+}

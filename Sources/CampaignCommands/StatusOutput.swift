@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import APNSWire
+import CampaignJSON
+import CampaignSend
+import LocalTime
+
+/// What `status` prints besides its views: the journals a `--journals`
+/// pattern names, and `--failures`' NDJSON lines.
+enum StatusOutput {
+    /// The directories a pattern names that hold a journal, sorted.
+    static func journals(matching pattern: String) throws -> [String] {
+        var g = glob_t()
+        defer { globfree(&g) }
+        let rc = glob(pattern, 0, nil, &g)
+        guard rc == 0 || rc == GLOB_NOMATCH else { throw ValidationError("--journals \(pattern) cannot be expanded.") }
+        var out: [String] = []
+        for i in 0..<Int(g.gl_pathc) {
+            guard let p = g.gl_pathv[i] else { continue }
+            let path = String(cString: p)
+            if access("\(path)/\(Journal.logName)", F_OK) == 0 { out.append(path) }
+        }
+        return out.sorted()
+    }
+
+    static func failureLine(_ f: SendFailure, part: Int? = nil, journal: String? = nil) -> String {
+        line(token: f.token, part: part, journal: journal, [
+            ("seq", .number(String(f.seq))), ("status", .number(String(f.status))), ("reason", .string(f.reason)),
+            ("attempts", .number(String(f.attempts))),
+        ])
+    }
+
+    static func skippedLine(_ k: SkippedNotification, part: Int? = nil, journal: String? = nil) -> String {
+        line(token: k.token, part: part, journal: journal, [
+            ("seq", .number(String(k.seq))), ("outcome", .string("skipped")), ("moment", .string(utcText(k.moment))), ("reason", .string(k.reason)),
+        ])
+    }
+
+    /// One `--failures` line: part and journal (over parts), seq, token, then `members`.
+    private static func line(token bytes: [UInt8], part: Int?, journal: String?, _ members: [(key: String, value: JSONValue)]) -> String {
+        var token: [UInt8] = []
+        HexEncoding.append(bytes, to: &token)
+        var all: [(key: String, value: JSONValue)] = []
+        if let part { all.append(("part", .number(String(part)))) }
+        if let journal { all.append(("journal", .string(journal))) }
+        all.append(members[0])
+        all.append(("token", .string(String(decoding: token, as: UTF8.self))))
+        all += members.dropFirst()
+        return String(decoding: JSONValue.object(all).serialized(), as: UTF8.self)
+    }
+
+    /// "12" at 10 ms and over, "4.2" under.
+    static func milliseconds(_ ms: Double) -> String { ms >= 10 ? String(Int(ms.rounded())) : String((ms * 10).rounded() / 10) }
+}
