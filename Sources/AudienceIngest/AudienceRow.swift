@@ -154,15 +154,49 @@ public enum AudienceRecord {
 
 /// An audience file that cannot be used at all.
 public struct AudienceError: Error, Equatable, Sendable, CustomStringConvertible {
-    public var path: String
-    public var reason: String
+    /// What is wrong with the export; tests match these, the sentence is ``description``'s.
+    public enum Reason: Equatable, Sendable {
+        /// No header row at all.
+        case empty
+        /// The header row cannot be tokenized (`detail`: the tokenizer's words).
+        case malformedHeader(line: Int, detail: String)
+        /// The header's column at this position (1-based) has no name.
+        case unnamedColumn(position: Int)
+        case duplicateColumn(name: String)
+        /// No token column: `named` is the name the job or `--column` gave it
+        /// (nil: none of the usual names); `hint` what else may be wrong ("" or "; …").
+        case noTokenColumn(named: String?, columns: [String], hint: String)
+        /// NDJSON: none of the first `rows` rows has a token under `tokenKey`'s description.
+        case noTokenKey(tokenKey: String, rows: Int, keys: String)
+        /// The header lacks the columns of variables every message needs.
+        case noColumnForVariables([String], columns: [String])
 
-    public init(path: String, reason: String) {
+        /// The reason as the sentence after the path.
+        public var sentence: String {
+            switch self {
+            case .empty: "is empty: it has no header row"
+            case .malformedHeader(let line, let detail): "line \(line): the header row is malformed: \(detail)"
+            case .unnamedColumn(let position): "line 1: column \(position) of the header has no name"
+            case .duplicateColumn(let name): "line 1: the header names column \"\(name)\" twice"
+            case .noTokenColumn(let named, let columns, let hint):
+                "has \(named.map { "no column \"\($0)\" (the job's or --column's token)" } ?? "no token column") (its columns are: \(columns.joined(separator: ", ")))\(hint)"
+            case .noTokenKey(let tokenKey, let rows, let keys):
+                "has no token under \(tokenKey) in its first \(rows) rows (its keys are: \(keys)); map it with the job's \"columns\" or plan --column token=KEY"
+            case .noColumnForVariables(let missing, let columns):
+                "line 1: the header has no column for the job's variable\(missing.count == 1 ? "" : "s") \(missing.map { "{\($0)}" }.joined(separator: ", ")), so every row using \(missing.count == 1 ? "it" : "them") would be rejected (its columns are: \(columns.joined(separator: ", ")))"
+            }
+        }
+    }
+
+    public var path: String
+    public var reason: Reason
+
+    public init(path: String, reason: Reason) {
         self.path = path
         self.reason = reason
     }
 
-    public var description: String { "\(path): \(reason)." }
+    public var description: String { "\(path): \(reason.sentence)." }
 }
 
 /// Reads audience rows one at a time.

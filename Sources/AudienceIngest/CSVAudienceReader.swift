@@ -51,20 +51,20 @@ public final class CSVAudienceReader: AudienceReader {
         var names: [String]? = nil
         while names == nil {
             guard let record = try readRow(into: &header, columns: 0, validateCount: false) else {
-                throw AudienceError(path: path, reason: "is empty: it has no header row")
+                throw AudienceError(path: path, reason: .empty)
             }
             switch record {
             case .row:
                 names = (0..<(header.bounds.count / 2)).map { header.string($0) ?? "" }
             case .malformed(let line, let reason, _):
-                throw AudienceError(path: path, reason: "line \(line): the header row is malformed: \(reason)")
+                throw AudienceError(path: path, reason: .malformedHeader(line: line, detail: reason))
             }
         }
         var seen = Set<String>()
         for (i, name) in names!.enumerated() {
-            guard !name.isEmpty else { throw AudienceError(path: path, reason: "line 1: column \(i + 1) of the header has no name") }
+            guard !name.isEmpty else { throw AudienceError(path: path, reason: .unnamedColumn(position: i + 1)) }
             guard seen.insert(name).inserted else {
-                throw AudienceError(path: path, reason: "line 1: the header names column \"\(name)\" twice")
+                throw AudienceError(path: path, reason: .duplicateColumn(name: name))
             }
             schema.add(name)
         }
@@ -76,8 +76,7 @@ public final class CSVAudienceReader: AudienceReader {
             if names!.count == 1, let other = separators.first(where: { names![0].contains($0.character) }) {
                 hint = "; its header holds \(other.name): give --delimiter '\(other.flag)'"
             }
-            let what = columns.sources["token"].map { "no column \"\($0)\" (the job's or --column's token)" } ?? "no token column"
-            throw AudienceError(path: path, reason: "has \(what) (its columns are: \(names!.joined(separator: ", ")))\(hint)")
+            throw AudienceError(path: path, reason: .noTokenColumn(named: columns.sources["token"], columns: names!, hint: hint))
         }
         tokenColumn = token
     }

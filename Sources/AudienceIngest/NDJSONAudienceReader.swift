@@ -51,7 +51,7 @@ public final class NDJSONAudienceReader: AudienceReader {
             }
             if !tokenKeySeen, rowsWithoutTokenKey > 0, record == nil || rowsWithoutTokenKey >= Self.tokenSearchRows {
                 let keys = schema.names.prefix(40).joined(separator: ", ")
-                throw AudienceError(path: path, reason: "has no token under \(tokenDescription) in its first \(rowsWithoutTokenKey) rows (its keys are: \(keys)); map it with the job's \"columns\" or plan --column token=KEY")
+                throw AudienceError(path: path, reason: .noTokenKey(tokenKey: tokenDescription, rows: rowsWithoutTokenKey, keys: keys))
             }
         }
         return record

@@ -139,7 +139,7 @@ public final class Planner {
             let needed = renderer.requiredVariables + collapseNeeds.filter { !renderer.requiredVariables.contains($0) }
             let missing = needed.filter { csv.schema.column(named: columns.source(of: $0)) == nil }
             if !missing.isEmpty {
-                throw AudienceError(path: csv.path, reason: "line 1: the header has no column for the job's variable\(missing.count == 1 ? "" : "s") \(missing.map { "{\($0)}" }.joined(separator: ", ")), so every row using \(missing.count == 1 ? "it" : "them") would be rejected (its columns are: \(csv.schema.names.joined(separator: ", ")))")
+                throw AudienceError(path: csv.path, reason: .noColumnForVariables(missing, columns: csv.schema.names))
             }
         }
         let started = monotonicSeconds()

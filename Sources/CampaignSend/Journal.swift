@@ -45,11 +45,10 @@ public final class Journal: @unchecked Sendable {
         self.directory = directory
         let lockPath = "\(directory)/\(Self.lockName)"
         lockFD = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard lockFD >= 0 else { throw JournalError(path: lockPath, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
+        guard lockFD >= 0 else { throw JournalError(path: lockPath, reason: .lockUnavailable(String(cString: strerror(errno)))) }
         guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
             close(lockFD)
-            let pid = Self.runningSend(directory: directory).map { " (pid \($0))" } ?? ""
-            throw JournalError(path: directory, reason: "another send\(pid) is using this journal", isBusy: true)
+            throw JournalError(path: directory, reason: .busy(pid: Self.runningSend(directory: directory)))
         }
         // Who holds it, for `status` and for that message.
         var pid = Array("\(getpid())\n".utf8)
@@ -96,7 +95,7 @@ public final class Journal: @unchecked Sendable {
         let log = "\(directory)/\(logName)"
         return try Journal(directory: directory, append: true) {
             if access(log, F_OK) == 0 {
-                throw JournalError(path: directory, reason: "already holds a journal: use --resume \(directory), or another directory")
+                throw JournalError(path: directory, reason: .alreadyExists)
             }
             let start = line(JournalRecord.start(settings: settings, planHeader: planHeader).json)
             try SecureFile.write(start, to: log)
@@ -133,7 +132,7 @@ public final class Journal: @unchecked Sendable {
         if let offset = state.tornOffset {
             let path = "\(directory)/\(logName)"
             guard truncate(path, off_t(offset)) == 0 else {
-                throw JournalError(path: path, reason: "cannot cut its torn last record: \(String(cString: strerror(errno)))")
+                throw JournalError(path: path, reason: .cannotCutTornRecord(String(cString: strerror(errno))))
             }
             state.tornOffset = nil
         }
@@ -145,7 +144,7 @@ public final class Journal: @unchecked Sendable {
         let path = "\(directory)/\(logName)"
         let bytes: [UInt8]
         do { bytes = try readWholeFile(path, limit: 1 << 30) } catch {
-            throw JournalError(path: directory, reason: "holds no journal (\(error.reason))")
+            throw JournalError(path: directory, reason: .noJournal(error.reason))
         }
         var state: JournalState? = nil
         var offset = 0
@@ -155,14 +154,14 @@ public final class Journal: @unchecked Sendable {
             let line = bytes[offset..<lf]
             guard let value = Self.verify(line) else {
                 // Only the last record may be torn; damage before it is corruption.
-                if lf + 1 < bytes.count { throw JournalError(path: path, reason: "record at byte \(offset) is damaged (checksum mismatch) before the end of the journal") }
+                if lf + 1 < bytes.count { throw JournalError(path: path, reason: .damagedRecord(offset: offset)) }
                 tornAt = offset
                 break
             }
             let record = JournalRecord(json: value)
             if state == nil {
                 guard case .start(let settings, let header)? = record else {
-                    throw JournalError(path: path, reason: "does not start with a start record")
+                    throw JournalError(path: path, reason: .noStartRecord)
                 }
                 state = JournalState(settings: settings, planHeader: header)
             }
@@ -170,7 +169,7 @@ public final class Journal: @unchecked Sendable {
             offset = lf + 1
         }
         guard var result = state else {
-            throw JournalError(path: path, reason: "is empty: the send stopped before its start record, so nothing was sent; remove the directory and start the send again")
+            throw JournalError(path: path, reason: .empty)
         }
         if let tornAt { result.tornTail = true; result.tornOffset = tornAt }
         result.closeUnendedRun()

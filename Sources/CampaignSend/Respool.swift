@@ -19,9 +19,9 @@ public enum Respool {
     /// (so `--replan` is always safe to give). Returns the number of records checked.
     @discardableResult
     public static func respool(from source: ByteSource, journal: Journal, state: inout JournalState) throws -> Int {
-        func refuse(_ reason: String) -> JournalError { JournalError(path: journal.directory, reason: reason) }
+        func refuse(_ reason: JournalError.Reason) -> JournalError { JournalError(path: journal.directory, reason: reason) }
         guard state.settings.planPath == nil else {
-            throw refuse("the send read its plan from \(state.settings.planPath!), not standard input: resume without --replan")
+            throw refuse(.replanOfAPlanFile(plan: state.settings.planPath!))
         }
         func openSpool() throws -> PlanReader {
             try PlanReader(source: journal.openSpool(), path: journal.spoolPath)
@@ -47,7 +47,7 @@ public enum Respool {
         defer { if !keep { unlink(replacement) } }
 
         guard sameBeyondTimes(old.header, new.header) else {
-            throw refuse("the plan on standard input is for another job or settings (its header differs beyond its times); refusing to resume")
+            throw refuse(.replanOtherHeader)
         }
         var checked = 0
         while true {
@@ -56,16 +56,16 @@ public enum Respool {
             do { expected = try old.next() } catch { break }
             guard let expected else { break }
             guard let got = try new.next() else {
-                throw refuse("the plan on standard input ends at record \(checked) but the spool holds more; refusing to resume")
+                throw refuse(.replanShorter(records: checked))
             }
             guard sameBeyondTimes(got, expected) else {
-                throw refuse("record \(expected.seq) of the plan on standard input differs from the spooled one (another audience?); refusing to resume")
+                throw refuse(.replanRecordDiffers(seq: expected.seq))
             }
             checked += 1
         }
         while try new.next() != nil {}
         guard new.isComplete else {
-            throw refuse("the plan on standard input has no trailer either (was it cut short too?); refusing to resume")
+            throw refuse(.replanWithoutTrailer)
         }
         try journal.replaceSpool(with: replacement)
         keep = true

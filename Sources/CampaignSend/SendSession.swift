@@ -71,7 +71,7 @@ public final class SendSession {
             let scanned: Int?
             if let movedPlan {
                 guard replayed.settings.planPath != nil else {
-                    throw JournalError(path: directory, reason: "this send read its plan from standard input (spooled in the journal); resume it without naming a plan")
+                    throw JournalError(path: directory, reason: .planWasSpooled)
                 }
                 replayed.settings.planPath = URL(fileURLWithPath: movedPlan).standardizedFileURL.path
             }
@@ -121,20 +121,19 @@ public final class SendSession {
     /// plan's record count when that check read it to its trailer.
     private static func begin(journal: Journal, state: JournalState, settings: SendSettings, replan: Bool) throws -> (PlanReader, Int, Int?) {
         let carried: Int, scanned: Int?
-        let replanHint = "plan again into the resume, `campaign plan JOB AUDIENCE | campaign send --resume \(journal.directory) --replan`"
         let scan = try Self.openPlan(state: state, journal: journal)
         do {
             carried = try Sender.prepareResume(state: state, scan: scan, journal: journal)
             scanned = scan.trailer?.records
         } catch let error as PlanError where state.settings.planPath == nil && !replan {
             // The spool ends where a kill cut `plan | send`: say what goes on.
-            throw JournalError(path: journal.directory, reason: "\(error) The plan came from standard input and its spool was cut (the planner was stopped too): \(replanHint)")
+            throw JournalError(path: journal.directory, reason: .spoolCut(planError: "\(error)"))
         }
         // A scheduled plan from standard input is spooled whole before its
         // first run: a spool without its trailer was cut before that run
         // could send anything, and its later moments are not in it.
         if state.settings.planPath == nil, scan.header.schedule != nil, !scan.isComplete {
-            throw JournalError(path: journal.directory, reason: "the scheduled plan this send read from standard input was cut after \(scan.recordsRead) records (its spool has no trailer): \(replanHint)")
+            throw JournalError(path: journal.directory, reason: .scheduledSpoolCut(records: scan.recordsRead))
         }
         let plan = try Self.openPlan(state: state, journal: journal)
         try journal.append(.start(settings: settings, planHeader: plan.header.json))
@@ -205,7 +204,7 @@ public final class SendSession {
     static func openPlan(state: JournalState, journal: Journal) throws -> PlanReader {
         if let path = state.settings.planPath {
             guard access(path, F_OK) == 0 else {
-                throw JournalError(path: journal.directory, reason: "its plan \(path) is not there; if it moved (another machine, another directory), name it where it is now: campaign send PLAN --resume \(journal.directory)")
+                throw JournalError(path: journal.directory, reason: .planMissing(plan: path))
             }
             return try PlanReader(path: path)
         }

@@ -87,13 +87,10 @@ public final class Sender: @unchecked Sendable {
     /// notifications a resume would send again as possible duplicates.
     public static func checkResume(state: JournalState, scan: PlanReader, journal: Journal) throws -> Int {
         if let mine = scan.header.part, let theirs = (try? PlanHeader(json: state.planHeader))?.part, mine != theirs {
-            let what = mine.campaignHash != theirs.campaignHash
-                ? "the plan is part \(mine.index) of planning run \(mine.campaignHash), but this journal sends part \(theirs.index) of run \(theirs.campaignHash) (another campaign, or the same one planned again)"
-                : "the plan is part \(mine.index) of \(mine.count), but this journal sends part \(theirs.index) of \(theirs.count)"
-            throw JournalError(path: journal.directory, reason: "\(what); refusing to resume")
+            throw JournalError(path: journal.directory, reason: .otherPart(plan: mine, journal: theirs))
         }
         guard scan.header.json == state.planHeader else {
-            throw JournalError(path: journal.directory, reason: "the plan is not the one this journal was started with (its header differs); refusing to resume")
+            throw JournalError(path: journal.directory, reason: .otherPlan)
         }
         var ordinals = [Int](repeating: 0, count: scan.header.shards)
         var risked = 0
@@ -112,7 +109,7 @@ public final class Sender: @unchecked Sendable {
             }
         }
         if let expected = state.planChecksum, scan.trailer?.crc32 != expected {
-            throw JournalError(path: journal.directory, reason: "the plan has changed since the send started (checksum \(scan.trailer?.crc32 ?? "missing"), journal \(expected)); refusing to resume")
+            throw JournalError(path: journal.directory, reason: .planChanged(checksum: scan.trailer?.crc32, journal: expected))
         }
         return risked
     }

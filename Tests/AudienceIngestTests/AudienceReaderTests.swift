@@ -113,12 +113,12 @@ func readAll(_ text: String, name: String = "audience.csv", gzip: Bool = false) 
     }
 
     @Test func unusableFilesSayWhy() throws {
-        #expect { try readAll("") } throws: { ($0 as? AudienceError)?.reason == "is empty: it has no header row" }
+        #expect { try readAll("") } throws: { ($0 as? AudienceError)?.reason == .empty }
         #expect { try readAll("name,lang\nx,en\n") } throws: {
-            ($0 as? AudienceError)?.reason == "has no token column (its columns are: name, lang)"
+            ($0 as? AudienceError)?.reason == .noTokenColumn(named: nil, columns: ["name", "lang"], hint: "")
         }
         #expect { try readAll("token,lang,token\n") } throws: {
-            ($0 as? AudienceError)?.reason == "line 1: the header names column \"token\" twice"
+            ($0 as? AudienceError)?.reason == .duplicateColumn(name: "token")
         }
         let headerOnly = try readAll("token,lang\n")
         #expect(headerOnly.rows.isEmpty && headerOnly.bad.isEmpty)

@@ -46,10 +46,10 @@ import CampaignIO
         #expect(exitCode(for: TLSError(.timedOut(operation: "connecting")), command: "t") == CampaignExit.unavailable)
         #expect(exitCode(for: PlanError(path: "p", line: 0, reason: .noTrailer), command: "t") == CampaignExit.incompletePlan)
         #expect(exitCode(for: PlanError(path: "p", line: 2, reason: .noHeader), command: "t") == CampaignExit.unusableInput)
-        #expect(exitCode(for: JournalError(path: "j", reason: "damaged"), command: "t") == CampaignExit.unusableInput)
+        #expect(exitCode(for: JournalError(path: "j", reason: .damagedRecord(offset: 0)), command: "t") == CampaignExit.unusableInput)
         #expect(exitCode(for: IOError(path: "f", reason: "gone"), command: "t") == CampaignExit.unusableInput)
         #expect(exitCode(for: IOError(path: "f", operation: "write", errno: ENOSPC), command: "t") == CampaignExit.ioError)
-        #expect(exitCode(for: JournalError(path: "j", reason: "another send is using this journal", isBusy: true), command: "t") == CampaignExit.interrupted)
+        #expect(exitCode(for: JournalError(path: "j", reason: .busy(pid: nil)), command: "t") == CampaignExit.interrupted)
         #expect(exitCode(for: CampaignExit.interrupted, command: "t") == CampaignExit.interrupted)
         struct Odd: Error {}
         #expect(exitCode(for: Odd(), command: "t") == CampaignExit.failure)

@@ -122,6 +122,28 @@ import CampaignTestSupport
         #expect(state.runStartedAt == [nil, 1_790_000_000])
     }
 
+    /// A journal that cannot be replayed says why, as a reason tests match;
+    /// the sentence is the one the operator always read.
+    @Test func anUnusableJournalSaysWhy() throws {
+        let dir = TemporaryDirectory("journal-errors")
+        #expect { try Journal.read(directory: dir.file("none")) } throws: {
+            guard let e = $0 as? JournalError, case .noJournal = e.reason else { return false }
+            return e.description.hasPrefix("\(dir.file("none")): holds no journal (")
+        }
+        try FileManager.default.createDirectory(atPath: dir.file("empty"), withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: dir.file("empty/\(Journal.logName)"), contents: Data())
+        #expect { try Journal.read(directory: dir.file("empty")) } throws: {
+            ($0 as? JournalError)?.reason == .empty
+                && "\($0)".hasSuffix("is empty: the send stopped before its start record, so nothing was sent; remove the directory and start the send again.")
+        }
+        let journal = try Journal.create(directory: dir.file("busy"), settings: Self.settings, planHeader: .null)
+        #expect { try Journal.resume(directory: dir.file("busy")) } throws: {
+            guard let e = $0 as? JournalError, case .busy = e.reason else { return false }
+            return e.isBusy && "\(e)".contains("is using this journal")
+        }
+        _ = journal
+    }
+
     @Test func unknownKindsAreSkippedNotMisread() throws {
         #expect(JournalRecord(json: try JSONValue.parse(#"{"t":"from-the-future","x":1}"#)) == nil)
         #expect(JournalRecord(json: try JSONValue.parse(#"{"t":"start"}"#)) == nil, "a start without settings")

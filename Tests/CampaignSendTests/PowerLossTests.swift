@@ -91,7 +91,9 @@ import GatewaySimulator
         let mode = try FileManager.default.attributesOfItem(atPath: "\(dir)/\(Journal.logName)")[.posixPermissions] as? Int
         #expect(mode == 0o600)
         // And a second create is refused, the first journal untouched.
-        #expect(throws: JournalError.self) { try Journal.create(directory: dir, settings: settings, planHeader: header.json) }
+        #expect { try Journal.create(directory: dir, settings: settings, planHeader: header.json) } throws: {
+            ($0 as? JournalError)?.reason == .alreadyExists
+        }
         #expect(try Journal.read(directory: dir).settings == settings)
     }
 }
