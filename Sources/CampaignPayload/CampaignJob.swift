@@ -6,15 +6,49 @@ import LocalTime
 
 /// A job file that cannot be used, naming the file and the key.
 public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
-    public var path: String
-    public var reason: String
+    /// What is wrong; tests match these, the sentence is ``description``'s.
+    public enum Reason: Equatable, Sendable {
+        /// The file cannot be read (the reading error's words).
+        case unreadable(String)
+        case invalidJSON(line: Int, detail: String)
+        case notAnObject
+        case unknownKey(String, known: [String])
+        /// A key's value breaks one of the job's rules; the sentence names the key and the rule.
+        case brokenRule(String)
+        /// A column mapping names a variable the job does not use (a typo would leave every row without it).
+        case unmappedName(String, mappable: [String])
+        /// `--max-payload` outside what the protocol allows.
+        case maxPayloadOutOfRange(bytes: Int, wire: WireProtocol)
+        /// `--parts` more than the plan's shards.
+        case partsOutOfRange(parts: Int, shards: Int)
+        /// A schedule's `defaultTimeZone` that the tz database lacks.
+        case unknownTimeZone(String, database: String)
 
-    public init(path: String, reason: String) {
+        /// The reason in words, after the path.
+        public var sentence: String {
+            switch self {
+            case .unreadable(let why): why
+            case .invalidJSON(let line, let detail): "line \(line): invalid JSON: \(detail)"
+            case .notAnObject: "the job must be a JSON object"
+            case .unknownKey(let key, let known): "unknown key \"\(key)\" (known: \(known.joined(separator: ", ")))"
+            case .brokenRule(let sentence): sentence
+            case .unmappedName(let name, let mappable): "\"\(name)\" is not a name the job uses (it maps: \(mappable.joined(separator: ", ")))"
+            case .maxPayloadOutOfRange(let bytes, let wire): "\(bytes) bytes is outside 1...\(wire.maxPayloadBytes) for the \(wire) format"
+            case .partsOutOfRange(let parts, let shards): "\(parts) parts cannot be made of \(shards) shards (a part is a set of whole shards)"
+            case .unknownTimeZone(let name, let database): "\"\(name)\" is not a zone of the tz database at \(database)"
+            }
+        }
+    }
+
+    public var path: String
+    public var reason: Reason
+
+    public init(path: String, reason: Reason) {
         self.path = path
         self.reason = reason
     }
 
-    public var description: String { "\(path): \(reason)." }
+    public var description: String { "\(path): \(reason.sentence)." }
 }
 
 /// A campaign job: what to send, in which languages, in which format.
@@ -72,22 +106,22 @@ public struct CampaignJob: Sendable {
     /// Reads and checks a job file.
     public static func load(path: String) throws(JobError) -> CampaignJob {
         let bytes: [UInt8]
-        do { bytes = try readWholeFile(path, limit: 16 << 20) } catch { throw JobError(path: path, reason: error.reason) }
+        do { bytes = try readWholeFile(path, limit: 16 << 20) } catch { throw JobError(path: path, reason: .unreadable(error.reason)) }
         let value: JSONValue
         do {
             value = try JSONValue.parse(bytes)
         } catch {
             let line = bytes.prefix(error.offset).reduce(1) { $0 + ($1 == 0x0A ? 1 : 0) }
-            throw JobError(path: path, reason: "line \(line): invalid JSON: \(error.reason)")
+            throw JobError(path: path, reason: .invalidJSON(line: line, detail: error.reason))
         }
         return try CampaignJob(json: value, path: path)
     }
 
     public init(json: JSONValue, path: String) throws(JobError) {
-        func fail(_ reason: String) -> JobError { JobError(path: path, reason: reason) }
-        guard let top = json.objectMembers else { throw fail("the job must be a JSON object") }
+        func fail(_ rule: String) -> JobError { JobError(path: path, reason: .brokenRule(rule)) }
+        guard let top = json.objectMembers else { throw JobError(path: path, reason: .notAnObject) }
         for (key, _) in top where !Self.knownKeys.contains(key) {
-            throw fail("unknown key \"\(key)\" (known: \(Self.knownKeys.sorted().joined(separator: ", ")))")
+            throw JobError(path: path, reason: .unknownKey(key, known: Self.knownKeys.sorted()))
         }
         guard let campaign = json["campaign"]?.stringValue, !campaign.isEmpty,
               campaign.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0) }),
@@ -342,7 +376,7 @@ public struct CampaignJob: Sendable {
     public func check(_ mapping: ColumnMapping, origin: String) throws(JobError) {
         let names = mappableNames
         for ours in mapping.sources.keys.sorted() where !names.contains(ours) {
-            throw JobError(path: origin, reason: "\"\(ours)\" is not a name the job uses (it maps: \(names.joined(separator: ", ")))")
+            throw JobError(path: origin, reason: .unmappedName(ours, mappable: names))
         }
     }
 

@@ -63,10 +63,10 @@ public final class Planner {
         columns = job.columns.overridden(by: options.columns)
         let maxPayload = options.maxPayload ?? job.maxPayload
         guard (1...job.wire.maxPayloadBytes).contains(maxPayload) else {
-            throw JobError(path: "--max-payload", reason: "\(maxPayload) bytes is outside 1...\(job.wire.maxPayloadBytes) for the \(job.wire) format")
+            throw JobError(path: "--max-payload", reason: .maxPayloadOutOfRange(bytes: maxPayload, wire: job.wire))
         }
         guard (1...options.shards).contains(options.parts) else {
-            throw JobError(path: "--parts", reason: "\(options.parts) parts cannot be made of \(options.shards) shards (a part is a set of whole shards)")
+            throw JobError(path: "--parts", reason: .partsOutOfRange(parts: options.parts, shards: options.shards))
         }
         header = PlanHeader(
             campaign: job.campaign, wire: job.wire,
@@ -81,7 +81,7 @@ public final class Planner {
         if let schedule = job.schedule {
             let database = ZoneDatabase()
             guard case .zone(let defaultZone) = database.zone(named: schedule.defaultZone) else {
-                throw JobError(path: "defaultTimeZone", reason: "\"\(schedule.defaultZone)\" is not a zone of the tz database at \(database.directory)")
+                throw JobError(path: "defaultTimeZone", reason: .unknownTimeZone(schedule.defaultZone, database: database.directory))
             }
             zones = ZoneTable(database: database, defaultZone: defaultZone)
             header.schedule = schedule

@@ -55,7 +55,7 @@ import CampaignJSON
     @Test func aTopicWithAnotherTypesSuffixIsRefused() {
         #expect(throws: JobError.self) { try Self.h2("alert", topic: "com.example.app.voip") }
         #expect { try Self.h2("liveactivity", topic: "com.example.app.voip", aps: Self.liveActivity) } throws: {
-            ($0 as? JobError)?.reason.contains("a liveactivity push goes to com.example.app.push-type.liveactivity") == true
+            ($0 as? JobError)?.reason.sentence.contains("a liveactivity push goes to com.example.app.push-type.liveactivity") == true
         }
     }
 
@@ -69,7 +69,7 @@ import CampaignJSON
     ])
     func aLiveActivityPayloadHoldsWhatAPNsRequires(aps: String, refusal: String) {
         #expect { try Self.h2("liveactivity", topic: "com.example.app", aps: aps) } throws: {
-            ($0 as? JobError)?.reason.contains(refusal) == true
+            ($0 as? JobError)?.reason.sentence.contains(refusal) == true
         }
     }
 
@@ -81,8 +81,12 @@ import CampaignJSON
 
     @Test func columnsMapOnlyNamesTheJobUses() {
         #expect(jobError(#"{"campaign":"c","messages":{"en":{"alert":"Hi {first_name}"}},"columns":{"token":"device_id","first_name":"fname","lang":"locale"}}"#) == nil)
+        #expect(jobRefusal(#"{"campaign":"c","messages":{"en":{"alert":"Hi {first_name}"}},"columns":{"frist_name":"fname"}}"#)
+                == .unmappedName("frist_name", mappable: ["token", "lang", "registered_at", "tz", "first_name"]))
         #expect(jobError(#"{"campaign":"c","messages":{"en":{"alert":"Hi {first_name}"}},"columns":{"frist_name":"fname"}}"#)
                 == "\"frist_name\" is not a name the job uses (it maps: token, lang, registered_at, tz, first_name)")
+        #expect(jobRefusal(#"{"campaign":"c","mesages":{}}"#) == .unknownKey("mesages", known: CampaignJob.knownKeys.sorted()))
+        #expect(jobRefusal("[1]") == .notAnObject)
         #expect(jobError(#"{"campaign":"c","messages":{"en":{"alert":"x"}},"columns":{"token":""}}"#) == "columns.token must name a column of the export (a string)")
     }
 }

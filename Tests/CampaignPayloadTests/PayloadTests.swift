@@ -8,8 +8,14 @@ func job(_ text: String) throws -> CampaignJob {
     try CampaignJob(json: JSONValue.parse(text), path: "job.json")
 }
 
+/// The job's refusal in words (nil: accepted).
 func jobError(_ text: String) -> String? {
-    do { _ = try job(text); return nil } catch let error as JobError { return error.reason } catch { return "\(error)" }
+    do { _ = try job(text); return nil } catch let error as JobError { return error.reason.sentence } catch { return "\(error)" }
+}
+
+/// Why the job is refused (nil: accepted, or refused by something else than a JobError).
+func jobRefusal(_ text: String) -> JobError.Reason? {
+    do { _ = try job(text); return nil } catch let error as JobError { return error.reason } catch { return nil }
 }
 
 /// Renders message 0 (or the one for `lang`) with `values`.
@@ -74,7 +80,8 @@ func render(_ renderer: PayloadRenderer, _ values: [String: String], message: In
         let dir = "/tmp/campaign-job-\(UInt32.random(in: 0...UInt32.max)).json"
         try! "{\n\"campaign\": \"x\",\n\"messages\": {,}\n}".write(toFile: dir)
         #expect { try CampaignJob.load(path: dir) } throws: {
-            ($0 as? JobError)?.description.hasPrefix("\(dir): line 3: invalid JSON:") == true
+            guard let e = $0 as? JobError, case .invalidJSON(line: 3, _) = e.reason else { return false }
+            return e.description.hasPrefix("\(dir): line 3: invalid JSON:")
         }
     }
 }

@@ -117,7 +117,7 @@ import FeedbackStore
         var options = PlanOptions(now: 1)
         options.shards = 4
         options.parts = 5
-        #expect(throws: JobError.self) { try Planner(job: job, options: options) }
+        #expect { try Planner(job: job, options: options) } throws: { ($0 as? JobError)?.reason == .partsOutOfRange(parts: 5, shards: 4) }
     }
 
     @Test func partFileNamesSortInOrder() {

@@ -70,8 +70,11 @@ import CampaignTestSupport
         let csv = Self.csv.replacingOccurrences(of: "fname", with: "given_name")
         let run = try PlanRun(job: Self.jobText, audience: csv, columns: ColumnMapping(["first_name": "given_name"]))
         #expect(run.summary.rejectedTotal == 0 && run.summary.defaulted["first_name"] == Self.rows / 3)
-        #expect(throws: JobError.self) {
+        #expect {
             try PlanRun(job: Self.jobText, audience: csv, columns: ColumnMapping(["frist_name": "given_name"]))
+        } throws: {
+            guard let e = $0 as? JobError, case .unmappedName("frist_name", _) = e.reason else { return false }
+            return true
         }
     }
 
