@@ -107,8 +107,7 @@ struct JournalView {
             for (hour, n) in schedule.perHour.sorted(by: { $0.key < $1.key }) { out += "    \(utcText(hour).prefix(16))Z \(n)\n" }
             if let next = schedule.nextMoment { out += "  next moment: \(utcText(next))\n" }
         }
-        // A plan header this version cannot read (none it wrote) is told in the binary interface's words, as it always was.
-        let meaning = ((try? PlanHeader(json: state.planHeader))?.wire ?? .binary(.enhanced)).resentMeaning
+        let meaning = ((try? PlanHeader(json: state.planHeader))?.wire ?? .toldForAnUnreadableHeader).resentMeaning
         out += "  resent: \(state.resends) (\(meaning.resent)), possible duplicates: \(state.duplicatesRisked) (\(meaning.duplicates))\n"
         if !state.resentByKind.isEmpty {
             out += "  resent by why: " + state.resentByKind.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "\n"

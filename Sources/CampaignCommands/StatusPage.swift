@@ -16,8 +16,7 @@ enum StatusPage {
         let remaining = state.planRecords.map { String(max(0, $0 - state.doneCount)) } ?? "unknown"
         // What the send is: its campaign, protocol and gateway, from the plan's header and the settings.
         let header = try? PlanHeader(json: state.planHeader)
-        // A plan header this version cannot read (none it wrote) is told in the binary interface's words, as it always was.
-        let wire = header?.wire ?? .binary(.enhanced)
+        let wire = header?.wire ?? .toldForAnUnreadableHeader
         let gateway = "\(state.settings.gatewayHost):\(state.settings.gatewayPort)"
         let environment = ["api.push.apple.com": " (production)", "api.sandbox.push.apple.com": " (sandbox)",
                            "gateway.push.apple.com": " (production)", "gateway.sandbox.push.apple.com": " (sandbox)"][state.settings.gatewayHost] ?? ""

@@ -3,6 +3,11 @@ import APNSWire
 /// What `send`, `status` and the status page say of a protocol, asked of it
 /// rather than tested for by name: a new protocol answers these here.
 extension WireProtocol {
+    /// Whose words `status` and its page use for a journal whose plan header
+    /// this version cannot read (none it wrote): the binary interface's, as
+    /// they always have.
+    static let toldForAnUnreadableHeader = WireProtocol.binary(.enhanced)
+
     /// The gateway of an APNs environment ("sandbox", "production") that takes this protocol.
     func gateway(environment name: String) -> (String, Int)? {
         switch self {
