@@ -42,3 +42,14 @@ public func eventually(within seconds: Double, _ condition: () -> Bool) -> Bool 
     }
     return condition()
 }
+
+/// Waits (bounded) until `condition` holds, checking every 20 ms without
+/// holding a thread (for async tests that run side by side); whether it did.
+public func eventually(within seconds: Double, _ condition: () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return condition()
+}
