@@ -12,37 +12,56 @@ import GatewaySimulator
 /// every notification, duplicates no more than the journal reports. The
 /// simulator runs in the test process, outside the namespace (same network).
 struct JournalFullDiskTests {
-    enum Wire: String, CaseIterable { case http2, enhanced }
+    /// The wire, and where the plan comes from: a file (the log fills), or
+    /// standard input (its spool, in the journal's directory, fills the disk first).
+    enum Case: String, CaseIterable { case http2, enhanced, http2Piped }
 
     /// Runs inside the namespace, in the test's directory: mounts the tmpfs
     /// on `fs` (exit 90 when it cannot), notes when it filled (a watcher
     /// polling its free blocks), sends, grows it, resumes, copies the journal out.
+    /// Piped, the spool was cut where the disk filled: the resume is the
+    /// documented `plan | send --resume --replan`.
     static let script = #"""
     set -u
-    campaign=$1 size=$2; shift 2
+    campaign=$1 size=$2 piped=$3; shift 3
     mount -t tmpfs -o size="$size",mode=0700 tmpfs fs || exit 90
     ( while [ "$(stat -f -c %a fs)" != 0 ]; do sleep 0.01; done; date +%s.%N > full-at ) &
     watcher=$!
-    "$campaign" send plan.ndjson --journal fs/journal "$@" 2> first.err
+    if [ "$piped" = yes ]; then
+        "$campaign" plan job.json audience.csv --rejects rejects.ndjson 2> plan.err | "$campaign" send --journal fs/journal "$@" 2> first.err
+    else
+        "$campaign" send plan.ndjson --journal fs/journal "$@" 2> first.err
+    fi
     echo $? > first.status
     date +%s.%N > first-end
     kill $watcher 2>/dev/null
     mount -o remount,size=16m fs || exit 91
-    "$campaign" send --resume fs/journal 2> resume.err
+    if [ "$piped" = yes ]; then
+        "$campaign" plan job.json audience.csv --rejects rejects.ndjson 2> plan.err | "$campaign" send --resume fs/journal --replan 2> resume.err
+    else
+        "$campaign" send --resume fs/journal 2> resume.err
+    fi
     echo $? > resume.status
     cp -r fs/journal journal
     """#
 
     /// tmpfs sizes the journal outgrows a third to half way through the send
-    /// (an HTTP/2 journal grows about three times faster: an answer a request).
-    static func size(_ wire: Wire) -> String { wire == .http2 ? "64k" : "32k" }
+    /// (an HTTP/2 journal grows about three times faster: an answer a request;
+    /// a spool takes some 300 bytes a record, as it is read).
+    static func size(_ c: Case) -> String {
+        switch c {
+        case .http2: "64k"
+        case .enhanced: "32k"
+        case .http2Piped: "256k"
+        }
+    }
 
-    @Test(.timeLimit(.minutes(2)), arguments: Wire.allCases)
-    func aFullJournalDiskEnds74WithinTheStopBoundAndAResumeWithSpaceDeliversTheRest(_ wire: Wire) async throws {
+    @Test(.timeLimit(.minutes(2)), arguments: Case.allCases)
+    func aFullJournalDiskEnds74WithinTheStopBoundAndAResumeWithSpaceDeliversTheRest(_ setup: Case) async throws {
         let dir = TemporaryDirectory("fulldisk")
         let simulator: GatewaySimulator
         let tokens: Set<String>
-        if wire == .http2 {
+        if setup != .enhanced {
             simulator = try startHTTP2Simulator(in: dir)
             tokens = Set(try H2SendTests.plan(count: 3_000, in: dir))
         } else {
@@ -52,7 +71,7 @@ struct JournalFullDiskTests {
         defer { simulator.stop() }
         try FileManager.default.createDirectory(atPath: dir.file("fs"), withIntermediateDirectories: true)
         try Self.script.write(toFile: dir.file("full.sh"), atomically: true, encoding: .utf8)
-        let run = try CampaignProcess(["-rm", "sh", "full.sh", SimulatorProcessTests.binary.path, Self.size(wire),
+        let run = try CampaignProcess(["-rm", "sh", "full.sh", SimulatorProcessTests.binary.path, Self.size(setup), setup == .http2Piped ? "yes" : "no",
                                        "--gateway", "127.0.0.1:\(simulator.port)", "--connections", "2", "--rate", "1000"]
                                       + SendProcessTests.credentials(),
                                       in: dir.path, executable: URL(fileURLWithPath: "/usr/bin/unshare"), environment: ProxyTests.cleanEnvironment)
@@ -93,6 +112,6 @@ struct JournalFullDiskTests {
         withKnownIssue("a failed write-ahead record does not stop the write it covers", isIntermittent: true) {
             #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
         }
-        print("full disk, \(wire): 74 after \(String(format: "%.2f", ended - fullAt)) s, \(duplicates) duplicates (\(state.duplicatesRisked) reported)")
+        print("full disk, \(setup): 74 after \(String(format: "%.2f", ended - fullAt)) s, \(duplicates) duplicates (\(state.duplicatesRisked) reported)")
     }
 }
