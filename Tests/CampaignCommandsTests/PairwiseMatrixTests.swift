@@ -286,19 +286,24 @@ struct PairwiseMatrixTests {
             let duplicates = arrivals.values.reduce(0) { $0 + $1.count - 1 }
             #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
             #expect(state.outcome == "complete" && state.doneCount == expected.count, "\(state.outcome ?? "none"), \(state.doneCount) done")
+            // Per zone (minutes ahead of UTC): the arrivals before their moment or inside their quiet hours, in ms from its start.
+            var early: [Int: [Int64]] = [:], quietSent: [Int: [Int64]] = [:]
             for (token, times) in arrivals {
-                let offset = Int64(offsets[token] ?? 0) * 60
-                let first = times.min()!
+                let minutes = offsets[token] ?? 0
+                let due = (moment - Int64(minutes) * 60) * 1000
                 switch row.schedule {
                 case .none: break
                 case .deliverAt:
-                    #expect(first >= (moment - offset) * 1000, "zone +\(offset / 60) min: \(first - (moment - offset) * 1000) ms before its moment")
+                    if let first = times.min(), first < due { early[minutes, default: []].append(first - due) }
                 case .quietHours:
-                    // Quiet on the device's clock from moment − 30 s to moment: in UTC, `offset` earlier.
-                    let quiet = ((moment - Self.quietLength - offset) * 1000)..<((moment - offset) * 1000)
-                    #expect(times.allSatisfy { !quiet.contains($0) }, "zone +\(offset / 60) min: sent inside its quiet hours")
+                    // Quiet on the device's clock from moment − 30 s to moment: in UTC, its offset earlier.
+                    let quiet = (due - Self.quietLength * 1000)..<due
+                    let inside = times.filter { quiet.contains($0) }.map { $0 - quiet.lowerBound }
+                    if !inside.isEmpty { quietSent[minutes, default: []] += inside }
                 }
             }
+            #expect(early.keys.isEmpty, "sent before their moment, by zone: \(early.mapValues { "\($0.count), up to \(-($0.min() ?? 0)) ms early" })")
+            #expect(quietSent.keys.isEmpty, "sent inside their quiet hours, by zone: \(quietSent.mapValues { "\($0.count), from \($0.min() ?? 0) ms in" })")
             return (duplicates, state.duplicatesRisked)
         }
     }
