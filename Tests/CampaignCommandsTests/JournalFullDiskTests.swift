@@ -101,17 +101,11 @@ struct JournalFullDiskTests {
         #expect(Set(recorded) == tokens, "\(tokens.subtracting(recorded).count) notifications lost")
         let state = try Journal.read(directory: dir.file("journal"))
         let duplicates = recorded.count - Set(recorded).count
-        #expect(state.outcome == "complete" && state.doneCount == tokens.count)
+        #expect(state.outcome == .complete && state.doneCount == tokens.count)
         #expect(state.runs == 2)
-        // Known today (more duplicates than reported, every binary run and some HTTP/2 ones): when the write-ahead
-        // `sent` record fails (SendShared.markSent swallows the error), ConnectionWorker.writeSome and
-        // H2ConnectionWorker.pump still write the frames it should have covered, so the gateway accepts
-        // notifications the journal never heard of, and the resume sends them again uncounted. The fix (the
-        // write-ahead's result returned through ConnectionEngine.journalHandedOver, no write when it failed)
-        // belongs to the engine's rewrite; remove this withKnownIssue with it.
-        withKnownIssue("a failed write-ahead record does not stop the write it covers", isIntermittent: true) {
-            #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
-        }
+        // A write-ahead that cannot be journaled stops the write it covers: nothing
+        // reaches the gateway that the journal never heard of.
+        #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
         print("full disk, \(setup): 74 after \(String(format: "%.2f", ended - fullAt)) s, \(duplicates) duplicates (\(state.duplicatesRisked) reported)")
     }
 }

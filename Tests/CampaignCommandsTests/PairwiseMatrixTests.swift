@@ -160,7 +160,7 @@ struct PairwiseMatrixTests {
                 #expect(Date().timeIntervalSince(signalled) < 10, "SIGTERM ends a send within its stop bound (10 s)")
             }
             let state = try Journal.read(directory: run.dir.file("journal"))
-            #expect(state.outcome != "complete" && state.doneCount < expected.count, "interrupted mid-send: \(state.doneCount) done of \(expected.count)")
+            #expect(state.outcome != .complete && state.doneCount < expected.count, "interrupted mid-send: \(state.doneCount) done of \(expected.count)")
             let tunnels = run.proxy?.connectsLogged ?? 0
             let resumed = try CampaignProcess(["send", "--resume", "journal"], in: run.dir.path, environment: ProxyTests.cleanEnvironment)
             let status = await resumed.exitStatus(within: Self.bound)
@@ -285,7 +285,7 @@ struct PairwiseMatrixTests {
             #expect(Set(arrivals.keys) == expected, "\(expected.subtracting(arrivals.keys).count) lost, \(Set(arrivals.keys).subtracting(expected).count) not planned")
             let duplicates = arrivals.values.reduce(0) { $0 + $1.count - 1 }
             #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
-            #expect(state.outcome == "complete" && state.doneCount == expected.count, "\(state.outcome ?? "none"), \(state.doneCount) done")
+            #expect(state.outcome == .complete && state.doneCount == expected.count, "\(state.outcome.map { "\($0)" } ?? "none"), \(state.doneCount) done")
             // Per zone (minutes ahead of UTC): the arrivals before their moment or inside their quiet hours, in ms from its start.
             var early: [Int: [Int64]] = [:], quietSent: [Int: [Int64]] = [:]
             for (token, times) in arrivals {
