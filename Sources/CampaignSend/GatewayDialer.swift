@@ -6,7 +6,7 @@ import CampaignTLS
 /// trust failure or after too many failures in a row, and a spare connection
 /// opened ahead while the current one awaits its last answer. Every wait
 /// watches ``SendShared/halt``. Transport-neutral: HTTP/2 dials the same way.
-final class GatewayDialer {
+final class GatewayDialer: LinkDialer {
     private let settings: SendSettings
     private let shared: SendShared
     /// The pause before the next attempt: it grows with failed attempts and
@@ -29,7 +29,7 @@ final class GatewayDialer {
 
     /// A connection, or nil after a failed attempt (backed off already) or
     /// when the send stops or gives up.
-    func connect() -> TLSConnection? {
+    func connect() -> ConnectionLink? {
         if let spare {
             self.spare = nil
             if case .success(let ready) = spare.wait() { return connected(ready) }

@@ -1,0 +1,107 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CampaignIO
+import CampaignTLS
+
+/// The link an open connection reads and writes: TLS over TCP in a send
+/// (``TLSConnection``), an in-memory peer in a test. Only the engine calls it.
+protocol ConnectionLink: AnyObject {
+    /// What poll(2) watches for this link's bytes.
+    var pollDescriptor: Int32 { get }
+    /// The protocol the peer agreed to (ALPN), if any.
+    var negotiatedProtocol: String? { get }
+    func tryRead(into buffer: UnsafeMutableRawBufferPointer) throws(TLSError) -> TLSConnection.IOResult
+    /// Writes from `offset` until all is written or it would block; false when the peer has closed.
+    func writeAvailable(_ bytes: [UInt8], from offset: inout Int) throws(TLSError) -> Bool
+    /// A clean close: the peer reads every byte first.
+    func close()
+    func abort()
+}
+
+extension TLSConnection: ConnectionLink {
+    var pollDescriptor: Int32 { socket.fd }
+}
+
+/// Opens an engine's connections (``GatewayDialer`` in a send: TLS, with
+/// backoff and a spare; a test's peer in a test).
+protocol LinkDialer: AnyObject {
+    /// A connection, or nil after a failed attempt (backed off already) or when the send stops or gives up.
+    func connect() -> ConnectionLink?
+    /// Starts opening the next connection ahead of need.
+    func openSpare()
+    /// Closes a spare connection that will not be used.
+    func dropSpare()
+    /// A connection got an answer about a notification: the next pause starts small.
+    func productive()
+    /// A connection ended having achieved nothing: pause before the next.
+    func backOffAfterFruitlessConnection()
+}
+
+/// A wire protocol's side of one connection (binary: ``ConnectionWorker``,
+/// HTTP/2: ``H2ConnectionWorker``): it encodes what may go into the
+/// engine's outbound bytes, turns bytes read into outcomes, and decides what
+/// its answers, losses and silences mean. It never reads, writes or waits:
+/// the engine does (``ConnectionEngine/run(_:)``).
+protocol WireConnection: AnyObject {
+    /// Something can be sent now (a retry or resend, or the queue's frames).
+    var hasWork: Bool { get }
+    /// When the next notification waiting out a backoff falls due: an idle wait wakes then.
+    var nextRetryDue: UInt64? { get }
+    /// Starts a turn; false when this connection's work is over (everything
+    /// taken is final, or a stop whose grace has run out).
+    func beginTurn() -> Bool
+    /// A connection is open on `link`; false refuses it (the engine aborts it).
+    func opened(_ link: ConnectionLink) -> Bool
+    /// Appends what may go now to ``ConnectionEngine/outbound``; false when
+    /// the connection was lost doing so.
+    func frame() -> Bool
+    /// Whether more bytes may still join the unwritten ones before they are
+    /// written (else they are written at once, without the batch delay).
+    var moreCanJoin: Bool { get }
+    /// Whether the turn's wait also wakes when frames reach the queue.
+    var watchesQueue: Bool { get }
+    /// The protocol's own wake-ups (a proof due, a retry, a pause's end), monotonic.
+    var nextWakeUp: UInt64? { get }
+    /// The engine waited from `since` until now (for the pool's gauge).
+    func waited(since: UInt64)
+    /// Bytes read; false when the connection ended (or must not be read further this turn).
+    func received(_ bytes: ArraySlice<UInt8>) -> Bool
+    /// The peer closed the connection, or reading or writing it failed: what is unanswered goes again.
+    func lost()
+    /// The connection went silent (``ConnectionEngine/silent(_:)``): as lost, without blaming a notification.
+    func lostSilently()
+    /// Every outbound byte has been written.
+    func wroteAll()
+    /// After the turn's reads and writes: the protocol's timers (proofs, answers, PINGs, going away).
+    func checkTimers()
+    /// The loop is over: whether the connection may close cleanly (nothing
+    /// unproven or unanswered on it); what is unanswered stays pending.
+    func end() -> Bool
+}
+
+/// One connection's life as the engine sees it: the link and the bytes on
+/// their way exist only while it is open, so closing drops them at once.
+enum ConnectionState {
+    case closed
+    case open(OpenConnection)
+
+    /// What exists only while a connection is open.
+    struct OpenConnection {
+        let link: ConnectionLink
+        /// Bytes to write, or written: the protocol may keep written bytes
+        /// (the binary interface replays its window from them).
+        var outbound: [UInt8] = []
+        /// How many of ``outbound`` have been written.
+        var written = 0
+        /// When the oldest unwritten bytes were framed (for `--batch-delay-ms`).
+        var batchStartedAt: UInt64?
+        /// When a write last moved bytes (or the connection opened).
+        var lastWriteProgress: UInt64
+        /// When bytes were last read (or the connection opened).
+        var lastReadAt: UInt64
+        /// When this connection's first bytes were written.
+        var firstWriteAt: UInt64?
+    }
+}
+
