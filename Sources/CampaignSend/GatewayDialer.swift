@@ -62,7 +62,7 @@ final class GatewayDialer: LinkDialer {
             }
             let via = settings.proxy.map { " through \($0)" } ?? ""
             shared.logFailedAttempt("cannot connect to \(settings.gatewayHost):\(settings.gatewayPort)\(via): \(error) Trying again in \(format1(delay)) s.")
-            _ = sleep(until: .after(seconds: delay), cancellation: shared.halt)
+            _ = shared.clock.sleep(seconds: delay, cancellation: shared.halt)
             return nil
         }
     }
@@ -97,6 +97,6 @@ final class GatewayDialer: LinkDialer {
     /// A connection ended having achieved nothing: pause before the next, as
     /// after a failed attempt (watching the stop).
     func backOffAfterFruitlessConnection() {
-        _ = sleep(until: .after(seconds: backoff.failed()), cancellation: shared.halt)
+        _ = shared.clock.sleep(seconds: backoff.failed(), cancellation: shared.halt)
     }
 }

@@ -62,7 +62,7 @@ extension H2ConnectionWorker {
         case .unregistered(let at):
             becameProductive()
             // A time in the future (a server's mistake) would keep the token out of every plan until then.
-            let arrived = UInt32(clamping: ProviderTokenSource.now())
+            let arrived = UInt32(clamping: Int64(engine.clock.wallSeconds))
             fail(item, answer, unregisteredAt: min(at ?? arrived, arrived))
         case .refusedForItsToken:
             becameProductive()

@@ -144,15 +144,11 @@ extension H2ConnectionWorker {
     }
 
     /// The connection's own state goes with it.
-    func dropSession() {
-        session = nil
-        goingAway = false
-        pingSentAt = nil
-        pausedUntil = 0
-    }
+    func dropSession() { connectionState = .closed }
 
     func closeConnection(abort: Bool) {
         let wasOpen = engine.isConnected
+        let productive = self.productive
         publishGauge(at: now)
         flushAnswers()
         dropSession()

@@ -55,25 +55,11 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     var readyHead = 0
     var waiting: [(due: UInt64, item: Item)] = []
     var inFlight: [Int32: Item] = [:]
-    var session: H2Session?
-    var connectionToken: ProviderToken? {
-        didSet { template = nil }
-    }
-    /// Rebuilt when the token changes.
-    var template: RequestTemplate?
+    /// The connection's own state (``H2ConnectionState``).
+    var connectionState = H2ConnectionState.closed
+    /// A stop's grace ran out with requests unanswered (left for the resume).
+    var leftUnanswered = false
     private let idHash: UInt64
-    var goingAway = false
-    var settingsReceived = false
-    var acceptedOnConnection = false
-    var pingSentAt: UInt64?
-    /// Whether this connection got an answer about a notification (accepted or finally refused).
-    var productive = false
-    /// No request is submitted on this connection before this (a `retry-after`).
-    var pausedUntil: UInt64 = 0
-    /// Since when work has waited on a connection whose server allows no stream.
-    var stalledSince: UInt64?
-    /// When in-flight requests were last checked against the answer timeout.
-    var lastAnswerCheck: UInt64 = 0
     var answers = ProofOutcome()
     var frames: [UInt8] = []
     var taken: [(QueuedFrame, Int)] = []
@@ -120,6 +106,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 engine.log("\(inFlight.count) request\(inFlight.count == 1 ? "" : "s") still unanswered \(Int(SendShared.stopGraceSeconds)) s after the stop; left for --resume")
                 riskAll(splitByBody(inFlight).sent)
                 inFlight.removeAll()
+                leftUnanswered = true
             }
             return false
         }
@@ -141,7 +128,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     }
 
     func end() -> Bool {
-        let clean = inFlight.isEmpty
+        // Nothing left unanswered on it: a clean close (a stop's grace that ran out is not).
+        let clean = inFlight.isEmpty && !leftUnanswered
         if !inFlight.isEmpty { riskAll(splitByBody(inFlight).sent) }
         dropSession()
         flushAnswers()
@@ -153,24 +141,18 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             shared.fail(.credentialRefused("\(settings.gatewayHost):\(settings.gatewayPort) does not speak HTTP/2 (it did not agree to ALPN h2): is it the HTTP/2 provider API (api.push.apple.com:443), or a binary-interface gateway for a plan of another format?"))
             return false
         }
+        let session: H2Session
         do {
             // No server push; a large window, so answers never wait for ours.
             session = try H2Session(role: .client, settings: [(id: 2, value: 0), (id: 4, value: 1 << 20)])
-            session!.keptHeaders = [Array(":status".utf8), Array("retry-after".utf8)]
         } catch {
             engine.log("\(error)")
             return false
         }
-        session!.maxHeaderBytes = Self.maxAnswerHeaderBytes
-        session!.maxBodyBytes = Self.maxAnswerBodyBytes
-        connectionToken = tokens?.current()
-        goingAway = false
-        settingsReceived = false
-        acceptedOnConnection = false
-        productive = false
-        stalledSince = nil
-        lastAnswerCheck = now
-        pingSentAt = nil
+        session.keptHeaders = [Array(":status".utf8), Array("retry-after".utf8)]
+        session.maxHeaderBytes = Self.maxAnswerHeaderBytes
+        session.maxBodyBytes = Self.maxAnswerBodyBytes
+        connectionState = .open(H2OpenConnection(session: session, token: tokens?.current(), openedAt: now))
         return true
     }
 
