@@ -261,11 +261,11 @@ final class ConnectionEngine {
         if let due, !inputFinished, !isRetiring {
             // Frames that come meanwhile need not wait for the retry (a
             // backoff may be 30 s): they wake the wait, as without one.
-            queue.waitForFrames(orAnyOf: [shared.cancellation, shared.halt], timeout: Self.milliseconds(until: due, from: now))
+            queue.waitForFrames(orAnyOf: [shared.cancellation, shared.halt], timeout: Self.milliseconds(until: due, from: now), clock: clock)
         } else if let due {
             _ = clock.sleep(seconds: Double(Int64(due) - Int64(now)) / 1e9, cancellation: shared.halt)
         } else {
-            queue.waitForFrames(orAnyOf: [shared.cancellation, shared.halt])
+            queue.waitForFrames(orAnyOf: [shared.cancellation, shared.halt], clock: clock)
         }
     }
 

@@ -185,12 +185,12 @@ final class WorkQueue: @unchecked Sendable {
     }
 
     /// Sleeps until a frame is pushed, the queue closes, one of `pipes` is
-    /// readable, or `timeout` milliseconds (at most a second) pass; at once
-    /// when frames are waiting.
-    func waitForFrames(orAnyOf pipes: [CancellationPipe], timeout: Int32 = 1000) {
+    /// readable, or `timeout` milliseconds (at most a second) pass on
+    /// `clock`; at once when frames are waiting.
+    func waitForFrames(orAnyOf pipes: [CancellationPipe], timeout: Int32 = 1000, clock: SendClock = SystemClock.shared) {
         guard prepareToSleep() else { return }
         var fds = ([doorbell] + pipes).map { pollfd(fd: $0.pollDescriptor, events: Int16(POLLIN), revents: 0) }
-        _ = poll(&fds, nfds_t(fds.count), max(0, min(1000, timeout)))
+        clock.poll(&fds, count: fds.count, milliseconds: max(0, min(1000, timeout)))
     }
 
     /// Whether no frame is waiting, and whether none ever will again.
