@@ -278,7 +278,9 @@ final class ClockedH2Send {
     private let log = Locked<[String]>([])
     var logLines: [String] { log.value }
 
-    init(count: Int, configure: (inout SendSettings) -> Void = { _ in }, script: @escaping (Int) -> PeerScript) throws {
+    /// - Parameter closeQueue: whether the queue is closed before the run
+    ///   (the whole plan read); else the test closes it (``queue``).
+    init(count: Int, closeQueue: Bool = true, configure: (inout SendSettings) -> Void = { _ in }, script: @escaping (Int) -> PeerScript) throws {
         var s = SendSettings(gatewayHost: "api.push.test", gatewayPort: 443, certificate: "")
         s.connections = 1
         configure(&s)
@@ -307,7 +309,7 @@ final class ClockedH2Send {
         }
         self.tokens = tokens
         #expect(queue.push(&batch, cancellation: shared.cancellation))
-        queue.close()
+        if closeQueue { queue.close() }
         dialer = InMemoryDialer(clock: clock, shared: shared, script: script)
         engine = ConnectionEngine(index: 0, queue: queue, shared: shared, settings: s, shards: 1, dialer: dialer)
         worker = H2ConnectionWorker(engine: engine, fields: RequestFields(header: header), tokens: nil, malformed: MalformedRefusals())
@@ -465,6 +467,29 @@ final class ClockedH2Send {
         #expect(report.resends == 10 - k)
         #expect(report.resentByKind == ["REFUSED_STREAM": 10 - k])
         #expect(try send.journalState().doneCount == 10)
+        #expect(real < Self.realSeconds, "\(real) s of real time")
+    }
+
+    /// The same GOAWAY while the plan is still being read (the queue open
+    /// and empty): with no connection, the engine waits for new frames or
+    /// the refused notifications' backoff, whichever comes first, and that
+    /// wait too passes on the test clock.
+    @Test func aBackoffWithThePlanStillBeingReadPassesOnTheTestClock() throws {
+        let k = 2
+        var closeQueue: () -> Void = {}
+        let send = try ClockedH2Send(count: 6, closeQueue: false) { connection in
+            connection == 1 ? PeerScript(goAwayAfterAnswers: k) : PeerScript(whenReceived: (6 - k, { closeQueue() }))
+        }
+        closeQueue = { [queue = send.queue] in queue.close() }
+        let real = send.run()
+
+        #expect(send.dialer.connects == 2)
+        #expect(send.dialer.record.requests(on: 2).map(\.token).sorted() == send.tokens[k...].sorted())
+        #expect(send.shared.report.accepted == 6)
+        #expect(send.shared.report.duplicatesRisked == 0)
+        let at = send.dialer.connectedAt.map { Double($0) / 1e9 }
+        #expect(at.count == 2 && at[1] - at[0] >= RetryBackoff.shortestSeconds(retries: 1, base: send.settings.retryBackoffSeconds),
+                "the second connection waited for the refused notifications' backoff: \(at)")
         #expect(real < Self.realSeconds, "\(real) s of real time")
     }
 
