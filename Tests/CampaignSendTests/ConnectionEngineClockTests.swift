@@ -400,6 +400,7 @@ final class ClockedH2Send {
         #expect(journal.failures.map(\.status) == [410])
         #expect(journal.failures.first?.ordinal == 3)
         #expect(journal.suppressions.first?.1 == UInt32(unregisteredMs / 1000))
+        #expect(send.clock.elapsedSeconds < 1, "answered at once: \(send.clock.elapsedSeconds) s of test-clock time")
         #expect(real < Self.realSeconds, "\(real) s of real time")
     }
 
@@ -467,6 +468,9 @@ final class ClockedH2Send {
         #expect(report.resends == 10 - k)
         #expect(report.resentByKind == ["REFUSED_STREAM": 10 - k])
         #expect(try send.journalState().doneCount == 10)
+        let at = send.dialer.connectedAt.map { Double($0) / 1e9 }
+        #expect(at.count == 2 && at[1] - at[0] >= RetryBackoff.shortestSeconds(retries: 1, base: send.settings.retryBackoffSeconds),
+                "the refused notifications waited out their backoff (test-clock time): \(at)")
         #expect(real < Self.realSeconds, "\(real) s of real time")
     }
 
