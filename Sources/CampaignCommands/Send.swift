@@ -186,6 +186,17 @@ struct Send: ParsableCommand {
             apply(to: &settings)
             start = .new(plan: plan, journal: journal!, settings: settings)
         }
+        // The first signal stops the running send, or ends a wait for the next moment at once.
+        // Watched before the session creates the journal: a signal that comes
+        // once the journal exists (or while the plan is still being read) is
+        // never lost to the moment before the watch began, nor kills the send.
+        let waitStop = try CancellationPipe()
+        let running = RunningSender()
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM], handler: SignalEscalation(first: {
+            waitStop.cancel()
+            running.sender?.requestStop()
+        }).handle)
+        defer { signals.cancel() }
         // Credentials and the gateway's name are checked once the plan's
         // format is known and before a journal is created: a wrong path,
         // passphrase or host must not leave behind a journal that refuses the
@@ -218,14 +229,6 @@ struct Send: ParsableCommand {
         guard let context = madeContext else { throw ValidationError("internal: no TLS context") }
         for note in session.notes { printError("campaign send: \(note)") }
         if session.isAlreadyComplete { return nil }
-        // The first signal stops the running send, or ends a wait for the next moment at once.
-        let waitStop = try CancellationPipe()
-        let running = RunningSender()
-        let signals = SignalWatcher(signals: [SIGINT, SIGTERM], handler: SignalEscalation(first: {
-            waitStop.cancel()
-            running.sender?.requestStop()
-        }).handle)
-        defer { signals.cancel() }
         if let ended = try session.readInputToEnd(cancellation: waitStop) { return (ended, session.settings.reportPath) }
         var run = session
         while true {
