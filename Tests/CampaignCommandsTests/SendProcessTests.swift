@@ -20,11 +20,41 @@ final class CampaignProcess {
     /// Everything the process wrote to standard error so far, gathered as it comes.
     private let gathered = Gathered()
 
+    /// Standard error, read to its end by a thread of its own: no
+    /// `readabilityHandler` (a dispatch source on the pipe), since with many
+    /// processes started and ended at once, libdispatch's event loop crashed
+    /// on a source whose descriptor had been closed and reused.
     final class Gathered: @unchecked Sendable {
-        private let lock = NSLock()
+        private let condition = NSCondition()
         private var data = Data()
-        func append(_ d: Data) { lock.lock(); data.append(d); lock.unlock() }
-        var text: String { lock.lock(); defer { lock.unlock() }; return String(decoding: data, as: UTF8.self) }
+        private var ended = false
+
+        func start(reading handle: FileHandle) {
+            let thread = Thread { [self] in
+                let fd = handle.fileDescriptor
+                var buffer = [UInt8](repeating: 0, count: 1 << 16)
+                while true {
+                    let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                    if n < 0 && errno == EINTR { continue }
+                    condition.lock()
+                    if n > 0 { data.append(contentsOf: buffer[0..<n]) } else { ended = true; condition.broadcast() }
+                    condition.unlock()
+                    if n <= 0 { break }
+                }
+                try? handle.close()
+            }
+            thread.start()
+        }
+
+        /// Waits up to `timeout` seconds for the end of the pipe (every writer gone).
+        func waitForEnd(timeout: Double) {
+            let deadline = Date().addingTimeInterval(timeout)
+            condition.lock()
+            while !ended, condition.wait(until: deadline) {}
+            condition.unlock()
+        }
+
+        var text: String { condition.lock(); defer { condition.unlock() }; return String(decoding: data, as: UTF8.self) }
     }
 
     /// `environment`: variables set (or, with "", removed) on top of this process's.
@@ -42,20 +72,18 @@ final class CampaignProcess {
         if let input { process.standardInput = FileHandle(forReadingAtPath: input) }
         if let inputPipe { process.standardInput = inputPipe }
         process.standardOutput = outputPipe ?? FileHandle.nullDevice
-        let gathered = self.gathered
-        errors.fileHandleForReading.readabilityHandler = { handle in gathered.append(handle.availableData) }
-        process.terminationHandler = { [exited, errors] _ in
-            // What is still in the pipe once the process is gone.
-            errors.fileHandleForReading.readabilityHandler = nil
-            gathered.append(errors.fileHandleForReading.availableData)
-            exited.signal()
-        }
+        process.terminationHandler = { [exited] _ in exited.signal() }
         try process.run()
+        // (Process closed this side's write end once the child had it.)
+        gathered.start(reading: errors.fileHandleForReading)
     }
 
     func wait(timeout: Double) -> Int32? {
         guard exited.wait(timeout: .now() + timeout) == .success else { return nil }
         exited.signal()
+        // What is still in the pipe once the process is gone (a child it
+        // left behind holding standard error open is not waited for long).
+        gathered.waitForEnd(timeout: 5)
         return process.terminationStatus
     }
 
@@ -122,7 +150,7 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
     return (csv, tokens)
 }
 
-@Suite(.serialized) struct SendProcessTests {
+@Suite(.ownThreads) struct SendProcessTests {
     static func plan(count: Int, into path: String, seed: UInt64, format: String = "enhanced") throws -> Set<String> {
         let (csv, tokens) = randomAudienceCSV(count: count, seed: seed)
         try csv.write(toFile: path + ".csv", atomically: true, encoding: .utf8)
