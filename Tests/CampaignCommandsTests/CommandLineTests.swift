@@ -58,7 +58,7 @@ import CampaignIO
 
 /// Drives the built `campaign` binary as a user would, with a client that is
 /// not ours (Python's ssl module) to show the simulator takes any correct client.
-@Suite struct SimulatorProcessTests {
+@Suite(.ownThreads) struct SimulatorProcessTests {
     static var binary: URL {
         let dir = Bundle.main.bundleURL.pathExtension == "xctest" ? Bundle.main.bundleURL.deletingLastPathComponent() : Bundle.main.bundleURL
         return dir.appendingPathComponent("campaign")
@@ -145,7 +145,7 @@ print(data.hex())
 }
 
 /// `campaign plan` as a user runs it: stdin to stdout, exit codes, files 0600.
-@Suite struct PlanProcessTests {
+@Suite(.ownThreads) struct PlanProcessTests {
     static func run(_ arguments: [String], stdin: Data? = nil, in dir: TemporaryDirectory) throws -> (status: Int32, out: Data, err: String) {
         let process = Process()
         process.executableURL = SimulatorProcessTests.binary

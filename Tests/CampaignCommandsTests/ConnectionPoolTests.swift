@@ -7,7 +7,7 @@ import GatewaySimulator
 
 /// `send --connections auto` over HTTP/2: a pool that grows with the
 /// distance (the simulator's `--latency-ms`), and stays as asked otherwise.
-@Suite(.serialized) struct ConnectionPoolTests {
+@Suite(.serialized, .ownThreads) struct ConnectionPoolTests {
     /// An h2 plan of `count` devices whose payloads carry `padding` bytes
     /// more (3 KB payloads make a connection window-bound from far away).
     static func plan(count: Int, padding: Int, in dir: TemporaryDirectory, parts: Int? = nil, seed: UInt64 = 41) throws -> Set<String> {

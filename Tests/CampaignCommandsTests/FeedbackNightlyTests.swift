@@ -9,7 +9,7 @@ import CampaignTestSupport
 import FeedbackStore
 import GatewaySimulator
 
-@Suite(.serialized) struct FeedbackNightlyTests {
+@Suite(.ownThreads) struct FeedbackNightlyTests {
     static let repo = PlanProcessTests.repo
 
     static func simulator(in dir: TemporaryDirectory, feedback: [FeedbackTuple]) throws -> GatewaySimulator {

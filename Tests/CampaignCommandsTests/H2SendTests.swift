@@ -11,7 +11,7 @@ import GatewaySimulator
 
 /// `send` over HTTP/2 against the simulator's `--protocol h2`: every row of
 /// the outcome table, asserted from the simulator's record.
-@Suite(.serialized) struct H2SendTests {
+@Suite(.ownThreads) struct H2SendTests {
     static func simulator(in dir: TemporaryDirectory, faults: FaultPlan = FaultPlan(), tokens: Bool = false) throws -> GatewaySimulator {
         try startHTTP2Simulator(in: dir, faults: faults, tokens: tokens)
     }

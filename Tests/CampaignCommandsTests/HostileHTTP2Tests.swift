@@ -12,7 +12,7 @@ import GatewaySimulator
 /// (issue 21): every one ends by itself within a bound, a first SIGTERM ends
 /// it within 10 s, a server's trouble makes nothing final, a notification is
 /// never sent without limit, and what the server says is bounded and checked.
-@Suite(.serialized) struct HostileHTTP2Tests {
+@Suite(.ownThreads) struct HostileHTTP2Tests {
     typealias Behaviour = HostileHTTP2Server.Behaviour
 
     /// Short bounds, so each case ends in seconds.

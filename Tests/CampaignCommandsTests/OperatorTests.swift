@@ -9,7 +9,7 @@ import GatewaySimulator
 @testable import CampaignSend
 
 /// The operator's small frictions (issue 16, item 6 and the status items).
-@Suite(.serialized) struct OperatorTests {
+@Suite(.ownThreads) struct OperatorTests {
     @Test func certsRefusesToReplaceACAWithoutForce() throws {
         let dir = TemporaryDirectory()
         let first = try PlanProcessTests.run(["certs", dir.file("c")], in: dir)

@@ -12,7 +12,7 @@ import GatewaySimulator
 
 /// What an operator reads of an HTTP/2 send: failures and retries by the
 /// reason APNs gave, in the report, `status`, the metrics file and the page.
-@Suite(.serialized) struct OperatorViewTests {
+@Suite(.ownThreads) struct OperatorViewTests {
     @Test(.timeLimit(.minutes(2))) func failuresAndRetriesAreNamedByTheirReasonEverywhere() throws {
         let dir = TemporaryDirectory("reasons")
         let tokens = try H2SendTests.plan(count: 1_500, in: dir)

@@ -11,7 +11,7 @@ import GatewaySimulator
 /// `campaign plan … | campaign send` killed as a whole (kill -9 of the shell
 /// and both commands: what a machine crash does to a nightly run), then
 /// resumed the documented way: the same pipeline into `send --resume --replan`.
-@Suite(.serialized) struct PipelineCrashTests {
+@Suite(.ownThreads) struct PipelineCrashTests {
     static func audience(count: Int, in dir: TemporaryDirectory, seed: UInt64) throws -> Set<String> {
         let (csv, tokens) = randomAudienceCSV(count: count, seed: seed) { $0 % 4 == 0 ? "es-MX" : "en-US" }
         try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)

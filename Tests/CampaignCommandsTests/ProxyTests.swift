@@ -10,7 +10,7 @@ import GatewaySimulator
 
 /// `send` and `feedback` through a real HTTP proxy (Debian's tinyproxy, on
 /// 127.0.0.1, configured by the test) in front of the simulator.
-@Suite(.serialized) struct ProxyTests {
+@Suite(.ownThreads) struct ProxyTests {
     static let password = "pr0xy-S3cret-9"
     /// Variables that must not leak in from the machine running the tests.
     static let cleanEnvironment = ["HTTPS_PROXY": "", "https_proxy": "", "NO_PROXY": "", "no_proxy": ""]

@@ -9,7 +9,7 @@ import PlanStream
 
 /// Past one machine: `plan --parts`, a part's send moved to another
 /// directory, `status` over every part, and GNU parallel running the parts.
-@Suite(.serialized) struct ScaleOutTests {
+@Suite(.ownThreads) struct ScaleOutTests {
     /// `campaign plan … --parts N --out DIR` on a random audience of `rows`; returns the tokens.
     static func planParts(_ parts: Int, rows: Int, into dir: TemporaryDirectory, out: String = "plan", seed: UInt64 = 17) throws -> Set<String> {
         let (csv, tokens) = randomAudienceCSV(count: rows, seed: seed)

@@ -9,10 +9,9 @@ import LocalTime
 /// Where scheduling meets the rest of the tool: `plan | send` (the pipe the
 /// tool is named for) with waves, `--due-only` from cron, quiet hours, an
 /// expiry counted from each moment, and the rules asked again at the wire.
-/// In the scheduled suite, serialized with it: these tests wait on the wall
-/// clock, and two such suites side by side would hold both of a 2-core
-/// machine's test threads for minutes, starving every other test past its
-/// time limit.
+/// In the scheduled suite: these tests wait on the wall clock, on threads of
+/// their own (`.ownThreads`), so they run beside each other and beside every
+/// other test without holding the cooperative pool's threads.
 extension ScheduledSendTests {
 
     /// Each token arrived exactly once, none before its moment; the expiry

@@ -9,7 +9,7 @@ import LocalTime
 /// Scheduled campaigns sent for real: waves a minute apart made from the
 /// current time with zones whose offsets differ by a minute, checked against
 /// the simulator's record of when each notification arrived.
-@Suite(.serialized) struct ScheduledSendTests {
+@Suite(.ownThreads) struct ScheduledSendTests {
     /// A campaign whose devices sit in fixed-offset zones: `groups` gives each
     /// zone's offset in minutes and its device count. Every device's moment is
     /// `localTime` (the time of day of `base` in UTC) on `base`'s date, so a

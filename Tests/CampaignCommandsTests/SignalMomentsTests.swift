@@ -11,7 +11,7 @@ import CampaignTestSupport
 /// the signal (or 0, when the signal came after its end), and the resumes
 /// (with `--replan` after a pipeline) must deliver every notification exactly
 /// once, as the simulator's record shows. Plans are larger than the queues.
-@Suite(.serialized) struct SignalMomentsTests {
+@Suite(.ownThreads) struct SignalMomentsTests {
     static let signals = [SIGTERM, SIGINT]
 
     /// Signals `run` after a random moment (chaos, not synchronisation) and

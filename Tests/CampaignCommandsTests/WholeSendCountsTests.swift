@@ -7,7 +7,7 @@ import GatewaySimulator
 
 /// What the operator sees of a whole send (`status --json`, the resumed
 /// report, the metrics file) counts every run, a killed one included.
-@Suite(.serialized) struct WholeSendCountsTests {
+@Suite(.ownThreads) struct WholeSendCountsTests {
     static func json(_ path: String) throws -> JSONValue { try JSONValue.parse(try String(contentsOfFile: path, encoding: .utf8)) }
 
     static func kinds(_ value: JSONValue?) -> [String: Int] {

@@ -4,7 +4,7 @@ import Testing
 import CampaignIO
 import CampaignTestSupport
 
-@Suite struct BatchPipelineTests {
+@Suite(.ownThreads) struct BatchPipelineTests {
     final class Numbers: @unchecked Sendable {
         var values: [Int] = []
     }

@@ -11,7 +11,7 @@ import FeedbackStore
 
 /// `plan --parts`: the records of one planning run split by shard into plans
 /// that are each complete, and together exactly the one plan.
-@Suite struct PlanPartsTests {
+@Suite(.ownThreads) struct PlanPartsTests {
     /// The `i`th of distinct 32-byte tokens.
     static func token(_ i: Int) -> String {
         var rng = SplitMix64(seed: UInt64(i) &+ 1)
@@ -144,7 +144,7 @@ import FeedbackStore
 }
 
 /// The parts of one plan, sent at once, share one suppression store.
-@Suite struct SharedFeedbackStoreTests {
+@Suite(.ownThreads) struct SharedFeedbackStoreTests {
     @Test func concurrentUpdatesOfOneStoreLoseNoEntry() throws {
         let dir = TemporaryDirectory("sharedstore")
         let path = dir.file("store.ndjson")

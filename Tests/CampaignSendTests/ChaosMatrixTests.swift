@@ -47,7 +47,7 @@ struct ChaosTotals {
     var refusedStatus8 = 0, refusedStatus1 = 0, shutdowns = 0, drops = 0, resends = 0
 }
 
-@Suite(.serialized) struct ChaosMatrixTests {
+@Suite(.serialized, .ownThreads) struct ChaosMatrixTests {
     static let notificationsPerRun = 1500
     static let formats = ["enhanced", "frame"]
     static let connectionCounts = [1, 2, 4]

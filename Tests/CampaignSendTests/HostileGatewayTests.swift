@@ -96,7 +96,7 @@ final class HostileGateway: @unchecked Sendable {
     }
 }
 
-@Suite(.serialized) struct HostileGatewayTests {
+@Suite(.ownThreads) struct HostileGatewayTests {
     func send(to gateway: HostileGateway, count: Int = 300) throws -> (SendReport, JournalState) {
         let dir = TemporaryDirectory("hostile")
         _ = try makePlan(count: count, in: dir)

@@ -11,7 +11,7 @@ import GatewaySimulator
 /// Power loss: the journal loses whatever the disk had not made durable, so
 /// its last record may be cut at any byte. Every such journal must resume,
 /// and the resume must finish the send with nothing lost.
-@Suite(.serialized) struct PowerLossTests {
+@Suite(.serialized, .ownThreads) struct PowerLossTests {
     /// Cuts the journal at every byte offset of its last `records` records (and
     /// at every record boundary before them), resumes each cut copy against a
     /// fresh gateway, and checks that every notification ends final exactly once.

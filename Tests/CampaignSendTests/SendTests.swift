@@ -86,7 +86,7 @@ final class SendHarness {
     }
 }
 
-@Suite(.serialized) struct SendTests {
+@Suite(.serialized, .ownThreads) struct SendTests {
     @Test(arguments: ["enhanced", "frame"])
     func faultsAtRandomDeliverEveryValidNotificationExactlyOnce(format: String) throws {
         var rng = SplitMix64(seed: 99)

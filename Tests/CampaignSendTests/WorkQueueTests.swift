@@ -49,7 +49,7 @@ final class Locked<Value>: @unchecked Sendable {
     func update(_ body: (inout Value) -> Void) { lock.lock(); body(&stored); lock.unlock() }
 }
 
-@Suite struct WorkQueueTests {
+@Suite(.ownThreads) struct WorkQueueTests {
     func frame(_ seq: UInt64, _ length: Int) -> (inout [UInt8]) -> Void {
         { bytes in bytes += [UInt8](repeating: UInt8(truncatingIfNeeded: seq), count: length) }
     }

@@ -98,7 +98,7 @@ final class OneShotServer: @unchecked Sendable {
     }
 }
 
-@Suite struct TLSConnectionTests {
+@Suite(.ownThreads) struct TLSConnectionTests {
     @Test(arguments: ["127.0.0.1", "localhost"])
     func mutualTLSRoundTrip(host: String) throws {
         let server = try OneShotServer.development()

@@ -61,7 +61,7 @@ final class RunningSimulator {
 func token(_ seed: UInt8, count: Int = 32) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7) &+ seed } }
 func payload(_ text: String) -> [UInt8] { Array(#"{"aps":{"alert":"\#(text)"}}"#.utf8) }
 
-@Suite(.serialized) struct GatewaySimulatorTests {
+@Suite(.ownThreads) struct GatewaySimulatorTests {
     @Test func badTokenInTheMiddleOfAllThreeFormats() throws {
         var faults = FaultPlan()
         faults.badTokens = [token(99)]

@@ -97,7 +97,7 @@ import CampaignTestSupport
 }
 
 /// Standard HTTP/2 clients against `--protocol h2`: curl and nghttp2's h2load.
-@Suite(.serialized) struct H2SimulatorClientTests {
+@Suite(.ownThreads) struct H2SimulatorClientTests {
     static func start(_ dir: TemporaryDirectory, tokens: Bool = false, faults: FaultPlan = FaultPlan()) throws -> GatewaySimulator {
         try startHTTP2Simulator(in: dir, faults: faults, tokens: tokens)
     }
