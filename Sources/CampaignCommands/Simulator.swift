@@ -166,14 +166,21 @@ struct Simulator: ParsableCommand {
 final class SignalWatcher: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
 
+    /// Returns once every source is registered (at most a few seconds):
+    /// a source starts listening on its queue after `resume()` returns, and
+    /// a signal in between, already ignored, was lost (a send signalled
+    /// soon after it started went on for ever).
     init(signals: [Int32], handler: @escaping @Sendable () -> Void) {
+        let registered = DispatchSemaphore(value: 0)
         for number in signals {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler(handler: handler)
+            source.setRegistrationHandler { registered.signal() }
             source.resume()
             sources.append(source)
         }
+        for _ in signals { _ = registered.wait(timeout: .now() + 5) }
     }
 
     func cancel() {
