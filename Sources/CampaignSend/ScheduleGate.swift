@@ -33,9 +33,13 @@ struct ScheduleGate {
     /// A moment released after a wait, not yet journaled.
     private var pendingWave: Int64?
 
-    init(schedule: DeliverySchedule?, dueOnly: Bool, holdOpenSeconds: Double, zones: ZoneRegistry = ZoneRegistry()) {
+    /// Where the gate reads the time and waits (``SystemClock`` but in tests).
+    let clock: SendClock
+
+    init(schedule: DeliverySchedule?, dueOnly: Bool, holdOpenSeconds: Double, zones: ZoneRegistry = ZoneRegistry(),
+         clock: SendClock = SystemClock.shared) {
         rule = schedule.map { ReleaseRule(schedule: $0) }
-        (self.dueOnly, self.holdOpenSeconds, self.zones) = (dueOnly, holdOpenSeconds, zones)
+        (self.dueOnly, self.holdOpenSeconds, self.zones, self.clock) = (dueOnly, holdOpenSeconds, zones, clock)
     }
 
     /// Records held back later, as a connection took them (``WireRelease``).
@@ -65,7 +69,7 @@ struct ScheduleGate {
     /// on `halt`) when it is due within the hold.
     mutating func admit(at: Int64, timeZone: UnsafeRawBufferPointer?, handOver: (Int64) -> Void, halt: CancellationPipe) -> Verdict {
         guard stoppedAt == nil else { return .later }
-        var now = wallClockSeconds()
+        var now = clock.wallSeconds
         if Double(at) > now {
             guard !dueOnly, Double(at) - now <= holdOpenSeconds else {
                 stoppedAt = at
@@ -74,11 +78,11 @@ struct ScheduleGate {
             handOver(at)
             // Clocks may be stepped while waiting: wait again until the wall clock says so.
             while Double(at) > now {
-                guard sleep(until: .after(seconds: Double(at) - now), cancellation: halt) else {
+                guard clock.sleep(seconds: Double(at) - now, cancellation: halt) else {
                     stoppedAt = at
                     return .later
                 }
-                now = wallClockSeconds()
+                now = clock.wallSeconds
             }
             pendingWave = at
         }

@@ -4,15 +4,19 @@ import CampaignIO
 final class SharedRate: @unchecked Sendable {
     private var bucket: TokenBucket
     private let mutex = Lock()
+    private let clock: SendClock
 
-    init(perSecond: Int) { bucket = TokenBucket(perSecond: Double(perSecond)) }
+    init(perSecond: Int, clock: SendClock = SystemClock.shared) {
+        bucket = TokenBucket(perSecond: Double(perSecond))
+        self.clock = clock
+    }
 
     /// Takes one notification's turn; false when it must wait.
     func take() -> Bool {
         mutex.lock(); defer { mutex.unlock() }
         // The time is read under the lock: one read before it could be older
         // than another thread's last update.
-        return bucket.take(now: Deadline.now().nanoseconds)
+        return bucket.take(now: clock.now)
     }
 }
 

@@ -64,7 +64,7 @@ final class SendShared: @unchecked Sendable {
         self.halt = try CancellationPipe()
         self.poolSize = workers
         counts.poolConnections = workers
-        self.rate = rate > 0 ? SharedRate(perSecond: rate) : nil
+        self.rate = rate > 0 ? SharedRate(perSecond: rate, clock: clock) : nil
         self.maxConnectAttempts = maxConnectAttempts
         self.logger = logger
     }

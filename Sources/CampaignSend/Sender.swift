@@ -147,7 +147,7 @@ public final class Sender: @unchecked Sendable {
             try WorkQueue(capacity: queueCapacity * (oneQueue ? settings.connections : 1))
         }
         shared.attach(queues: queues)
-        var gate = ScheduleGate(schedule: plan.header.schedule, dueOnly: dueOnly, holdOpenSeconds: holdOpenSeconds)
+        var gate = ScheduleGate(schedule: plan.header.schedule, dueOnly: dueOnly, holdOpenSeconds: holdOpenSeconds, clock: shared.clock)
         // Quiet hours and `late: skip` are asked again as each frame is taken to be written.
         let release = gate.rule.flatMap { $0.checksWhenDue ? WireRelease(rule: $0, zones: gate.zones, token: transport.tokenInFrame) : nil }
         let pool = ConnectionPool(maximum: oneQueue ? max(settings.connections, settings.maxConnections ?? 0) : settings.connections) { [shared, settings] index in
