@@ -74,24 +74,23 @@ extension H2ConnectionWorker {
             if inARow >= MalformedRefusals.limit { shared.fail(.malformedRequests(count: inARow, last: answer.description)) }
         case .credentialRefused:
             ready.append(item)   // not final: a resume with the right credential sends it
-            shared.fail(.credentialRefused(Self.sentence(for: answer, topic: fields.common.first { $0.name == "apns-topic" }?.value, tokenAuth: tokens != nil)))
+            shared.fail(.credentialRefused(Self.sentence(for: answer, topic: fields.common.first { $0.name == "apns-topic" }?.value, tokenAuth: auth != nil)))
         case .providerTokenExpired:
-            guard let tokens, let used = connectionToken else {
+            guard let auth, let used = connectionToken else {
                 ready.append(item)
                 shared.fail(.credentialRefused("APNs says the provider token expired (403 ExpiredProviderToken), but this send uses a certificate: is --gateway an APNs host?"))
                 return
             }
-            let renewed = tokens.expired(used)
-            guard renewed.text != used.text else {
+            switch auth.expired(used) {
+            case .renewed(let renewed):
+                connectionToken = renewed
+                ready.append(item)
+            case .tooYoungToRenew(let age):
                 // Renewing a token younger than 20 minutes would earn 429
                 // TooManyProviderTokenUpdates, and sending it again the same 403.
                 ready.append(item)
-                let age = ProviderTokenSource.now() - used.issuedAt
                 shared.fail(.credentialRefused("APNs says the provider token expired (403 ExpiredProviderToken), but it was made \(age / 60) min \(age % 60) s ago (APNs accepts a token for an hour): check this machine's clock (it must be within minutes of the real time), then resume."))
-                return
             }
-            connectionToken = renewed
-            ready.append(item)
         case .tooManyTokenUpdates:
             // This connection is unusable; a new one with the same token, after a pause.
             retryLater(item, afterSeconds: nil, kind: answer.label)

@@ -45,7 +45,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     let engine: ConnectionEngine
     let fields: RequestFields
-    let tokens: ProviderTokenSource?
+    /// Token authentication, or nil with a certificate.
+    let auth: TokenAuthorization?
     /// The send's refusals as malformed, held by all its connections together.
     let malformed: MalformedRefusals
     var shared: SendShared { engine.shared }
@@ -78,7 +79,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     init(engine: ConnectionEngine, fields: RequestFields, tokens: ProviderTokenSource?, malformed: MalformedRefusals) {
         self.engine = engine
         self.fields = fields
-        self.tokens = tokens
+        auth = tokens.map { TokenAuthorization(source: $0, clock: engine.clock) }
         self.malformed = malformed
         idHash = NotificationID.hash(planChecksum: fields.planIdentity)
     }
@@ -152,7 +153,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         session.keptHeaders = [Array(":status".utf8), Array("retry-after".utf8)]
         session.maxHeaderBytes = Self.maxAnswerHeaderBytes
         session.maxBodyBytes = Self.maxAnswerBodyBytes
-        connectionState = .open(H2OpenConnection(session: session, token: tokens?.current(), openedAt: now))
+        connectionState = .open(H2OpenConnection(session: session, token: auth?.tokenForNewConnection(), openedAt: now))
         return true
     }
 
@@ -250,7 +251,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     /// Apple holds it (more would only be refused).
     func streamLimit(_ session: H2Session) -> Int {
         let server = Int(min(session.remoteMaxConcurrentStreams, UInt32(Int32.max)))
-        if tokens != nil && !acceptedOnConnection { return 1 }
+        if auth != nil && !acceptedOnConnection { return TokenAuthorization.streamsBeforeFirstSuccess }
         return min(settings.streams, settingsReceived ? server : min(server, 100))
     }
 
@@ -272,7 +273,10 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         if fields.expiryPerRecord { f.append(("apns-expiration", nil, 10)) }
         if fields.collapsePerRecord { f.append(("apns-collapse-id", nil, 64)) }
         f.append(("apns-id", nil, 36))
-        if let connectionToken { f.append(("authorization", "bearer " + connectionToken.text, 0)) }
+        if let connectionToken {
+            let field = TokenAuthorization.field(connectionToken)
+            f.append((field.name, field.value, 0))
+        }
         return RequestTemplate(f)
     }
 

@@ -1,0 +1,38 @@
+import CampaignTLS
+
+/// Token authentication as the HTTP/2 protocol asks for it (pushy's
+/// `TokenAuthenticationApnsClientHandler`: token auth as a small override
+/// of one connection handler): the token a new connection's requests carry
+/// in their `authorization` field, how many streams it may open before a
+/// request succeeds, and what an `ExpiredProviderToken` answer means. A
+/// send with a certificate has none.
+struct TokenAuthorization {
+    let source: ProviderTokenSource
+    let clock: SendClock
+
+    /// What an `ExpiredProviderToken` answer leads to.
+    enum AfterExpiry {
+        /// Send it again with this token.
+        case renewed(ProviderToken)
+        /// The token is younger than APNs allows renewing (20 minutes): the
+        /// clock of this machine is wrong, and sending again would only earn
+        /// 429 TooManyProviderTokenUpdates. `age` in seconds.
+        case tooYoungToRenew(age: Int64)
+    }
+
+    /// The token a new connection uses (renewed once 50 minutes old).
+    func tokenForNewConnection() -> ProviderToken { source.current(now: Int64(clock.wallSeconds)) }
+
+    /// The request field carrying `token`.
+    static func field(_ token: ProviderToken) -> (name: String, value: String) { ("authorization", "bearer " + token.text) }
+
+    /// Apple holds a token connection to one stream until a request on it succeeds (more would only be refused).
+    static let streamsBeforeFirstSuccess = 1
+
+    /// APNs said `used` has expired.
+    func expired(_ used: ProviderToken) -> AfterExpiry {
+        let now = Int64(clock.wallSeconds)
+        let renewed = source.expired(used, now: now)
+        return renewed.text != used.text ? .renewed(renewed) : .tooYoungToRenew(age: now - used.issuedAt)
+    }
+}
