@@ -1,5 +1,6 @@
 import Foundation
 import CampaignIO
+import Synchronization
 import CampaignSend
 
 /// "sent 120000 of 1000000 (52000/s), 3 failed, ETA 16 s" on a terminal, once a second.
@@ -36,14 +37,16 @@ final class MetricsFile: @unchecked Sendable {
     private let path: String
     private let journal: String
     private let start = Date()
-    /// What the last write says of the send once the run is over.
-    private var upAfterTheRun = false
+    /// What the last write says of the send once the run is over (set on
+    /// the send's thread, read on the metrics thread: the stop pipe orders
+    /// them in the kernel, where ThreadSanitizer cannot see it).
+    private let upAfterTheRun = Atomic<Bool>(false)
 
     init(sender: Sender, path: String, journal: String) {
         (self.sender, self.path, self.journal) = (sender, path, journal)
         thread = startThread { [self] in
             while sleep(until: .after(seconds: 1), cancellation: stopPipe) { write(running: true) }
-            write(running: upAfterTheRun)   // the run is over: it says whether the send is
+            write(running: upAfterTheRun.load(ordering: .acquiring))   // the run is over: it says whether the send is
         }
     }
 
@@ -58,7 +61,7 @@ final class MetricsFile: @unchecked Sendable {
 
     /// The run is over; `waiting`: the send waits for its next run (still up).
     func stop(waiting: Bool = false) {
-        upAfterTheRun = waiting
+        upAfterTheRun.store(waiting, ordering: .releasing)
         stopPipe.cancel()
         pthread_join(thread, nil)
     }
