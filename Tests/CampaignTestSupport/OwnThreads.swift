@@ -30,10 +30,11 @@ public final class OwnThreadsExecutor: TaskExecutor, @unchecked Sendable {
         jobs.append(job)
         let spawn = idle < jobs.count
         if spawn { threads += 1 } else { condition.signal() }
+        let number = threads   // read under the lock (ThreadSanitizer saw the name read it after)
         condition.unlock()
         if spawn {
             let thread = Thread { [self] in work() }
-            thread.name = "test \(threads)"
+            thread.name = "test \(number)"
             thread.stackSize = 8 << 20
             thread.start()
         }
