@@ -267,15 +267,7 @@ struct PairwiseMatrixTests {
         }
 
         /// When each accepted notification arrived (UNIX milliseconds), by token, every arrival kept.
-        func arrivals() throws -> [String: [Int64]] {
-            guard let text = try? String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8) else { return [:] }
-            var out: [String: [Int64]] = [:]
-            for line in text.split(separator: "\n") {
-                let v = try JSONValue.parse(String(line))
-                out[try #require(v["token"]?.stringValue), default: []].append(try #require(v["received_ms"]?.integerValue))
-            }
-            return out
-        }
+        func arrivals() throws -> [String: [Int64]] { try ScheduledSendTests.arrivals(inRecord: dir.file("record.ndjson")) }
 
         /// The invariants every row asserts, from the simulator's record and the journal; the duplicates, and those reported.
         @discardableResult

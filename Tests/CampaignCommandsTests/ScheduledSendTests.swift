@@ -10,6 +10,17 @@ import LocalTime
 /// current time with zones whose offsets differ by a minute, checked against
 /// the simulator's record of when each notification arrived.
 @Suite(.ownThreads) struct ScheduledSendTests {
+    /// When each accepted notification arrived (UNIX milliseconds) in a simulator's `--record` file, by token, every arrival kept.
+    static func arrivals(inRecord path: String) throws -> [String: [Int64]] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [:] }
+        var out: [String: [Int64]] = [:]
+        for line in text.split(separator: "\n") {
+            let v = try JSONValue.parse(String(line))
+            out[try #require(v["token"]?.stringValue), default: []].append(try #require(v["received_ms"]?.integerValue))
+        }
+        return out
+    }
+
     /// A campaign whose devices sit in fixed-offset zones: `groups` gives each
     /// zone's offset in minutes and its device count. Every device's moment is
     /// `localTime` (the time of day of `base` in UTC) on `base`'s date, so a
@@ -47,15 +58,7 @@ import LocalTime
         }
 
         /// When each accepted notification arrived (UNIX milliseconds), by token, every arrival kept.
-        func arrivals() throws -> [String: [Int64]] {
-            guard let text = try? String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8) else { return [:] }
-            var out: [String: [Int64]] = [:]
-            for line in text.split(separator: "\n") {
-                let v = try JSONValue.parse(String(line))
-                out[try #require(v["token"]?.stringValue), default: []].append(try #require(v["received_ms"]?.integerValue))
-            }
-            return out
-        }
+        func arrivals() throws -> [String: [Int64]] { try ScheduledSendTests.arrivals(inRecord: dir.file("record.ndjson")) }
 
         func send(_ simulator: GatewaySimulator, _ extra: [String]) throws -> CampaignProcess {
             try CampaignProcess(["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)"]
