@@ -65,13 +65,23 @@ TEST_WIDTH   ?= 40
 # the same cores makes noise of that rate (a loopback pool grown to 16).
 QUIET_SUITES := ConnectionPoolTests
 
+# Under a sanitizer every test runs several times slower: fewer at once, so
+# that a loaded machine does not make a healthy gateway look dead.
+SANITIZE_WIDTH ?= 2
+
+# The suite: all but QUIET_SUITES, $(2) tests at a time, then QUIET_SUITES
+# alone; fails when either part failed. $(1): `swift test` options; $(3): environment.
+define run_suite
+	@status=0; \
+	$(3) SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(2) $(SWIFT) test --skip-build $(1) --skip '$(QUIET_SUITES)' || status=1; \
+	echo "the suites run alone: $(QUIET_SUITES)"; \
+	$(3) $(SWIFT) test --skip-build $(1) --filter '$(QUIET_SUITES)' || status=1; \
+	exit $$status
+endef
+
 test: deps
 	$(SWIFT) build --build-tests
-	@status=0; \
-	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build --skip '$(QUIET_SUITES)' || status=1; \
-	echo "make test: the suites run alone: $(QUIET_SUITES)"; \
-	$(SWIFT) test --skip-build --filter '$(QUIET_SUITES)' || status=1; \
-	exit $$status
+	$(call run_suite,,$(TEST_WIDTH))
 	bash deploy/k8s/validate.sh
 
 # Throughput and memory of plan and send beside their limits (release builds,
@@ -96,9 +106,9 @@ bench: deps
 # and XCTest leave allocations LeakSanitizer reports (see docs/reliability notes).
 sanitize: deps
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
-	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan
+	$(call run_suite,--sanitize=thread --scratch-path .build-tsan,$(SANITIZE_WIDTH))
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
-	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan
+	$(call run_suite,--sanitize=address --scratch-path .build-asan,$(SANITIZE_WIDTH),ASAN_OPTIONS=detect_leaks=0)
 	$(SWIFT) build -c release --product campaign --sanitize=address --scratch-path .build-asan-release
 	bash scripts/sanitize-credentials.sh .build-asan-release/release/campaign
 

@@ -356,7 +356,16 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         if !inFlight.isEmpty {
             let pingTimeout = min(10, settings.pingAfterSeconds / 3)
             if let sent = pingSentAt {
-                if Double(after - sent) / 1e9 > pingTimeout { engine.silent("no answer to a PING within \(String(format: "%.1f", pingTimeout)) s", self); return }
+                if Double(after - sent) / 1e9 > pingTimeout {
+                    // Silent only if nothing at all came since the PING: a server
+                    // that answers, but late (a loaded machine), is slow, not dead;
+                    // its requests have the answer timeout. A new PING measures again.
+                    guard let read = engine.lastReadAt, read > sent else {
+                        engine.silent("no answer to a PING, nor anything else, within \(String(format: "%.1f", pingTimeout)) s", self)
+                        return
+                    }
+                    pingSentAt = nil
+                }
             } else if Double(after - (engine.lastReadAt ?? after)) / 1e9 > settings.pingAfterSeconds {
                 session.submitPing()
                 pingSentAt = after
