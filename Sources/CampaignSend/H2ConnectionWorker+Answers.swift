@@ -12,6 +12,7 @@ extension H2ConnectionWorker {
     // MARK: - Outcomes
 
     func handle(_ events: [H2Session.Event]) {
+        defer { logParked() }
         for event in events {
             switch event {
             case .message(let stream, let headers, let body):

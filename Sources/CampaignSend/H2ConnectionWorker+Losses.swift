@@ -92,10 +92,22 @@ extension H2ConnectionWorker {
         }
         if item.losses >= H2NotificationLimits.maxLosses {
             shared.parked()
-            engine.log("plan record \(item.seq) was open on \(item.losses) lost connections; it is not sent again in this run (resume to send it)")
+            parkedNotLogged.append(item.seq)
             return nil
         }
         return item
+    }
+
+    /// One line for the notifications ``lost(_:)`` stopped sending since the
+    /// last (a server dropping every connection parks hundreds at once: one
+    /// line each flooded the terminal).
+    func logParked() {
+        guard let first = parkedNotLogged.min() else { return }
+        let n = parkedNotLogged.count
+        engine.log(n == 1
+            ? "plan record \(first) was open on \(H2NotificationLimits.maxLosses) lost connections; it is not sent again in this run (resume to send it)"
+            : "\(n) plan records (from \(first)) were open on \(H2NotificationLimits.maxLosses) lost connections each; they are not sent again in this run (resume to send them)")
+        parkedNotLogged.removeAll()
     }
 
     /// The open requests whose body has not all been framed (the server
@@ -133,6 +145,7 @@ extension H2ConnectionWorker {
         inFlight.removeAll()
         // A request whose body never all went out cannot have been processed: it goes again exactly.
         let again = (unsent + open.compactMap(lost)).sorted { $0.seq < $1.seq }
+        logParked()
         // First on the next connection, oldest first: the longer they wait
         // behind new work, the likelier a later loss catches them open again.
         ready.insert(contentsOf: again, at: readyHead)

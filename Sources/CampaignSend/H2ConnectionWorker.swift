@@ -60,6 +60,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     var connectionState = H2ConnectionState.closed
     /// A stop's grace ran out with requests unanswered (left for the resume).
     var leftUnanswered = false
+    /// Notifications just parked (lost too often), for one log line (``logParked()``).
+    var parkedNotLogged: [UInt64] = []
     private let idHash: UInt64
     var answers = ProofOutcome()
     var frames: [UInt8] = []

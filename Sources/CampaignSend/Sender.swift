@@ -201,7 +201,7 @@ public final class Sender: @unchecked Sendable {
                 if let milliseconds { shared.noteRoundTrip(milliseconds: milliseconds) }
                 try? shared.journal.append(.tick(.init(second: second, accepted: c.accepted + c.presumed, failed: c.failed,
                                                         resent: c.resends, connections: c.reconnects,
-                                                        open: oneQueue ? pool.size : nil, roundTripMilliseconds: milliseconds,
+                                                        open: oneQueue ? min(pool.size, c.reconnects) : nil, roundTripMilliseconds: milliseconds,
                                                         resentByKind: c.resentByKind)))
             }
         }

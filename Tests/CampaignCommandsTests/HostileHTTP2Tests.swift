@@ -71,6 +71,10 @@ import GatewaySimulator
         server.stop()
         #expect(status == 69, "\(behaviour): \(status.map(String.init) ?? "still running after 60 s") \(run.stderr.suffix(2000))")
         #expect(seconds < 45, "\(behaviour): \(Int(seconds)) s")
+        // What is said is said once per event, not once per notification (a
+        // line per parked notification flooded the terminal).
+        let lines = run.stderr.split(separator: "\n").count
+        #expect(lines < 60, "\(behaviour): \(lines) lines on standard error for 300 notifications")
         // A request the server says it did not process (REFUSED_STREAM, 429,
         // above a GOAWAY's last stream) goes again after a growing backoff;
         // one it may have processed, at most 3 times.
