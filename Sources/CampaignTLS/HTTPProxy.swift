@@ -186,7 +186,7 @@ public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
         request += "\r\n"
         try write(Array(request.utf8), to: socket, deadline: deadline, cancellation: cancellation)
         let answer = try readAnswer(from: socket, deadline: deadline, cancellation: cancellation)
-        let statusLine = answer.prefix { $0 != "\r" && $0 != "\n" }
+        let statusLine = answer.prefix { !$0.isNewline }   // "\r\n" is one Character: comparing with "\r" never stops at it
         let fields = statusLine.split(separator: " ", maxSplits: 2)
         guard fields.count >= 2, fields[0].hasPrefix("HTTP/1."), let status = Int(fields[1]) else {
             throw TLSError(.proxyRefused(proxy: description, status: 0, reason: "it did not answer CONNECT in HTTP (\(String(statusLine.prefix(60))))"))
