@@ -89,12 +89,11 @@ final class ConnectionEngine {
 
     /// Forgets the bytes written so far (a protocol that keeps none, or a window that ended).
     func dropWritten() {
-        guard case .open(var c) = state else { return }
-        state = .closed
-        if c.written == c.outbound.count { c.outbound.removeAll(keepingCapacity: true) } else { c.outbound.removeFirst(c.written) }
-        c.written = 0
-        if c.outbound.isEmpty { c.batchStartedAt = nil }
-        state = .open(c)
+        changeOpen { c in
+            if c.written == c.outbound.count { c.outbound.removeAll(keepingCapacity: true) } else { c.outbound.removeFirst(c.written) }
+            c.written = 0
+            if c.outbound.isEmpty { c.batchStartedAt = nil }
+        }
     }
 
     /// Closes the connection (cleanly: the peer reads every byte first), or aborts it.
@@ -156,18 +155,20 @@ final class ConnectionEngine {
     /// waits once on the link, the stop and (when the protocol wants more)
     /// the queue, reads, writes, and runs the protocol's timers.
     private func pump(_ wire: some WireConnection) {
-        guard case .open(var c) = state else { return }
+        // No copy of the open state outlives this look at it: a second
+        // reference to its buffer would make the protocol's next change of
+        // it copy megabytes (copy on write).
+        guard let (fd, unwritten, started) = lookAtOpen() else { return }
         let t = now
-        let unwritten = c.outbound.count - c.written
-        if unwritten > 0, c.batchStartedAt == nil { c.batchStartedAt = t; state = .open(c) }
-        let due = c.batchStartedAt.map { $0 + UInt64(settings.batchDelayMilliseconds) * 1_000_000 }
+        if unwritten > 0, started == nil { changeOpen { $0.batchStartedAt = t } }
+        let due = (started ?? (unwritten > 0 ? t : nil)).map { $0 + UInt64(settings.batchDelayMilliseconds) * 1_000_000 }
         let writeNow = unwritten > 0 && (unwritten >= settings.batchBytes || !wire.moreCanJoin || shared.isStopping
                                          || (due.map { t >= $0 } ?? false))
         var timeout: Int32 = 1000
         if unwritten > 0, !writeNow, let due { timeout = Self.milliseconds(until: due, from: t) }
         if rate != nil && wire.hasWork { timeout = min(timeout, 5) }
         if let wake = wire.nextWakeUp { timeout = min(timeout, Self.milliseconds(until: wake, from: t)) }
-        let readable = wait(on: c.link.pollDescriptor, events: Int16(POLLIN) | (writeNow ? Int16(POLLOUT) : 0),
+        let readable = wait(on: fd, events: Int16(POLLIN) | (writeNow ? Int16(POLLOUT) : 0),
                             watchQueue: wire.watchesQueue, timeout: timeout)
         wire.waited(since: t)
         if readable || writeNow {
@@ -176,13 +177,33 @@ final class ConnectionEngine {
         }
         if writeNow {
             write(wire)
-            guard case .open(let after) = state else { return }
-            if after.written < after.outbound.count, Double(now - after.lastWriteProgress) / 1e9 > settings.stallSeconds {
+            guard let stalledFor = writeStalledFor else { return }
+            if stalledFor > settings.stallSeconds {
                 silent("nothing could be written for \(format1(settings.stallSeconds)) s: the gateway is not reading", wire)
                 return
             }
         }
         wire.checkTimers()
+    }
+
+    /// The open connection's descriptor, unwritten bytes and batch start; nil when closed.
+    private func lookAtOpen() -> (fd: Int32, unwritten: Int, batchStartedAt: UInt64?)? {
+        guard case .open(let c) = state else { return nil }
+        return (c.link.pollDescriptor, c.outbound.count - c.written, c.batchStartedAt)
+    }
+
+    /// Changes the open connection's state in place (its buffer stays uniquely referenced).
+    private func changeOpen(_ change: (inout ConnectionState.OpenConnection) -> Void) {
+        guard case .open(var c) = state else { return }
+        state = .closed
+        change(&c)
+        state = .open(c)
+    }
+
+    /// Seconds since a write last moved bytes while some wait; nil when closed or all is written.
+    private var writeStalledFor: Double? {
+        guard case .open(let c) = state, c.written < c.outbound.count else { return nil }
+        return Double(now - c.lastWriteProgress) / 1e9
     }
 
     /// Reads what has arrived, at most ``readsPerTurn`` reads, so a peer
@@ -197,7 +218,8 @@ final class ConnectionEngine {
             }
             switch result {
             case .bytes(let n):
-                if case .open(var c) = state { c.lastReadAt = now; state = .open(c) }
+                let t = now
+                changeOpen { $0.lastReadAt = t }
                 guard wire.received(readBuffer[0..<n]) else { return }
             case .wantRead, .wantWrite:
                 return
@@ -213,26 +235,25 @@ final class ConnectionEngine {
     /// Writes what it can of the unwritten bytes; the journal first learns
     /// what they may deliver (write-ahead).
     private func write(_ wire: some WireConnection) {
-        guard case .open(var c) = state else { return }
+        guard isConnected else { return }
         guard journalHandedOver() else {
             // The journal broke (the send stops): what is unwritten never reached the gateway.
             wire.lostSilently()
             close(abort: true)
             return
         }
-        let before = c.written
-        guard (try? c.link.writeAvailable(c.outbound, from: &c.written)) == true else {
-            wire.lost()
-            return
+        var failed = false, all = false
+        changeOpen { c in
+            let before = c.written
+            guard (try? c.link.writeAvailable(c.outbound, from: &c.written)) == true else { failed = true; return }
+            if c.written > before {
+                c.lastWriteProgress = now
+                if c.firstWriteAt == nil { c.firstWriteAt = c.lastWriteProgress }
+            }
+            all = c.written == c.outbound.count
+            if all { c.batchStartedAt = nil }
         }
-        if c.written > before {
-            c.lastWriteProgress = now
-            if c.firstWriteAt == nil { c.firstWriteAt = c.lastWriteProgress }
-        }
-        let all = c.written == c.outbound.count
-        if all { c.batchStartedAt = nil }
-        state = .open(c)
-        if all { wire.wroteAll() }
+        if failed { wire.lost() } else if all { wire.wroteAll() }
     }
 
     /// When bytes were last read on the open connection.
