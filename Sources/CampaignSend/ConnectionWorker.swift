@@ -77,7 +77,17 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         // one to close first kept such a send running for ever. (Without a
         // connection the window is empty: it is emptied with its connection.)
         // A stop leaves what waits out a backoff pending for the resume.
-        return !(!hasWork && window.notificationCount == 0 && ((engine.inputFinished && waiting.isEmpty) || shared.isStopping))
+        if !hasWork && window.notificationCount == 0 && ((engine.inputFinished && waiting.isEmpty) || shared.isStopping) { return false }
+        if shared.isStopping && shared.stopGraceIsOver {
+            // No proof within the stop's grace: what was written stays
+            // pending for the resume (possible duplicates); a gateway that
+            // never answers must not hold a stop for the proof's 60 s.
+            let (_, risked) = window.lost(written: written)
+            engine.log("\(window.notificationCount) notification\(window.notificationCount == 1 ? "" : "s") still unproven \(Int(SendShared.stopGraceSeconds)) s after the stop; left for --resume")
+            shared.count(duplicatesRisked: risked)
+            return false
+        }
+        return true
     }
 
     func opened(_ link: ConnectionLink) -> Bool {

@@ -25,6 +25,8 @@ final class HostileGateway: @unchecked Sendable {
         case untrustedCertificate
         /// Presents a certificate for another host name.
         case wrongHostName
+        /// Reads everything and never answers (not even a proof).
+        case silent
     }
 
     let listener: Listener
@@ -82,6 +84,12 @@ final class HostileGateway: @unchecked Sendable {
             return
         }
         var buffer = [UInt8](repeating: 0, count: 4096)
+        if behaviour == .silent {
+            // Reads until the test ends, answering nothing.
+            while (try? tls.read(into: &buffer, cancellation: cancellation, deadline: .after(seconds: 60))) ?? 0 > 0 {}
+            tls.abort()
+            return
+        }
         _ = try? tls.read(into: &buffer, cancellation: cancellation, deadline: .after(seconds: 10))
         var rng = SplitMix64(seed: UInt64(socket.fd))
         let answer: [UInt8]
@@ -148,5 +156,36 @@ final class HostileGateway: @unchecked Sendable {
         #expect(state.sentBelow.values.allSatisfy { $0 == 0 }, "\(behaviour): bytes were handed to an unverified gateway")
         let message = report.message ?? ""
         #expect(message.contains("certificate"), "\(behaviour): \(message)")
+    }
+
+    /// A stop while the gateway reads but never answers (no proof comes):
+    /// the send ends within the stop's grace, not the proof's 60 s stall
+    /// bound; what was written stays pending for the resume, counted as
+    /// possible duplicates.
+    @Test(.timeLimit(.minutes(2))) func aStopEndsWithinItsGraceWhenNoProofComes() throws {
+        let gateway = try HostileGateway(.silent)
+        defer { _ = try? gateway.stop() }
+        let dir = TemporaryDirectory("hostile-silent")
+        _ = try makePlan(count: 300, in: dir)
+        var s = SendSettings(gatewayHost: "127.0.0.1", gatewayPort: gateway.port, certificate: TestCertificates.path("client.pem"))
+        s.key = TestCertificates.path("client.key")
+        s.caFile = TestCertificates.path("ca.pem")
+        s.connections = 2
+        s.planPath = dir.file("plan.ndjson")
+        let settings = s
+        let header = try PlanReader(path: settings.planPath!).header
+        let journal = try Journal.create(directory: dir.file("journal"), settings: settings, planHeader: header.json)
+        let sender = try Sender(settings: settings, journal: journal, context: TestCertificates.clientContext(), cancellation: CancellationPipe())
+        let task = BackgroundTask { () throws -> SendReport in try sender.run(plan: PlanReader(path: settings.planPath!)) }
+        // Everything handed to the connections (journaled before it is written), and its proof awaited.
+        #expect(eventually(within: 30) { ((try? Journal.read(directory: dir.file("journal")))?.sentBelow.values.reduce(0, +) ?? 0) >= 300 })
+        let stopped = Date()
+        sender.requestStop()
+        let report = try task.value(timeout: 60)
+        let seconds = Date().timeIntervalSince(stopped)
+        #expect(seconds < SendShared.stopGraceSeconds + 3, "the stop took \(seconds) s")
+        #expect(report.outcome == .interrupted, "\(report.outcome)")
+        #expect(report.accepted == 0 && report.failed == 0)
+        #expect(report.duplicatesRisked == 300, "written and never proven: \(report.duplicatesRisked)")
     }
 }
