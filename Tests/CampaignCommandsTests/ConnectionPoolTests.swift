@@ -54,9 +54,11 @@ import GatewaySimulator
         #expect(pool > 4 && pool <= 16, "\(run.stderr)")
         #expect(simulator.currentStatistics().connections.count == pool, "no connection closed to open another")
         #expect(run.stderr.contains("connections: 4 → "), "the growth is logged: \(run.stderr)")
-        // The round trip measured is the one emulated (100 ms), not more than a little above.
+        // The round trip measured is the one emulated (100 ms), not more than a
+        // little above: the machine's own time to answer (under ThreadSanitizer,
+        // several times slower, 210 ms was measured), never the PINGs' 1 s cadence.
         let roundTrip = report["round_trip_ms"]?.doubleValue ?? 0
-        #expect(roundTrip >= 100 && roundTrip < 200, "\(roundTrip)")
+        #expect(roundTrip >= 100 && roundTrip < 300, "\(roundTrip)")
         try Self.expectEachOnce(dir, tokens)
         // The timeline journals the pool's size and the round trip each second.
         let log = try String(contentsOfFile: dir.file("journal/journal.log"), encoding: .utf8)
