@@ -39,9 +39,9 @@ extension WireProtocol {
         switch self {
         case .binary:
             ("discarded by the gateway after a refusal or shutdown, refused for the gateway's own trouble (status 1, 255) and retried after a backoff, or unproven on a lost connection",
-             "sent again after a connection was lost while they were unproven")
+             "unproven when a connection was lost or the send stopped")
         case .http2:
-            ("refused unprocessed, asked to retry, or open on a lost connection", "requests open on a lost connection")
+            ("refused unprocessed, asked to retry, or open on a lost connection", "requests open when a connection was lost or the send stopped")
         }
     }
 
