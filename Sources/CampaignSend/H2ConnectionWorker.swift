@@ -134,6 +134,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         // Nothing left unanswered on it: a clean close (a stop's grace that ran out is not).
         let clean = inFlight.isEmpty && !leftUnanswered
         if !inFlight.isEmpty { riskAll(splitByBody(inFlight).sent) }
+        if engine.isConnected { publishGauge(at: now) }   // what it measured, even in its first quarter second
         dropSession()
         flushAnswers()
         return clean

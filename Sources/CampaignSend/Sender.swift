@@ -204,6 +204,9 @@ public final class Sender: @unchecked Sendable {
                                                         open: oneQueue ? min(pool.size, c.reconnects) : nil, roundTripMilliseconds: milliseconds,
                                                         resentByKind: c.resentByKind)))
             }
+            // A send shorter than a second still tells its round trip: what its last, partial second measured.
+            if let r = pool.sample().roundTrip { secondsRoundTrip = min(secondsRoundTrip ?? r, r) }
+            if shared.roundTripMilliseconds == nil, let r = secondsRoundTrip { shared.noteRoundTrip(milliseconds: Double(r) / 1e6) }
         }
         var tickerRunning = true
         func stopTicker() {
