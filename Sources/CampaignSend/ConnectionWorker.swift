@@ -8,8 +8,9 @@ import CampaignTLS
 /// One connection to a binary-interface gateway and the shards it owns, on
 /// its own thread: the binary protocol around a ``ConnectionEngine``.
 ///
-/// Packets go into one buffer that holds everything written on the current
-/// connection; the ``UnprovenWindow`` lists the notifications in it and
+/// Packets go into the engine's outbound buffer, which holds everything
+/// written on the current connection (one window: the gateway closes it once
+/// it answers the proof); the ``UnprovenWindow`` lists the notifications in it and
 /// decides what the gateway's answer (or silence) proves. A connection lost
 /// without a response leaves the whole window unproven: it is sent again
 /// (possible duplicates, counted) and proofs come more often from then on.

@@ -9,8 +9,9 @@ import CampaignTLS
 
 /// One HTTP/2 connection to APNs, on its own thread: the HTTP/2 protocol
 /// around a ``ConnectionEngine`` (which takes work from the queue every
-/// connection shares, dials, waits and journals write-ahead). This file
-/// submits requests and moves bytes; the answers' meaning is in
+/// connection shares, dials, reads, writes, waits and journals write-ahead).
+/// This file submits requests into the session and frames them into the
+/// engine's outbound bytes; the answers' meaning is in
 /// `H2ConnectionWorker+Answers.swift`, silence and losses in `+Losses`.
 ///
 /// Every notification is a stream, and every stream gets an answer, so
