@@ -7,9 +7,12 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Expressible
     case badCollapseId, badDeviceToken, badExpirationDate, badMessageId, badPriority, badTopic
     case deviceTokenNotForTopic, duplicateHeaders, idleTimeout, invalidPushType, missingDeviceToken
     case missingTopic, payloadEmpty, topicDisallowed
+    // 400, channel management and broadcast (`apns-broadcast.md` §3)
+    case featureNotEnabled, missingChannelId, badChannelId, channelNotRegistered, badRequestParams
+    case badRequestPayload, missingPushType, cannotCreateChannelConfig
     // 403
     case badCertificate, badCertificateEnvironment, expiredProviderToken, forbidden
-    case invalidProviderToken, missingProviderToken
+    case invalidProviderToken, missingProviderToken, topicMismatch
     // 404, 405
     case badPath, methodNotAllowed
     // 410
@@ -28,6 +31,8 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Expressible
         .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
         .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
         .missingTopic, .payloadEmpty, .topicDisallowed,
+        .featureNotEnabled, .missingChannelId, .badChannelId, .channelNotRegistered, .badRequestParams,
+        .badRequestPayload, .missingPushType, .cannotCreateChannelConfig, .topicMismatch,
         .badCertificate, .badCertificateEnvironment, .expiredProviderToken, .forbidden,
         .invalidProviderToken, .missingProviderToken,
         .badPath, .methodNotAllowed, .unregistered, .expiredToken, .payloadTooLarge,
@@ -36,9 +41,11 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Expressible
 
     private static let byName: [String: APNsReason] = Dictionary(uniqueKeysWithValues: documented.map { ($0.name, $0) })
 
-    /// The reason a server wrote: one of Apple's, or ``unknown(_:)``.
+    /// The reason a server wrote: one of Apple's, or ``unknown(_:)``. The
+    /// broadcast error list spells 503's "Service Unavailable", with a space,
+    /// where the device-push list has "ServiceUnavailable": both are read.
     public init(name: String) {
-        self = Self.byName[name] ?? .unknown(name)
+        self = Self.byName[name] ?? (name == "Service Unavailable" ? .serviceUnavailable : .unknown(name))
     }
 
     public init(stringLiteral name: String) {
@@ -62,6 +69,15 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Expressible
         case .missingTopic: "MissingTopic"
         case .payloadEmpty: "PayloadEmpty"
         case .topicDisallowed: "TopicDisallowed"
+        case .featureNotEnabled: "FeatureNotEnabled"
+        case .missingChannelId: "MissingChannelId"
+        case .badChannelId: "BadChannelId"
+        case .channelNotRegistered: "ChannelNotRegistered"
+        case .badRequestParams: "BadRequestParams"
+        case .badRequestPayload: "BadRequestPayload"
+        case .missingPushType: "MissingPushType"
+        case .cannotCreateChannelConfig: "CannotCreateChannelConfig"
+        case .topicMismatch: "TopicMismatch"
         case .badCertificate: "BadCertificate"
         case .badCertificateEnvironment: "BadCertificateEnvironment"
         case .expiredProviderToken: "ExpiredProviderToken"
