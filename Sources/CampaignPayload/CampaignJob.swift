@@ -93,10 +93,13 @@ public struct CampaignJob: Sendable {
     /// `deliverAt` or `quietHours`: when each device may be reached, by its own
     /// clock (its `tz` column); nil: everything is sent as soon as the send runs.
     public var schedule: DeliverySchedule?
+    /// `"broadcast": true`: a Live Activity update per channel of the audience
+    /// (its `channel_id` column), sent to `/4/broadcasts/apps/<topic>`; see CampaignJob+Broadcast.
+    public var broadcast = false
 
     public static let knownKeys: Set<String> = [
         "campaign", "format", "maxPayload", "expiresIn", "priority", "fallback", "messages", "custom", "samples",
-        "topic", "pushType", "collapseId", "columns", "deliverAt", "quietHours",
+        "topic", "pushType", "collapseId", "columns", "deliverAt", "quietHours", "broadcast",
     ]
 
     /// The push types of the HTTP/2 provider API.
@@ -155,11 +158,13 @@ public struct CampaignJob: Sendable {
         topic = try string("topic")
         if let topic, topic.isEmpty || topic.contains(where: { $0.isWhitespace }) { throw fail("\"topic\" must be a bundle id such as com.example.app") }
         pushType = try string("pushType") ?? "alert"
+        broadcast = try Self.isBroadcast(json, isHTTP2: isHTTP2, pushType: pushType, fail: fail)
         guard Self.pushTypes.contains(pushType) else { throw fail("\"pushType\" must be one of \(Self.pushTypes.joined(separator: ", ")), not \"\(pushType)\"") }
         // Apple's rule: some push types go to the bundle id with a suffix.
         if let given = topic {
             switch PushTopic.resolve(given, for: pushType) {
-            case .topic(let sent): topic = sent
+            // A broadcast's path names the bundle id itself; a suffix there is TopicDisallowed.
+            case .topic(let sent): topic = broadcast ? String(sent.dropLast(PushTopic.suffix(for: pushType).count)) : sent
             case .otherTypesSuffix(let other):
                 let bundle = String(given.dropLast(PushTopic.suffix(for: other).count))
                 throw fail("\"topic\" \"\(given)\" is for \(other) pushes; a \(pushType) push goes to \(bundle + PushTopic.suffix(for: pushType)) (give the bundle id, \(bundle), and the suffix is added)")
@@ -173,9 +178,10 @@ public struct CampaignJob: Sendable {
             if collapseTemplate!.isLiteral, c.isEmpty || c.utf8.count > 64 { throw fail("\"collapseId\" must be 1 to 64 bytes (APNs refuses longer ones)") }
         }
         // HTTP/2: 4096 bytes, 5120 for VoIP.
-        let payloadLimit = isHTTP2 ? (pushType == "voip" ? 5120 : 4096) : wire.maxPayloadBytes
+        let payloadLimit = isHTTP2 ? (pushType == "voip" || broadcast ? 5120 : 4096) : wire.maxPayloadBytes
         maxPayload = try integer("maxPayload", default: isHTTP2 ? payloadLimit : 256, range: 1...payloadLimit)
-        expiresIn = try integer("expiresIn", default: 86_400, range: 0...(366 * 86_400 * 10))
+        // A broadcast is stored only when asked: a channel that stores no messages refuses any other expiration.
+        expiresIn = try integer("expiresIn", default: broadcast ? 0 : 86_400, range: 0...(366 * 86_400 * 10))
         let p = try integer("priority", default: pushType == "background" ? 5 : 10, range: 0...255)
         guard p == 10 || p == 5 || (p == 1 && isHTTP2) else {
             throw fail(isHTTP2 ? "\"priority\" must be 10 (immediate), 5 (conserve power) or 1 (lowest)" : "\"priority\" must be 10 (immediate) or 5 (conserve power)")
@@ -195,6 +201,7 @@ public struct CampaignJob: Sendable {
             }
             guard let aps = message.objectMembers else { throw fail("messages.\(tag) must be an object of aps keys") }
             try Self.check(aps: aps, at: "messages.\(tag)", fail: fail)
+            if broadcast { try Self.checkBroadcast(aps, at: "messages.\(tag)", fail: fail) }
             if pushType == "liveactivity" { try Self.checkLiveActivity(aps, at: "messages.\(tag)", fail: fail) }
             if wire == .binary(.frame), priority == .immediate,
                aps.allSatisfy({ $0.key == "content-available" }) {
@@ -256,6 +263,7 @@ public struct CampaignJob: Sendable {
         }
 
         schedule = try Self.schedule(json, fail: fail)
+        columns.tokenKind = broadcast ? .channel : .device
 
         samples = [:]
         if let sampleMembers = json["samples"]?.objectMembers {
@@ -264,6 +272,7 @@ public struct CampaignJob: Sendable {
                 samples[key] = s
             }
         }
+        if broadcast { try checkBroadcastJob(fail: fail) }
         try check(columns, origin: "\(path): columns")
     }
 
@@ -366,7 +375,7 @@ public struct CampaignJob: Sendable {
     /// Every name a mapping may map: the token, language and registration
     /// columns, and the variables of the messages, custom keys and collapseId.
     public var mappableNames: [String] {
-        var names = ColumnMapping.reservedNames
+        var names = broadcast ? ColumnMapping.channelReservedNames : ColumnMapping.reservedNames
         for v in PayloadRenderer(job: self, now: 0).variables + (collapseTemplate?.variables ?? []) where !names.contains(v) { names.append(v) }
         return names
     }

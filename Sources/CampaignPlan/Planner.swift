@@ -76,7 +76,7 @@ public final class Planner {
         if job.wire.isHTTP2 {
             let literal = job.collapseTemplate?.isLiteral ?? true
             header.http2 = PlanHeader.HTTP2Fields(topic: job.topic, pushType: job.pushType, collapseId: literal ? job.collapseId : nil,
-                                                  collapseIdTemplate: literal ? nil : job.collapseId)
+                                                  collapseIdTemplate: literal ? nil : job.collapseId, broadcast: job.broadcast)
         }
         if let schedule = job.schedule {
             let database = ZoneDatabase()
@@ -156,7 +156,8 @@ public final class Planner {
         let rowReader = RowReader(reader: reader)
         let preparer = RowPreparer(renderer: renderer, selector: selector, messageTags: messageTags,
                                    wire: job.wire, maxPayload: header.maxPayload, shards: header.shards, parts: options.parts,
-                                   collapse: job.collapseTemplate, columns: columns, zones: zones)
+                                   collapse: job.collapseTemplate, columns: columns, zones: zones,
+                                   broadcastExpires: job.broadcast ? job.expiresIn != 0 : nil)
         let reading = BatchPipeline(batches: (0..<8).map { _ in PreparedBatch(size: 1024) }) { rowReader.fill($0) }
         let pipeline = BatchPipeline(after: reading) { preparer.prepare($0) }
         defer { pipeline.stop() }

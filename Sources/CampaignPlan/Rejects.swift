@@ -23,6 +23,12 @@ public enum RejectCode: String, CaseIterable, Sendable {
     case invalidCollapseId = "invalid_collapse_id"
     /// A scheduled job: the row's time zone is neither a zone name nor an offset.
     case invalidTimeZone = "invalid_timezone"
+    /// A broadcast: the row has no channel id.
+    case missingChannel = "missing_channel"
+    /// A broadcast: the channel id is not canonical base64 (or over 100 bytes).
+    case invalidChannel = "invalid_channel"
+    /// A broadcast with a nonzero `expiresIn` to a channel whose `storage` column says it stores nothing: APNs would refuse it.
+    case channelStoresNothing = "channel_stores_nothing"
 }
 
 /// Writes the rejects file: NDJSON `{"line":N,"token":"hex","code":"…","reason":"…"}`,
