@@ -62,7 +62,8 @@ struct Validate: ParsableCommand {
         let variables = renderer.declarations.map { v in
             v.name + (v.type == .text ? "" : ":\(v.type.rawValue)") + (v.defaultValue.map { values[v.name] == nil ? " (default \"\($0)\" in use)" : " (default \"\($0)\")" } ?? "")
         }
-        let h2 = jobFile.wire.isHTTP2 ? ", push type \(jobFile.pushType), topic \(jobFile.topic ?? "(the certificate's)")" : ""
+        let h2 = jobFile.broadcast ? ", a broadcast of Live Activity updates to channels of \(jobFile.topic ?? "?") (POST /4/broadcasts/apps/\(jobFile.topic ?? "?"), each row's channel_id)"
+            : jobFile.wire.isHTTP2 ? ", push type \(jobFile.pushType), topic \(jobFile.topic ?? "(the certificate's)")" : ""
         print("\(job): campaign \(jobFile.campaign), format \(jobFile.wire)\(h2), limit \(jobFile.maxPayload) bytes, variables: \(variables.joined(separator: ", "))")
         switch jobFile.schedule {
         case .deliverAt(let d)?:

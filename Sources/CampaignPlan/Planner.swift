@@ -129,6 +129,7 @@ public final class Planner {
     /// as if one thread did it all.
     public func run(reader: AudienceReader, plans: [PlanWriter], rejects: RejectsWriter?) throws -> PlanSummary {
         precondition(plans.count == options.parts, "one writer per part")
+        rejects?.namesChannels = job.broadcast
         // A CSV header is the whole schema: a variable it cannot supply would
         // reject every row that uses it, so say so before reading a row.
         if let csv = reader as? CSVAudienceReader {

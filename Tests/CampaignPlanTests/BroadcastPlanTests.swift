@@ -73,6 +73,7 @@ let matchNightJob = """
         #expect(run.records.count == 3)
         #expect(!run.records.contains { $0.token == Self.channels[1].bytes })
         #expect(run.reject(line: 3).code == "suppressed_by_feedback")
+        #expect(run.rejects.first?["channel"]?.stringValue == Self.channels[1].base64, "rejects name channels as APNs issued them")
     }
 
     @Test func aMappedChannelColumnAndAMissingOne() throws {
