@@ -242,6 +242,10 @@ public struct CampaignJob: Sendable {
         case let other?: throw fail("\"fallback\" must be an array of language tags, or an object from language to such an array, not \(other.typeName)")
         }
 
+        // A channel's subscribers speak many languages: without a `lang`
+        // column or a chain, a broadcast goes in the job's first message.
+        if broadcast, fallback.isEmpty, fallbackByLanguage.isEmpty { fallback = [messages[0].tag] }
+
         switch json["custom"] {
         case nil: custom = []
         case .object(let members)?:
