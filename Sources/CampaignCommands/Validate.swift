@@ -92,6 +92,7 @@ struct Validate: ParsableCommand {
             case .missingVariable(let name): verdict = "missing sample for \(name)"
             case .invalidBadge(let v): verdict = "badge sample \"\(v)\" is not a whole number"
             case .invalidValue(let name, let type, let v): verdict = "sample \"\(v)\" for {\(name):\(type.rawValue)} is not of its type"
+            case .invalidChannelID(let name, let v): verdict = "sample \"\(v)\" for {\(name)} is not a channel id (canonical base64)"
             }
             _ = unlimited
             print("  \(message.tag): \(verdict)")
