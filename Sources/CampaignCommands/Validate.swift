@@ -64,6 +64,7 @@ struct Validate: ParsableCommand {
         }
         let h2 = jobFile.wire.isHTTP2 ? ", push type \(jobFile.pushType), topic \(jobFile.topic ?? "(the certificate's)")" : ""
         print("\(job): campaign \(jobFile.campaign), format \(jobFile.wire)\(h2), limit \(jobFile.maxPayload) bytes, variables: \(variables.joined(separator: ", "))")
+        if jobFile.wire.isHTTP2, let note = PushTypeCredentials.refusal(pushType: jobFile.pushType, tokenAuthentication: false) { print("  \(note)") }
         switch jobFile.schedule {
         case .deliverAt(let d)?:
             print("  scheduled: \(d.localTime) on each device's clock (its tz column), \(d.date.map { "on \($0)" } ?? "on the first date it is still to come everywhere"), window \(d.windowText), late: \(d.late.rawValue), default zone \(d.defaultZone)")
