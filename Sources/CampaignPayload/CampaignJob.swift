@@ -104,7 +104,7 @@ public struct CampaignJob: Sendable {
 
     /// The push types of the HTTP/2 provider API.
     public static let pushTypes = ["alert", "background", "voip", "location", "complication", "fileprovider", "mdm",
-                                   "liveactivity", "pushtotalk"]
+                                   "liveactivity", "pushtotalk", "controls", "widgets"]
 
     /// Reads and checks a job file.
     public static func load(path: String) throws(JobError) -> CampaignJob {
@@ -181,12 +181,13 @@ public struct CampaignJob: Sendable {
         let payloadLimit = isHTTP2 ? (pushType == "voip" || broadcast ? 5120 : 4096) : wire.maxPayloadBytes
         maxPayload = try integer("maxPayload", default: isHTTP2 ? payloadLimit : 256, range: 1...payloadLimit)
         // A broadcast is stored only when asked: a channel that stores no messages refuses any other expiration.
-        expiresIn = try integer("expiresIn", default: broadcast ? 0 : 86_400, range: 0...(366 * 86_400 * 10))
+        expiresIn = try integer("expiresIn", default: broadcast ? 0 : Self.defaultExpiresIn(pushType: pushType), range: 0...(366 * 86_400 * 10))
         let p = try integer("priority", default: pushType == "background" ? 5 : 10, range: 0...255)
         guard p == 10 || p == 5 || (p == 1 && isHTTP2) else {
             throw fail(isHTTP2 ? "\"priority\" must be 10 (immediate), 5 (conserve power) or 1 (lowest)" : "\"priority\" must be 10 (immediate) or 5 (conserve power)")
         }
         if isHTTP2, pushType == "background", p == 10 { throw fail("\"priority\" 10 is refused by APNs for background pushes: use 5 or 1") }
+        try Self.checkPushTypeHeaders(pushType, priority: p, expiresIn: expiresIn, custom: json["custom"], fail: fail)
         priority = NotificationPriority(rawValue: UInt8(p))
 
         guard let messageMembers = json["messages"]?.objectMembers, !messageMembers.isEmpty else {
@@ -202,7 +203,7 @@ public struct CampaignJob: Sendable {
             guard let aps = message.objectMembers else { throw fail("messages.\(tag) must be an object of aps keys") }
             try Self.check(aps: aps, at: "messages.\(tag)", fail: fail)
             if broadcast { try Self.checkBroadcast(aps, at: "messages.\(tag)", fail: fail) }
-            if pushType == "liveactivity" { try Self.checkLiveActivity(aps, at: "messages.\(tag)", fail: fail) }
+            try Self.checkPushType(pushType, aps: aps, at: "messages.\(tag)", fail: fail)
             if wire == .binary(.frame), priority == .immediate,
                aps.allSatisfy({ $0.key == "content-available" }) {
                 throw fail("messages.\(tag): priority 10 needs an alert, sound or badge; a content-available-only push must use priority 5")
@@ -357,6 +358,7 @@ public struct CampaignJob: Sendable {
             guard case .string? = member("attributes-type") else { throw fail("\(path): a Live Activity started by push needs \"attributes-type\" (a string)") }
             guard case .object? = member("attributes") else { throw fail("\(path): a Live Activity started by push needs \"attributes\" (an object)") }
         }
+        try checkPushToStart(aps, event: event, at: path, fail: fail)
     }
 
     /// Every string in `value` is a template; `textOnly`: none is typed (APNs reads these as text).
@@ -374,28 +376,5 @@ public struct CampaignJob: Sendable {
             for (k, v) in members { try checkTemplates(v, at: "\(path).\(k)", textOnly: textOnly, fail: fail) }
         default: break
         }
-    }
-
-    /// Every name a mapping may map: the token, language and registration
-    /// columns, and the variables of the messages, custom keys and collapseId.
-    public var mappableNames: [String] {
-        var names = broadcast ? ColumnMapping.channelReservedNames : ColumnMapping.reservedNames
-        for v in PayloadRenderer(job: self, now: 0).variables + (collapseTemplate?.variables ?? []) where !names.contains(v) { names.append(v) }
-        return names
-    }
-
-    /// Refuses a mapping of a name the job does not use (a typo would
-    /// otherwise leave every row without the value); `origin` says where it came from.
-    public func check(_ mapping: ColumnMapping, origin: String) throws(JobError) {
-        let names = mappableNames
-        for ours in mapping.sources.keys.sorted() where !names.contains(ours) {
-            throw JobError(path: origin, reason: .unmappedName(ours, mappable: names))
-        }
-    }
-
-    /// The message selector for device languages.
-    public var selector: MessageSelector {
-        MessageSelector(tags: messages.map { LanguageTag($0.tag)! }, fallback: fallback.compactMap { LanguageTag($0) },
-                        fallbackByLanguage: fallbackByLanguage.mapValues { $0.compactMap { LanguageTag($0) } })
     }
 }

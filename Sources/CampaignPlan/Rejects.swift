@@ -21,6 +21,8 @@ public enum RejectCode: String, CaseIterable, Sendable {
     case cannotFit = "cannot_fit"
     /// h2: the rendered `collapseId` is empty or over 64 bytes.
     case invalidCollapseId = "invalid_collapse_id"
+    /// A Live Activity's push-to-start: the row's `input-push-channel` value is not a channel id.
+    case invalidChannelID = "invalid_channel_id"
     /// A scheduled job: the row's time zone is neither a zone name nor an offset.
     case invalidTimeZone = "invalid_timezone"
     /// A broadcast: the row has no channel id.

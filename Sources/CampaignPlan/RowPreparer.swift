@@ -329,6 +329,8 @@ final class RowPreparer: @unchecked Sendable {
             failure = type == .bool
                 ? Rejection(code: .invalidBool, reason: "{\(name):bool} \"\(value)\" is not true or false")
                 : Rejection(code: .invalidNumber, reason: "{\(name):\(type.rawValue)} \"\(value)\" is not \(type == .int ? "a whole number" : "a number")")
+        case .invalidChannelID(let name, let value):
+            failure = Rejection(code: .invalidChannelID, reason: "{\(name)} \"\(value)\" is not a channel id (canonical base64) for input-push-channel")
         case .cannotFit(let minimum):
             failure = Rejection(code: .cannotFit, reason: "cannot fit: the payload needs \(minimum) bytes even with an empty alert, over the \(maxPayload)-byte limit")
         }
