@@ -102,7 +102,7 @@ let package = Package(
         .target(name: "CampaignFuzzTargets", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream"]),
         .executableTarget(name: "campaign-fuzz", dependencies: ["CampaignFuzzTargets", "CIOShims"]),
 
-        .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS", "CampaignIO", "GatewaySimulator"], path: "Tests/CampaignTestSupport"),
+        .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS", "CampaignIO", "CampaignHTTP2", "GatewaySimulator"], path: "Tests/CampaignTestSupport"),
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire", "CampaignIO"]),
         .testTarget(name: "CampaignIOTests", dependencies: ["CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),

@@ -13,7 +13,10 @@ struct Simulator: ParsableCommand {
         the CA in --certs (as written by `campaign certs`). Stops on SIGINT or \
         SIGTERM, or after --max-seconds, and prints its totals to standard error. \
         --protocol h2 serves the HTTP/2 provider API (ALPN h2) on --port and no \
-        feedback service; its faults are the last options listed.
+        feedback service; its faults are the last options listed. With h2, --port \
+        also takes broadcasts (POST /4/broadcasts/apps/BUNDLE) to Live Activity \
+        channels, and --management-port serves the channel management API \
+        (/1/apps/BUNDLE/channels and /all-channels) with the same authentication.
         """
     )
 
@@ -29,10 +32,10 @@ struct Simulator: ParsableCommand {
     @Option(help: "Feedback service port (0 picks a free one).")
     var feedbackPort = 0
 
-    @Option(help: ArgumentHelp("Write {\"port\":P,\"feedback_port\":Q} here once both ports listen.", valueName: "file"))
+    @Option(help: ArgumentHelp("Write {\"port\":P,\"feedback_port\":Q} here once both ports listen (h2: {\"port\":P}, with \"management_port\":M when --management-port is given).", valueName: "file"))
     var readyFile: String?
 
-    @Option(help: ArgumentHelp("Append one NDJSON line per accepted notification.", valueName: "file"))
+    @Option(help: ArgumentHelp("Append one NDJSON line per accepted notification (h2: and per accepted broadcast, marked \"kind\":\"broadcast\").", valueName: "file"))
     var record: String?
 
     @Option(help: ArgumentHelp("Write the totals as JSON on exit.", valueName: "file"))
@@ -89,8 +92,26 @@ struct Simulator: ParsableCommand {
     @Option(help: ArgumentHelp("h2: answer the first request of each of the first N connections 429 TooManyProviderTokenUpdates.", valueName: "N"))
     var tokenUpdateRefusals = 0
 
+    @Option(help: ArgumentHelp("h2: serve the channel management API on this port too (0 picks a free one).", valueName: "port"))
+    var managementPort: Int?
+
+    @Option(help: ArgumentHelp("h2: live channels an app may have (default 10000, Apple's limit); one more create is 400 CannotCreateChannelConfig.", valueName: "N"))
+    var channelLimit = Broadcast.channelLimit
+
+    @Option(help: ArgumentHelp("h2: the environment played, sandbox or production; channels of one do not exist in the other.", valueName: "name"))
+    var environment = "sandbox"
+
+    @Option(help: ArgumentHelp("h2: this bundle id's broadcast capability is off: its channel and broadcast requests are 400 FeatureNotEnabled (repeatable).", valueName: "bundle id"))
+    var broadcastDisabled: [String] = []
+
+    @Option(help: ArgumentHelp("h2: answer this fraction of valid channel management requests 429 TooManyRequests (retry-after: 1).", valueName: "R"))
+    var managementThrottleRate: Double = 0
+
+    @Option(help: ArgumentHelp("h2: answer this fraction of valid channel management requests 500 InternalServerError or 503 ServiceUnavailable (seeded by --seed).", valueName: "R"))
+    var managementErrorRate: Double = 0
+
     func validate() throws {
-        for (name, value) in [("--port", port), ("--feedback-port", feedbackPort)] where !(0...65535).contains(value) {
+        for (name, value) in [("--port", port), ("--feedback-port", feedbackPort), ("--management-port", managementPort ?? 0)] where !(0...65535).contains(value) {
             throw ValidationError("\(name) must be between 0 and 65535.")
         }
         if let n = shutdownAfter, n < 1 { throw ValidationError("--shutdown-after must be at least 1.") }
@@ -101,13 +122,20 @@ struct Simulator: ParsableCommand {
         if let s = maxSeconds, s <= 0 { throw ValidationError("--max-seconds must be positive.") }
         guard ["binary", "h2"].contains(protocolName) else { throw ValidationError("--protocol must be binary or h2.") }
         guard (0...1).contains(throttleRate) else { throw ValidationError("--throttle-rate must be between 0 and 1.") }
+        guard (0...1).contains(managementThrottleRate) else { throw ValidationError("--management-throttle-rate must be between 0 and 1.") }
+        guard (0...1).contains(managementErrorRate) else { throw ValidationError("--management-error-rate must be between 0 and 1.") }
+        guard channelLimit >= 0 else { throw ValidationError("--channel-limit must not be negative.") }
+        guard ["sandbox", "production"].contains(environment) else { throw ValidationError("--environment must be sandbox or production.") }
         for (name, value) in [("--goaway-after", goawayAfter), ("--max-streams", maxStreams), ("--stall-after", stallAfter)] {
             if let value, value < 1 { throw ValidationError("\(name) must be at least 1.") }
         }
         if protocolName != "h2" {
             let h2Only = [("--unregistered", unregistered != nil), ("--throttle-rate", throttleRate > 0), ("--goaway-after", goawayAfter != nil),
                           ("--max-streams", maxStreams != nil), ("--stall-after", stallAfter != nil), ("--auth-keys", authKeys != nil),
-                          ("--token-update-refusals", tokenUpdateRefusals > 0)].filter(\.1).map(\.0)
+                          ("--token-update-refusals", tokenUpdateRefusals > 0), ("--management-port", managementPort != nil),
+                          ("--channel-limit", channelLimit != Broadcast.channelLimit), ("--environment", environment != "sandbox"),
+                          ("--broadcast-disabled", !broadcastDisabled.isEmpty), ("--management-throttle-rate", managementThrottleRate > 0),
+                          ("--management-error-rate", managementErrorRate > 0)].filter(\.1).map(\.0)
             if !h2Only.isEmpty { throw ValidationError("\(h2Only.joined(separator: ", ")) go with --protocol h2.") }
         } else {
             if shutdownAfter != nil { throw ValidationError("--shutdown-after is a binary-interface fault; with --protocol h2 use --goaway-after.") }
@@ -139,6 +167,13 @@ struct Simulator: ParsableCommand {
         configuration.faults.tokenUpdateRefusals = tokenUpdateRefusals
         configuration.authKeysDirectory = authKeys
         configuration.tokenLifetimeSeconds = tokenLifetime
+        configuration.managementPort = managementPort
+        configuration.channelLimit = channelLimit
+        configuration.environment = environment
+        configuration.broadcastDisabled = Set(broadcastDisabled)
+        configuration.managementFaults.throttleRate = managementThrottleRate
+        configuration.managementFaults.errorRate = managementErrorRate
+        configuration.managementFaults.seed = seed
         return configuration
     }
 
@@ -149,7 +184,8 @@ struct Simulator: ParsableCommand {
             return simulator
         }
         if simulator.configuration.http2 {
-            printError("campaign simulator: HTTP/2 provider API on 127.0.0.1:\(simulator.port)")
+            printError("campaign simulator: HTTP/2 provider API on 127.0.0.1:\(simulator.port)"
+                       + (simulator.managementPort > 0 ? ", channel management API on 127.0.0.1:\(simulator.managementPort)" : ""))
         } else {
             printError("campaign simulator: gateway on 127.0.0.1:\(simulator.port), feedback on 127.0.0.1:\(simulator.feedbackPort)")
         }

@@ -17,6 +17,10 @@ public final class GatewaySimulator: @unchecked Sendable {
     public private(set) var port = 0
     /// The feedback port, known once started.
     public private(set) var feedbackPort = 0
+    /// HTTP/2: the channel management port, known once started; 0 when there is none.
+    public private(set) var managementPort = 0
+    /// The broadcast channels, shared by both HTTP/2 listeners.
+    public let channelStore: ChannelStore
 
     private let cancellation: CancellationPipe
     private let context: TLSContext
@@ -46,6 +50,11 @@ public final class GatewaySimulator: @unchecked Sendable {
         return keys
     }
     private var feedbackListener: Listener?
+    private var managementListener: Listener?
+    /// Management connections are numbered apart, so the device connections'
+    /// numbers (and the faults keyed to them) do not depend on them.
+    private var nextManagementConnection = 1
+    private let channels: ChannelService
 
     /// Loads the certificates and opens the record file; does not listen yet.
     public init(configuration: SimulatorConfiguration) throws {
@@ -60,6 +69,9 @@ public final class GatewaySimulator: @unchecked Sendable {
         cancellation = try CancellationPipe()
         record = try configuration.recordPath.map { try NotificationRecordFile(path: $0) }
         pendingFeedback = configuration.feedback
+        channelStore = ChannelStore(limit: configuration.channelLimit)
+        channels = ChannelService(store: channelStore, environment: configuration.environment,
+                                  apps: BroadcastApps(disabled: configuration.broadcastDisabled))
     }
 
     /// Listens on both ports, writes the ready file, and serves until ``stop()``.
@@ -83,6 +95,12 @@ public final class GatewaySimulator: @unchecked Sendable {
         }
         if configuration.http2 {
             spawn { self.acceptLoop(gateway) { self.serveHTTP2($0) } }
+            if let port = configuration.managementPort {
+                let management = try Listener(host: configuration.host, port: port)
+                managementListener = management
+                managementPort = management.port
+                spawn { self.acceptLoop(management) { self.serveManagement($0) } }
+            }
         } else {
             let feedback = try Listener(host: configuration.host, port: configuration.feedbackPort)
             feedbackListener = feedback
@@ -91,7 +109,8 @@ public final class GatewaySimulator: @unchecked Sendable {
             spawn { self.acceptLoop(feedback) { self.serveFeedback($0) } }
         }
         if let ready = configuration.readyPath {
-            let text = (configuration.http2 ? #"{"port":\#(port)}"# : #"{"port":\#(port),"feedback_port":\#(feedbackPort)}"#) + "\n"
+            let text = (!configuration.http2 ? #"{"port":\#(port),"feedback_port":\#(feedbackPort)}"#
+                        : managementListener == nil ? #"{"port":\#(port)}"# : #"{"port":\#(port),"management_port":\#(managementPort)}"#) + "\n"
             try SecureFile.write(Array(text.utf8), to: ready, mode: SecureFile.publicMode)
         }
     }
@@ -109,9 +128,10 @@ public final class GatewaySimulator: @unchecked Sendable {
         while threads > 0 { changed.wait(lock) }
         let first = !stopped
         stopped = true
-        let snapshot = statistics
+        let snapshot = withChannelCounts(statistics)
         lock.unlock()
         gatewayListener?.close()
+        managementListener?.close()
         relayListener?.close()
         feedbackListener?.close()
         if first, let path = configuration.statisticsPath {
@@ -139,6 +159,12 @@ public final class GatewaySimulator: @unchecked Sendable {
     public func currentStatistics() -> SimulatorStatistics {
         lock.lock()
         defer { lock.unlock() }
+        return withChannelCounts(statistics)
+    }
+
+    private func withChannelCounts(_ statistics: SimulatorStatistics) -> SimulatorStatistics {
+        var statistics = statistics
+        (statistics.channelsCreated, statistics.channelsDeleted) = channelStore.counts()
         return statistics
     }
 
@@ -245,22 +271,55 @@ public final class GatewaySimulator: @unchecked Sendable {
 
     private func serveHTTP2(_ socket: Socket) {
         guard let (connection, index) = acceptConnection(socket) else { return }
-        // The certificate's topic is its UID, as in an APNs provider
-        // certificate. With keys, tokens authenticate (a certificate is optional).
-        let topic = connection.peerSubject.flatMap { subject in
-            subject.split(separator: ",").lazy.map { $0.trimmingWhitespace() }.first { $0.hasPrefix("UID=") }.map { String($0.dropFirst(4)) }
-        }
-        let tokens = authKeys.isEmpty ? nil : ProviderTokenCheck(keys: authKeys, lifetimeSeconds: Int64(configuration.tokenLifetimeSeconds))
-        var session = H2GatewaySession(index: index, faults: configuration.faults, recording: record != nil,
-                                       certificateTopic: tokens == nil ? (topic ?? "") : nil, tokens: tokens)
+        var session = h2Session(connection, index: index, port: .device, faults: configuration.faults)
         let ending = session.run(connection: connection, cancellation: cancellation) { [self] progress in
             record?.write(progress.recordLines)
             update { stats in
                 guard let i = stats.connections.firstIndex(where: { $0.connection == index }) else { return }
                 stats.connections[i].accepted += progress.accepted
                 stats.connections[i].answers.merge(progress.answers, uniquingKeysWith: +)
+                stats.connections[i].broadcasts += progress.broadcasts
+                stats.connections[i].broadcastAnswers.merge(progress.broadcastAnswers, uniquingKeysWith: +)
                 if let ending = progress.ending { stats.connections[i].ending = ending }
             }
+        }
+        switch ending {
+        case .dropped: connection.abort()
+        default: connection.close()
+        }
+    }
+
+    /// A session for an accepted HTTP/2 connection. The certificate's topic
+    /// is its UID, as in an APNs provider certificate. With keys, tokens
+    /// authenticate (a certificate is optional).
+    private func h2Session(_ connection: TLSConnection, index: Int, port: H2GatewaySession.Port, faults: FaultPlan) -> H2GatewaySession {
+        let topic = connection.peerSubject.flatMap { subject in
+            subject.split(separator: ",").lazy.map { $0.trimmingWhitespace() }.first { $0.hasPrefix("UID=") }.map { String($0.dropFirst(4)) }
+        }
+        let tokens = authKeys.isEmpty ? nil : ProviderTokenCheck(keys: authKeys, lifetimeSeconds: Int64(configuration.tokenLifetimeSeconds))
+        return H2GatewaySession(index: index, port: port, faults: faults, recording: record != nil, channels: channels,
+                                certificateTopic: tokens == nil ? (topic ?? "") : nil, tokens: tokens)
+    }
+
+    /// The channel management listener: the same TLS, authentication and
+    /// session as the device listener, other routes, its own faults, and
+    /// totals of its own (its answers are not device pushes).
+    private func serveManagement(_ socket: Socket) {
+        let connection: TLSConnection
+        do {
+            connection = try TLSConnection.accept(socket: socket, context: context, cancellation: cancellation)
+        } catch {
+            update { $0.handshakeFailures += 1 }
+            return
+        }
+        lock.lock()
+        let index = nextManagementConnection
+        nextManagementConnection += 1
+        statistics.managementConnections += 1
+        lock.unlock()
+        var session = h2Session(connection, index: index, port: .management, faults: configuration.managementFaults)
+        let ending = session.run(connection: connection, cancellation: cancellation) { [self] progress in
+            update { $0.managementAnswers.merge(progress.answers, uniquingKeysWith: +) }
         }
         switch ending {
         case .dropped: connection.abort()

@@ -8,31 +8,48 @@ import CampaignJSON
 import CampaignTLS
 
 /// The HTTP/2 provider API's side of one connection: SETTINGS like Apple's,
-/// each request validated (``H2Request/validate(authentication:)``), faults
-/// applied, answered on its stream; GOAWAY, drops and stalls as the fault
-/// plan says. Reports progress to its owner after each read.
+/// each request validated (``H2Request/validate(authentication:)``, or the
+/// channel routes' checks), faults applied, answered on its stream; GOAWAY,
+/// drops and stalls as the fault plan says. Reports progress to its owner
+/// after each read.
 struct H2GatewaySession {
+    /// The listener a connection came in on: their routes differ.
+    enum Port: Equatable {
+        /// `/3/device` and `/4/broadcasts` (Apple serves both on one host, §5.1).
+        case device
+        /// The channel management API (`--management-port`).
+        case management
+    }
+
     /// What changed since the last report.
     struct Progress {
+        /// Device pushes' answers (on the management listener: its answers).
         var answers: [String: Int] = [:]
         var accepted = 0
+        var broadcastAnswers: [String: Int] = [:]
+        var broadcasts = 0
         var ending: String? = nil
         var recordLines: [UInt8] = []
     }
 
     let index: Int
+    let port: Port
     let faults: FaultPlan
     let recording: Bool
+    let channels: ChannelService
     /// The client certificate's topic; nil: token authentication (`tokens`).
     let certificateTopic: String?
-    private var tokens: ProviderTokenCheck?
+    var tokens: ProviderTokenCheck?
     private var rng: SplitMix64
-    private var streamsAnswered = 0
+    private(set) var streamsAnswered = 0
 
-    init(index: Int, faults: FaultPlan, recording: Bool, certificateTopic: String?, tokens: ProviderTokenCheck?) {
+    init(index: Int, port: Port = .device, faults: FaultPlan, recording: Bool, channels: ChannelService,
+         certificateTopic: String?, tokens: ProviderTokenCheck?) {
         self.index = index
+        self.port = port
         self.faults = faults
         self.recording = recording
+        self.channels = channels
         self.certificateTopic = certificateTopic
         self.tokens = tokens
         rng = SplitMix64(seed: faults.seed &+ UInt64(index))
@@ -103,20 +120,29 @@ struct H2GatewaySession {
                 guard case .message(let stream, let headers, let body) = event else { continue }
                 let request = H2Request(headers: headers.map { ($0.name, $0.value) }, body: body)
                 let hadToken = tokens?.hasValidToken ?? true
-                let reply = answer(request)
-                if !hadToken, tokens?.hasValidToken == true, reply.status == 200 { session.submitSettings([(id: 3, value: maxStreams)]) }
-                var responseHeaders = [H2Session.Header(":status", String(reply.status))]
-                if let id = request.field("apns-id") { responseHeaders.append(.init("apns-id", id.lowercased(), neverIndexed: true)) }
+                let response = respond(request, stream: stream)
+                let reply = response.reply
+                if !hadToken, tokens?.hasValidToken == true, (200..<300).contains(reply.status) { session.submitSettings([(id: 3, value: maxStreams)]) }
+                var responseHeaders = [H2Session.Header(":status", String(reply.status))] + response.headers
                 if let retry = reply.retryAfter { responseHeaders.append(.init("retry-after", String(retry))) }
-                if reply.reason != nil { responseHeaders.append(.init("content-type", "application/json")) }
-                do throws(H2Error) { try session.submitResponse(stream: stream, headers: responseHeaders, body: reply.body) } catch {
+                if response.isJSON { responseHeaders.append(.init("content-type", "application/json")) }
+                do throws(H2Error) { try session.submitResponse(stream: stream, headers: responseHeaders, body: response.body) } catch {
                     return end(&progress, "cannot answer: \(error)", .dropped)
                 }
                 streamsAnswered += 1
-                progress.answers[reply.key, default: 0] += 1
-                if reply.status == 200 {
-                    progress.accepted += 1
-                    if recording { appendRecord(request, stream: stream, to: &progress.recordLines) }
+                switch response.kind {
+                case .device, .management:
+                    progress.answers[reply.key, default: 0] += 1
+                    if reply.status == 200 && response.kind == .device {
+                        progress.accepted += 1
+                        if recording { appendRecord(request, stream: stream, to: &progress.recordLines) }
+                    }
+                case .broadcast:
+                    progress.broadcastAnswers[reply.key, default: 0] += 1
+                    if reply.status == 200 {
+                        progress.broadcasts += 1
+                        progress.recordLines += response.recordLine
+                    }
                 }
                 if let n = faults.dropEvery, streamsAnswered % n == 0 {
                     // Answered in nghttp2's queue, never written: the client sees a lost connection.
@@ -145,21 +171,26 @@ struct H2GatewaySession {
             // Only a well-formed request gets as far as its token.
             let early = request.validate(authentication: .token(refusal: nil))
             if let early, early.reason != "MissingTopic" { return early }
-            var clock = timespec()
-            clock_gettime(CLOCK_REALTIME, &clock)
-            authentication = .token(refusal: tokens!.check(request.field("authorization"), now: Int64(clock.tv_sec)))
+            authentication = authenticate(request)
         }
         if let refusal = request.validate(authentication: authentication) { return refusal }
         let token = request.tokenHex.flatMap { DeviceToken(hex: $0) }?.bytes ?? []
         if faults.badTokens.contains(token) { return H2Reply(status: 400, reason: "BadDeviceToken") }
         if let ts = faults.unregistered[token] { return H2Reply(status: 410, reason: "Unregistered", timestampMilliseconds: Int64(ts) * 1000) }
+        return transientFault() ?? .accepted
+    }
+
+    /// The server trouble the fault plan draws for a valid request, if any:
+    /// 429 TooManyRequests, then 500 or 503 (on every route: a client's
+    /// retries of transient answers are tested on each).
+    mutating func transientFault() -> H2Reply? {
         if faults.throttleRate > 0, Double(rng.next() % 1_000_000) / 1_000_000 < faults.throttleRate {
             return H2Reply(status: 429, reason: "TooManyRequests", retryAfter: 1)
         }
         if faults.errorRate > 0, Double(rng.next() % 1_000_000) / 1_000_000 < faults.errorRate {
             return rng.next() % 2 == 0 ? H2Reply(status: 500, reason: "InternalServerError") : H2Reply(status: 503, reason: "ServiceUnavailable")
         }
-        return .accepted
+        return nil
     }
 
     /// `{"conn":N,"stream":S,"apns_id":…,"topic":…,"push_type":…,"priority":…,"expiration":…,"collapse_id":…,"token":"hex","payload":"…"}`

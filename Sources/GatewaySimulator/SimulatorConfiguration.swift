@@ -78,6 +78,20 @@ public struct SimulatorConfiguration: Sendable {
     /// Every byte received and sent is held this long (one way) by a relay in
     /// front of the gateway: a round trip of twice this, as from far away.
     public var latencyMilliseconds = 0
+    /// HTTP/2: the channel management API's port (0 lets the kernel choose);
+    /// nil: no management listener. Broadcasts are served on `port` either way.
+    public var managementPort: Int? = nil
+    /// HTTP/2: live channels an app may have (Apple's limit is 10,000 per app and environment).
+    public var channelLimit = Broadcast.channelLimit
+    /// HTTP/2: the environment the simulator plays ("sandbox" or "production"):
+    /// the key of its channels, which Apple keeps apart per environment.
+    public var environment = "sandbox"
+    /// HTTP/2: bundle ids whose broadcast capability is off (400 FeatureNotEnabled).
+    public var broadcastDisabled: Set<String> = []
+    /// HTTP/2: the faults of the management listener (429 and 500/503 rates,
+    /// seed; the others apply too when set). Its own plan, so a device fault
+    /// such as `goAwayAfter` does not cut channel management short.
+    public var managementFaults = FaultPlan()
 
     public init(certificatesDirectory: String) {
         self.certificatesDirectory = certificatesDirectory

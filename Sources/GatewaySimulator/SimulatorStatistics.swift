@@ -14,6 +14,10 @@ public struct ConnectionStatistics: Sendable, Equatable {
     public var ending: String? = nil
     /// HTTP/2: answers by status and reason ("200", "400 BadDeviceToken").
     public var answers: [String: Int] = [:]
+    /// HTTP/2: broadcasts accepted (`/4/broadcasts`), apart from device pushes.
+    public var broadcasts = 0
+    /// HTTP/2: broadcasts' answers by status and reason.
+    public var broadcastAnswers: [String: Int] = [:]
 
     public init(connection: Int) { self.connection = connection }
 }
@@ -25,6 +29,12 @@ public struct SimulatorStatistics: Sendable, Equatable {
     public var handshakeFailures = 0
     /// Feedback tuples served.
     public var feedbackServed = 0
+    /// The management listener's answers by status and reason, over its connections.
+    public var managementAnswers: [String: Int] = [:]
+    public var managementConnections = 0
+    /// Channels created, and of them deleted (filled in from the channel store).
+    public var channelsCreated = 0
+    public var channelsDeleted = 0
 
     public init(connections: [ConnectionStatistics] = [], handshakeFailures: Int = 0, feedbackServed: Int = 0) {
         (self.connections, self.handshakeFailures, self.feedbackServed) = (connections, handshakeFailures, feedbackServed)
@@ -38,6 +48,11 @@ public struct SimulatorStatistics: Sendable, Equatable {
     /// HTTP/2: answers by status and reason, over every connection.
     public var answers: [String: Int] {
         connections.reduce(into: [:]) { total, c in total.merge(c.answers, uniquingKeysWith: +) }
+    }
+    /// HTTP/2: broadcasts accepted, over every connection.
+    public var broadcasts: Int { connections.reduce(0) { $0 + $1.broadcasts } }
+    public var broadcastAnswers: [String: Int] {
+        connections.reduce(into: [:]) { total, c in total.merge(c.broadcastAnswers, uniquingKeysWith: +) }
     }
 
     /// The totals as JSON, as `--stats` writes them.
@@ -55,17 +70,36 @@ public struct SimulatorStatistics: Sendable, Equatable {
             "per_connection": connections.map { c -> [String: Any] in
                 ["conn": c.connection, "accepted": c.accepted, "rejected": rejectedObject(c.rejected),
                  "discarded": c.discarded, "ending": c.ending ?? "open"].merging(c.answers.isEmpty ? [:] : ["answers": c.answers]) { $1 }
+                    .merging(c.broadcastAnswers.isEmpty ? [:] : ["broadcasts": c.broadcasts, "broadcast_answers": c.broadcastAnswers]) { $1 }
             },
         ]
         if !answers.isEmpty { object["answers"] = answers }
+        // Broadcasts and channel management only when used: a device-only run's file is as before.
+        if !broadcastAnswers.isEmpty || managementConnections > 0 {
+            object["broadcasts"] = broadcasts
+            object["broadcast_answers"] = broadcastAnswers
+            object["management_answers"] = managementAnswers
+            object["management_connections"] = managementConnections
+            object["channels_created"] = channelsCreated
+            object["channels_deleted"] = channelsDeleted
+        }
         return try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
     }
 
     /// A few lines for a terminal.
     public var summary: String {
+        func list(_ answers: [String: Int]) -> String {
+            answers.isEmpty ? "none" : answers.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        }
+        if !broadcastAnswers.isEmpty || managementConnections > 0 {
+            return """
+            simulator (HTTP/2): \(accepted) device pushes accepted; answers \(list(answers)); \(broadcasts) broadcasts accepted; \
+            answers \(list(broadcastAnswers)); channel management answers \(list(managementAnswers)) (\(channelsCreated) channels created, \
+            \(channelsDeleted) deleted); \(connections.count) connections (\(handshakeFailures) failed handshakes)
+            """
+        }
         if !answers.isEmpty {
-            let text = answers.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
-            return "simulator (HTTP/2): \(accepted) accepted; answers \(text); \(connections.count) connections (\(handshakeFailures) failed handshakes)"
+            return "simulator (HTTP/2): \(accepted) accepted; answers \(list(answers)); \(connections.count) connections (\(handshakeFailures) failed handshakes)"
         }
         let rejectedText = rejected.isEmpty ? "none"
             : rejected.sorted { $0.key < $1.key }.map { status, count in

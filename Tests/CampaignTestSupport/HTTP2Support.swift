@@ -5,15 +5,18 @@ import GatewaySimulator
 /// The simulator's HTTP/2 provider API, in-process on port 0, recording to
 /// `dir/record.ndjson`; with `tokens`, provider tokens are checked against
 /// the test certificates' development key; with `latencyMilliseconds`,
-/// every byte is held that long each way (a round trip of twice that).
+/// every byte is held that long each way (a round trip of twice that);
+/// `configure` sets anything else (the management port, channel options).
 public func startHTTP2Simulator(in dir: TemporaryDirectory, faults: FaultPlan = FaultPlan(), tokens: Bool = false,
-                                latencyMilliseconds: Int = 0) throws -> GatewaySimulator {
+                                latencyMilliseconds: Int = 0,
+                                configure: (inout SimulatorConfiguration) -> Void = { _ in }) throws -> GatewaySimulator {
     var configuration = SimulatorConfiguration(certificatesDirectory: TestCertificates.directory)
     configuration.latencyMilliseconds = latencyMilliseconds
     configuration.http2 = true
     configuration.recordPath = dir.file("record.ndjson")
     configuration.faults = faults
     if tokens { configuration.authKeysDirectory = TestCertificates.path(DevelopmentCertificates.authKeysDirectory) }
+    configure(&configuration)
     let simulator = try GatewaySimulator(configuration: configuration)
     try simulator.start()
     return simulator
