@@ -211,9 +211,10 @@ import CampaignTestSupport
         let server = try HostileHTTP2Server(.holdsStreams)
         defer { server.stop() }
         let stop = try CancellationPipe()
-        let client = try Self.client(port: server.port, stop: stop) { $0.stopGraceSeconds = 1 }
+        // Used by the task's thread alone; the test only rings `stop`.
+        nonisolated(unsafe) let client = try Self.client(port: server.port, stop: stop) { $0.stopGraceSeconds = 1 }
         let run = BackgroundTask { () -> Int32? in
-            do { _ = try client.perform(.create(.noneStored)); return nil } catch { return error.exitCode }
+            do { _ = try client.perform(.create(.noneStored)); return nil } catch { return (error as? ChannelError)?.exitCode }
         }
         #expect(eventually(within: 10) { server.requests == 1 })
         let stopped = Date()
