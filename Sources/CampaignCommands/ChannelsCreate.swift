@@ -39,10 +39,15 @@ struct ChannelsCreate: ParsableCommand {
             let writer = try out.map { path throws(ChannelError) in try ChannelIDWriter(path: path) }
             var made = 0
             do {
-                try ChannelRuns.create(client: client, storage: policy, count: count, writer: writer) { id, requestID in
+                try ChannelRuns.create(client: client, storage: policy, count: count, writer: writer) { id, requestID, how in
                     made += 1
                     printOutput(id.base64)
-                    printError("campaign channels create: created \(id) (\(policy.name))\(requestNote(requestID))")
+                    switch how {
+                    case .answered:
+                        printError("campaign channels create: created \(id) (\(policy.name))\(requestNote(requestID))")
+                    case .foundByList:
+                        printError("campaign channels create: found \(id), new since the run began, after a create went unanswered\(requestNote(requestID))")
+                    }
                 }
             } catch {
                 if made > 0 { printError("campaign channels create: \(made) of \(count) channels created\(out.map { ", in \($0)" } ?? "")") }

@@ -11,6 +11,9 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
         case refused(operation: ChannelOperation, status: Int, reason: APNsReason?)
         /// A transient failure (429, 5xx, a lost connection, silence) lasted through every retry.
         case gaveUp(operation: ChannelOperation, attempts: Int, last: String)
+        /// A create went unanswered (the connection lost, or silent) more
+        /// times in a row than a request is tried: it may have made channels.
+        case unanswered(operation: ChannelOperation, why: String)
         /// The connection could not be made, or TLS refused it.
         case connection(TLSError)
         /// The server answered something the management API never does.
@@ -50,7 +53,7 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
             case .accountState, .transient: return 69
             case .channelGone: return 66
             }
-        case .gaveUp, .unexpectedAnswer: return 69
+        case .gaveUp, .unexpectedAnswer, .unanswered: return 69
         case .connection(let e): return e.isCredentialOrTrustFailure ? 77 : 69
         case .stopped: return 75
         case .badInput: return 65
@@ -67,6 +70,8 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
             return "APNs refused to \(operation.what) with \(answer)\(quoted): \(Self.advice(operation: operation, status: status, reason: reason))."
         case .gaveUp(let operation, let attempts, let last):
             return "Could not \(operation.what) after \(attempts) attempts (last: \(last))\(quoted): APNs is in trouble or unreachable; run the command again later."
+        case .unanswered(let operation, let why):
+            return "A request to \(operation.what) went unanswered (\(why)) as many times as a request is tried: run the command again later; `campaign channels list` shows every channel, those this run found included."
         case .connection(let e):
             return "\(Self.withoutFinalStop(e.description))\(e.isCredentialOrTrustFailure ? "" : ": check --gateway or --environment, and --proxy")."
         case .unexpectedAnswer(let what, let answer):

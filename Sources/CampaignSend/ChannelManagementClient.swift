@@ -46,7 +46,7 @@ public final class ChannelManagementClient {
     private let tokens: ChannelTokenSource?
     private let stop: CancellationPipe
     /// Lines for standard error: retries, as they happen.
-    private let log: (String) -> Void
+    public let log: (String) -> Void
 
     /// The connection's life: none yet (or dropped after a failure), or open with its HTTP/2 session.
     private enum Link {
@@ -91,7 +91,11 @@ public final class ChannelManagementClient {
                     floor = Double(answer.retryAfterSeconds ?? 0)
                     requestID = answer.requestID
                 }
-            case .lost(let why):
+            case .lost(let why, let maybeProcessed):
+                // A create may have made a channel whose id never came back:
+                // sending it again blindly could leave one nobody knows of.
+                // The caller finds out from a list (``ChannelRuns/create``).
+                if maybeProcessed, case .create = operation { throw ChannelError(.unanswered(operation: operation, why: why)) }
                 failure = why
             }
             if stop.isCancelled { throw ChannelError(.stopped, requestID: requestID) }
@@ -106,11 +110,21 @@ public final class ChannelManagementClient {
         }
     }
 
+    /// The pause before attempt `n + 1` after `n` failures: the backoff of ``perform(_:)``, watching the stop.
+    /// False when a stop ended it.
+    public func pause(afterFailures n: Int) -> Bool {
+        let delay = min(configuration.maxBackoffSeconds, configuration.backoffSeconds * Double(1 << min(n - 1, 20)))
+        return sleep(until: .after(seconds: delay), cancellation: stop)
+    }
+
     /// How one attempt ended, short of an answer.
     enum Attempt {
         case answered(ChannelAnswer)
-        /// The connection was lost, refused the stream, or stayed silent: worth another attempt.
-        case lost(String)
+        /// The connection was lost, refused the stream, or stayed silent: worth
+        /// another attempt. `maybeProcessed`: the server may have done the
+        /// request (false when it cannot have: no connection, REFUSED_STREAM,
+        /// a GOAWAY below the stream).
+        case lost(String, maybeProcessed: Bool)
     }
 
     /// One attempt: connect if needed, send the request, await its answer.
@@ -126,7 +140,7 @@ public final class ChannelManagementClient {
             case .failure(.tls(let error)):
                 if error.kind == .cancelled { throw ChannelError(.stopped) }
                 if error.isCredentialOrTrustFailure { throw ChannelError(.connection(error)) }
-                return .lost(Self.sentence(error))
+                return .lost(Self.sentence(error), maybeProcessed: false)
             }
         }
         let authority = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
@@ -135,7 +149,7 @@ public final class ChannelManagementClient {
         let stream: Int32
         do { stream = try session.submitRequest(headers: headers, body: operation.body) } catch {
             dropLink()
-            return .lost("the HTTP/2 session refused the request: \(error)")
+            return .lost("the HTTP/2 session refused the request: \(error)", maybeProcessed: false)
         }
         var deadline = Deadline.after(seconds: configuration.answerTimeoutSeconds)
         var stopping = false
@@ -153,31 +167,32 @@ public final class ChannelManagementClient {
                 }
                 if n == 0 {
                     dropLink()
-                    return .lost("the gateway closed the connection")
+                    return .lost("the gateway closed the connection", maybeProcessed: true)
                 }
                 try session.receive(buffer, count: n)
             } catch let error as TLSError {
                 dropLink()
                 if case .timedOut = error.kind {
                     if stopping { throw ChannelError(.stopped) }
-                    return .lost("no answer within \(format1(configuration.answerTimeoutSeconds)) s")
+                    return .lost("no answer within \(format1(configuration.answerTimeoutSeconds)) s", maybeProcessed: true)
                 }
-                return .lost(Self.sentence(error))
+                return .lost(Self.sentence(error), maybeProcessed: true)
             } catch {
                 dropLink()
-                return .lost("the gateway broke the HTTP/2 protocol (\(error))")
+                return .lost("the gateway broke the HTTP/2 protocol (\(error))", maybeProcessed: true)
             }
             for event in session.drainEvents() {
                 switch event {
                 case .message(let s, let fields, let body) where s == stream:
                     return .answered(ChannelAnswer(headers: fields, body: body))
                 case .streamClosed(let s, let code) where s == stream && code != 0:
-                    return .lost("the gateway reset the request (\(H2Session.ErrorCode.name(code)))")
+                    return .lost("the gateway reset the request (\(H2Session.ErrorCode.name(code)))",
+                                 maybeProcessed: code != H2Session.ErrorCode.refusedStream)
                 case .goAway(let last, let code):
                     // Streams above `last` were never processed; ours, at or below it, may still be answered.
                     if last < stream {
                         dropLink()
-                        return .lost("the gateway is going away (GOAWAY \(H2Session.ErrorCode.name(code)))")
+                        return .lost("the gateway is going away (GOAWAY \(H2Session.ErrorCode.name(code)))", maybeProcessed: false)
                     }
                 default: continue
                 }
