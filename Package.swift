@@ -108,7 +108,7 @@ let package = Package(
         .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),
         .testTarget(name: "LocalTimeTests", dependencies: ["LocalTime", "CampaignTestSupport"]),
         .testTarget(name: "CampaignFuzzTargetsTests", dependencies: ["CampaignFuzzTargets"], exclude: []),
-        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
         .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "PlanStream", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport", "LocalTime"]),
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),

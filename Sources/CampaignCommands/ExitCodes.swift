@@ -39,6 +39,8 @@ func exitCode(for error: Error, command: String) -> ExitCode {
     if let code = error as? ExitCode { return code }
     printError("campaign \(command): \(error)")
     switch error {
+    case let e as ChannelError:
+        return ExitCode(e.exitCode)
     case let e as TLSError:
         // Anything else a TLS step refuses is the far end or the network.
         return e.isCredentialOrTrustFailure ? CampaignExit.credentials : CampaignExit.unavailable

@@ -16,10 +16,15 @@ final class RunningSender: @unchecked Sendable {
 /// append-only with a checksum per record, so it is consistent at any moment.
 final class SignalEscalation: @unchecked Sendable {
     private let first: @Sendable () -> Void
+    /// What the first signal prints: what the command does before it ends.
+    private let notice: String
     private var count = 0
     private let lock = Lock()
 
-    init(first: @escaping @Sendable () -> Void) { self.first = first }
+    init(notice: String = "campaign send: stopping: proving what is in flight (signal again to exit at once)",
+         first: @escaping @Sendable () -> Void) {
+        (self.notice, self.first) = (notice, first)
+    }
 
     @Sendable func handle() {
         lock.lock()
@@ -27,7 +32,7 @@ final class SignalEscalation: @unchecked Sendable {
         let n = count
         lock.unlock()
         if n == 1 {
-            printError("campaign send: stopping: proving what is in flight (signal again to exit at once)")
+            printError(notice)
             first()
         } else {
             _exit(75)

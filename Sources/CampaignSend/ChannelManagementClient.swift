@@ -1,0 +1,284 @@
+import APNSWire
+import CampaignHTTP2
+import CampaignIO
+import CampaignTLS
+
+/// A client of the channel management API (`apns-broadcast.md` §1): one
+/// HTTP/2 connection over TLS (through a proxy when given), one request at a
+/// time, each with its own `apns-request-id`. Transient failures (429, 5xx,
+/// a lost connection, an answer that does not come) are retried after a
+/// growing backoff, never sooner than `retry-after`; everything else is
+/// thrown as a ``ChannelError`` at once. Every wait has a deadline and
+/// watches `stop`; a request already sent when the stop comes still gets up
+/// to ``Configuration/stopGraceSeconds`` for its answer, so a channel it
+/// created is not lost track of.
+public final class ChannelManagementClient {
+    public struct Configuration: Sendable {
+        public var host: String
+        public var port: Int
+        public var bundleID: String
+        public var proxy: HTTPProxy?
+        /// The limit of the TCP connect, the proxy's tunnel and the TLS handshake together.
+        public var connectTimeoutSeconds = 10.0
+        /// How long an answer may take once the request is written.
+        public var answerTimeoutSeconds = 30.0
+        /// Attempts of one request through transient failures (the first and the retries).
+        public var maxAttempts = 5
+        /// The first backoff; each retry doubles it, up to ``maxBackoffSeconds``.
+        public var backoffSeconds = 0.5
+        public var maxBackoffSeconds = 30.0
+        /// How long, after a stop, the answer to a request already sent is awaited.
+        public var stopGraceSeconds = 5.0
+
+        public init(host: String, port: Int, bundleID: String, proxy: HTTPProxy? = nil) {
+            (self.host, self.port, self.bundleID, self.proxy) = (host, port, bundleID, proxy)
+        }
+    }
+
+    /// One answer that succeeded, with its request id.
+    public struct Reply: Equatable, Sendable {
+        public var outcome: ChannelOutcome
+        public var requestID: String?
+    }
+
+    public let configuration: Configuration
+    private let context: TLSContext
+    private let tokens: ChannelTokenSource?
+    private let stop: CancellationPipe
+    /// Lines for standard error: retries, as they happen.
+    public let log: (String) -> Void
+
+    /// The connection's life: none yet (or dropped after a failure), or open with its HTTP/2 session.
+    private enum Link {
+        case closed
+        case open(TLSConnection, H2Session)
+    }
+    private var link = Link.closed
+
+    /// - Parameter tokens: token authentication; nil with a client certificate (in `context`).
+    public init(configuration: Configuration, context: TLSContext, tokens: ChannelTokenSource?, stop: CancellationPipe,
+                log: @escaping (String) -> Void = { _ in }) {
+        (self.configuration, self.context, self.tokens, self.stop, self.log) = (configuration, context, tokens, stop, log)
+    }
+
+    deinit { close() }
+
+    public func close() {
+        if case .open(let connection, _) = link { connection.close() }
+        link = .closed
+    }
+
+    /// Whether a stop was asked for: the caller sends nothing more.
+    public var isStopping: Bool { stop.isCancelled }
+
+    /// Performs `operation`, retrying transient failures; its outcome, or the error that ended it.
+    public func perform(_ operation: ChannelOperation) throws(ChannelError) -> Reply {
+        var attempt = 0
+        var backoff = configuration.backoffSeconds
+        while true {
+            guard !stop.isCancelled else { throw ChannelError(.stopped) }
+            attempt += 1
+            let failure: String
+            var floor = 0.0
+            var requestID: String?
+            switch try exchange(operation) {
+            case .answered(let answer):
+                switch answer.outcome(of: operation) {
+                case .success(let outcome): return Reply(outcome: outcome, requestID: answer.requestID)
+                case .failure(let error):
+                    guard error.answerClass == .transient else { throw error }
+                    failure = "\(answer.status) \(answer.reason?.name ?? "(no reason)")"
+                    floor = Double(answer.retryAfterSeconds ?? 0)
+                    requestID = answer.requestID
+                }
+            case .lost(let why, let maybeProcessed):
+                // A create may have made a channel whose id never came back:
+                // sending it again blindly could leave one nobody knows of.
+                // The caller finds out from a list (``ChannelRuns/create``).
+                if maybeProcessed, case .create = operation { throw ChannelError(.unanswered(operation: operation, why: why)) }
+                failure = why
+            }
+            if stop.isCancelled { throw ChannelError(.stopped, requestID: requestID) }
+            guard attempt < configuration.maxAttempts else {
+                throw ChannelError(.gaveUp(operation: operation, attempts: attempt, last: failure), requestID: requestID)
+            }
+            // `retry-after` is a floor; the backoff grows whatever the server says.
+            let delay = max(floor, backoff)
+            backoff = min(configuration.maxBackoffSeconds, backoff * 2)
+            log("could not \(operation.what) (\(failure)); trying again in \(format1(delay)) s")
+            if !sleep(until: .after(seconds: delay), cancellation: stop) { throw ChannelError(.stopped, requestID: requestID) }
+        }
+    }
+
+    /// The pause before attempt `n + 1` after `n` failures: the backoff of ``perform(_:)``, watching the stop.
+    /// False when a stop ended it.
+    public func pause(afterFailures n: Int) -> Bool {
+        let delay = min(configuration.maxBackoffSeconds, configuration.backoffSeconds * Double(1 << min(n - 1, 20)))
+        return sleep(until: .after(seconds: delay), cancellation: stop)
+    }
+
+    /// How one attempt ended, short of an answer.
+    enum Attempt {
+        case answered(ChannelAnswer)
+        /// The connection was lost, refused the stream, or stayed silent: worth
+        /// another attempt. `maybeProcessed`: the server may have done the
+        /// request (false when it cannot have: no connection, REFUSED_STREAM,
+        /// a GOAWAY below the stream).
+        case lost(String, maybeProcessed: Bool)
+    }
+
+    /// One attempt: connect if needed, send the request, await its answer.
+    private func exchange(_ operation: ChannelOperation) throws(ChannelError) -> Attempt {
+        let (connection, session): (TLSConnection, H2Session)
+        switch link {
+        case .open(let c, let s): (connection, session) = (c, s)
+        case .closed:
+            switch connect() {
+            case .success(let pair): (connection, session) = pair
+            case .failure(.notHTTP2):
+                throw ChannelError(.unexpectedAnswer("connect", "a TLS handshake without HTTP/2 (ALPN h2)"))
+            case .failure(.tls(let error)):
+                if error.kind == .cancelled { throw ChannelError(.stopped) }
+                if error.isCredentialOrTrustFailure { throw ChannelError(.connection(error)) }
+                return .lost(Self.sentence(error), maybeProcessed: false)
+            }
+        }
+        let authority = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
+        let headers = operation.headers(bundleID: configuration.bundleID, authority: authority, requestID: RequestID.make(),
+                                        authorization: tokens.map { "bearer " + $0.current().text })
+        let stream: Int32
+        do { stream = try session.submitRequest(headers: headers, body: operation.body) } catch {
+            dropLink()
+            return .lost("the HTTP/2 session refused the request: \(error)", maybeProcessed: false)
+        }
+        var deadline = Deadline.after(seconds: configuration.answerTimeoutSeconds)
+        var stopping = false
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            do {
+                var out: [UInt8] = []
+                try session.send(into: &out)
+                if !out.isEmpty { try connection.write(out, deadline: deadline) }
+                guard let n = try Self.read(connection, into: &buffer, stop: stopping ? nil : stop, deadline: deadline) else {
+                    // The request may be at the server: its answer is awaited a little longer, without the stop.
+                    stopping = true
+                    deadline = min(deadline, .after(seconds: configuration.stopGraceSeconds))
+                    continue
+                }
+                if n == 0 {
+                    dropLink()
+                    return .lost("the gateway closed the connection", maybeProcessed: true)
+                }
+                try session.receive(buffer, count: n)
+            } catch let error as TLSError {
+                dropLink()
+                if case .timedOut = error.kind {
+                    if stopping { throw ChannelError(.stopped) }
+                    return .lost("no answer within \(format1(configuration.answerTimeoutSeconds)) s", maybeProcessed: true)
+                }
+                return .lost(Self.sentence(error), maybeProcessed: true)
+            } catch {
+                dropLink()
+                return .lost("the gateway broke the HTTP/2 protocol (\(error))", maybeProcessed: true)
+            }
+            for event in session.drainEvents() {
+                switch event {
+                case .message(let s, let fields, let body) where s == stream:
+                    return .answered(ChannelAnswer(headers: fields, body: body))
+                case .streamClosed(let s, let code) where s == stream && code != 0:
+                    return .lost("the gateway reset the request (\(H2Session.ErrorCode.name(code)))",
+                                 maybeProcessed: code != H2Session.ErrorCode.refusedStream)
+                case .goAway(let last, let code):
+                    // Streams above `last` were never processed; ours, at or below it, may still be answered.
+                    if last < stream {
+                        dropLink()
+                        return .lost("the gateway is going away (GOAWAY \(H2Session.ErrorCode.name(code)))", maybeProcessed: false)
+                    }
+                default: continue
+                }
+            }
+        }
+    }
+
+    /// Bytes read (0: the peer closed), or nil when `stop` rang.
+    private static func read(_ connection: TLSConnection, into buffer: inout [UInt8], stop: CancellationPipe?,
+                             deadline: Deadline) throws(TLSError) -> Int? {
+        do { return try connection.read(into: &buffer, cancellation: stop, deadline: deadline) } catch {
+            if error.kind == .cancelled { return nil }
+            throw error
+        }
+    }
+
+    private enum ConnectFailure: Error {
+        case tls(TLSError)
+        /// The server did not agree to ALPN h2: not APNs.
+        case notHTTP2
+    }
+
+    private func connect() -> Result<(TLSConnection, H2Session), ConnectFailure> {
+        do {
+            let connection = try TLSConnection.connect(host: configuration.host, port: configuration.port, context: context,
+                                                       timeout: configuration.connectTimeoutSeconds, cancellation: stop,
+                                                       proxy: configuration.proxy)
+            guard connection.negotiatedProtocol == "h2" else {
+                connection.close()
+                return .failure(.notHTTP2)
+            }
+            // No server push; a window of 1 MiB for the answers (a long list).
+            let session = try H2Session(role: .client, settings: [(id: 2, value: 0), (id: 4, value: 1 << 20)])
+            link = .open(connection, session)
+            return .success((connection, session))
+        } catch let error as TLSError {
+            return .failure(.tls(error))
+        } catch {
+            return .failure(.tls(TLSError(.handshakeFailed(reason: "\(error)"))))
+        }
+    }
+
+    private func dropLink() {
+        if case .open(let connection, _) = link { connection.abort() }
+        link = .closed
+    }
+
+    private static func sentence(_ error: TLSError) -> String {
+        let text = error.description
+        return text.hasSuffix(".") ? String(text.dropLast()) : text
+    }
+}
+
+/// The provider token of a `campaign channels` run: made from the `.p8` key
+/// when the run starts, and again once it is 50 minutes old (a long
+/// `create --count`), never sooner: APNs refuses a token renewed within 20
+/// minutes. Unlike a send's, it is not kept in a file: each run makes one.
+public final class ChannelTokenSource {
+    private let key: PrivateKey
+    private let keyID: String
+    private let teamID: String
+    private var token: ProviderToken
+    private let now: () -> Int64
+
+    public init(keyPath: String, keyID: String, teamID: String, now: @escaping () -> Int64 = ChannelTokenSource.wallClock) throws(TLSError) {
+        key = try PrivateKey.load(pemFile: keyPath, passphrase: nil)
+        guard ProviderToken.isProviderTokenKey(key) else { throw TLSError(.notAProviderTokenKey(path: keyPath)) }
+        (self.keyID, self.teamID, self.now) = (keyID, teamID, now)
+        token = try ProviderToken(keyID: keyID, teamID: teamID, issuedAt: now(), key: key)
+    }
+
+    public static func wallClock() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec)
+    }
+
+    public func current() -> ProviderToken {
+        let t = now()
+        if t - token.issuedAt >= ProviderTokenSource.renewAfter, let fresh = try? ProviderToken(keyID: keyID, teamID: teamID, issuedAt: t, key: key) {
+            token = fresh
+        }
+        return token
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,234 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+import APNSWire
+import CampaignSend
+import CampaignTestSupport
+import CampaignTLS
+import GatewaySimulator
+
+/// `campaign channels` as a user runs it, against the simulator's channel
+/// management API on 127.0.0.1: what it prints, what it leaves in --out,
+/// what the simulator's store holds after, and each exit code.
+@Suite(.ownThreads) struct ChannelsTests {
+    static let bundle = "com.example.campaign"
+
+    static func tokenFlags() -> [String] {
+        ["--auth-key", TestCertificates.path(DevelopmentCertificates.authKey), "--key-id", DevelopmentCertificates.authKeyID,
+         "--team-id", DevelopmentCertificates.authTeamID, "--ca", TestCertificates.path("ca.pem")]
+    }
+
+    /// A simulator with token authentication and a management listener.
+    static func simulator(in dir: TemporaryDirectory, latencyMilliseconds: Int = 0,
+                          _ configure: (inout SimulatorConfiguration) -> Void = { _ in }) throws -> GatewaySimulator {
+        try startHTTP2Simulator(in: dir, tokens: true, latencyMilliseconds: latencyMilliseconds) {
+            $0.managementPort = 0
+            configure(&$0)
+        }
+    }
+
+    static func flags(_ simulator: GatewaySimulator, bundle: String = bundle) -> [String] {
+        ["--gateway", "127.0.0.1:\(simulator.managementPort)", "--bundle-id", bundle] + tokenFlags()
+    }
+
+    /// Runs `campaign ARGS` to its end (killed after `timeout`); its status (nil: it did not end), stdout and stderr.
+    static func run(_ arguments: [String], in dir: TemporaryDirectory, timeout: Double = 60) throws -> (status: Int32?, out: String, err: String) {
+        let pipe = Pipe()
+        let process = try CampaignProcess(arguments, in: dir.path, outputPipe: pipe)
+        try? pipe.fileHandleForWriting.close()
+        let handle = pipe.fileHandleForReading
+        let reader = BackgroundTask { handle.readDataToEndOfFile() }
+        let status = process.wait(timeout: timeout)
+        if status == nil { process.kill9() }
+        let out = (try? reader.value(timeout: 10)) ?? Data()
+        return (status, String(decoding: out, as: UTF8.self), process.stderr)
+    }
+
+    static func lines(_ text: String) -> [String] { text.split(separator: "\n").map(String.init) }
+
+    static func live(_ simulator: GatewaySimulator, bundle: String = bundle) -> Set<String> {
+        Set(simulator.channelStore.list(environment: "sandbox", bundleID: bundle).map(\.base64))
+    }
+
+    @Test(.timeLimit(.minutes(2))) func createListShowDeleteThenTheListIsEmpty() throws {
+        let dir = TemporaryDirectory("channels")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let common = Self.flags(simulator)
+
+        let created = try Self.run(["channels", "create", "--count", "3", "--storage", "most-recent", "--out", "night.csv"] + common, in: dir)
+        #expect(created.status == 0, "\(created.err)")
+        let ids = Self.lines(created.out)
+        #expect(ids.count == 3)
+        #expect(Set(ids) == Self.live(simulator))
+        #expect(try String(contentsOfFile: dir.file("night.csv"), encoding: .utf8) == "channel_id\n" + ids.map { $0 + "\n" }.joined())
+        // Each answer's request id on standard error, one per created channel, each different.
+        let requestIDs = created.err.matches(of: /apns-request-id ([0-9a-f-]{36})/).map { String($0.1) }
+        #expect(requestIDs.count == 3 && Set(requestIDs).count == 3 && requestIDs.allSatisfy(RequestID.isCanonical), "\(created.err)")
+
+        let listed = try Self.run(["channels", "list"] + common, in: dir)
+        #expect(listed.status == 0, "\(listed.err)")
+        #expect(Set(Self.lines(listed.out)) == Set(ids))
+        #expect(listed.err.contains("3 channels (apns-request-id "))
+
+        let shown = try Self.run(["channels", "show", ids[1]] + common, in: dir)
+        #expect(shown.status == 0, "\(shown.err)")
+        #expect(shown.out == "\(ids[1]) most-recent LiveActivity\n")
+        let json = try Self.run(["channels", "show", ids[1], "--json"] + common, in: dir)
+        let object = try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any]
+        #expect(object?["message-storage-policy"] as? Int == 1)
+        #expect(object?["push-type"] as? String == "LiveActivity")
+        #expect((object?["apns-request-id"] as? String).map(RequestID.isCanonical) == true)
+
+        let deleted = try Self.run(["channels", "delete", "--from", "night.csv"] + common, in: dir)
+        #expect(deleted.status == 0, "\(deleted.err)")
+        #expect(Self.lines(deleted.out) == ids)
+        #expect(deleted.err.contains("3 deleted, 0 already gone, 0 left of 3"))
+        #expect(Self.live(simulator).isEmpty)
+
+        let empty = try Self.run(["channels", "list"] + common, in: dir)
+        #expect(empty.status == 0 && empty.out.isEmpty, "\(empty.err)")
+
+        // Again, as after an interruption: nothing left to do, and no error.
+        let again = try Self.run(["channels", "delete", "--from", "night.csv"] + common, in: dir)
+        #expect(again.status == 0, "\(again.err)")
+        #expect(again.out.isEmpty)
+        #expect(again.err.contains("0 deleted, 3 already gone, 0 left of 3"))
+        #expect(again.err.contains("was already gone (ChannelNotRegistered)"))
+    }
+
+    @Test(.timeLimit(.minutes(2))) func theCreateOverTheLimitExits69NamingCannotCreateChannelConfigWithTheOthersInOut() throws {
+        let dir = TemporaryDirectory("channels-limit")
+        let simulator = try Self.simulator(in: dir) { $0.channelLimit = 5 }
+        defer { simulator.stop() }
+        let result = try Self.run(["channels", "create", "--count", "6", "--out", "ids.txt"] + Self.flags(simulator), in: dir)
+        #expect(result.status == 69)
+        #expect(result.err.contains("APNs refused to create a channel with 400 CannotCreateChannelConfig (apns-request-id "), "\(result.err)")
+        #expect(result.err.contains("delete channels whose events are over"))
+        #expect(result.err.contains("5 of 6 channels created, in ids.txt"))
+        let written = Self.lines(try String(contentsOfFile: dir.file("ids.txt"), encoding: .utf8))
+        #expect(written.count == 5)
+        #expect(Set(written) == Self.live(simulator))
+        #expect(Self.lines(result.out) == written)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aCreateWhoseAnswerIsLostIsFoundByAListNotMadeTwice() throws {
+        let dir = TemporaryDirectory("channels-lost")
+        // Every third request on a connection is done, its answer never written, the connection dropped.
+        let simulator = try Self.simulator(in: dir) { $0.managementFaults.dropEvery = 3 }
+        defer { simulator.stop() }
+        let result = try Self.run(["channels", "create", "--count", "7", "--out", "ids.csv"] + Self.flags(simulator), in: dir)
+        #expect(result.status == 0, "\(result.err)")
+        let written = Self.lines(try String(contentsOfFile: dir.file("ids.csv"), encoding: .utf8)).dropFirst()
+        #expect(written.count == 7)
+        #expect(Set(written) == Self.live(simulator), "no channel made that the file does not name")
+        #expect(Self.lines(result.out) == Array(written))
+        #expect(result.err.contains("after a create went unanswered"), "\(result.err)")
+    }
+
+    @Test(.timeLimit(.minutes(3)), arguments: [SIGTERM, SIGINT])
+    func aSignalMidCreateEndsWithin10sWith75AndEveryCreatedChannelIsInOut(signal: Int32) throws {
+        let dir = TemporaryDirectory("channels-signal")
+        // 20 ms each way: a request is in flight most of the time, as from far away.
+        let simulator = try Self.simulator(in: dir, latencyMilliseconds: 20)
+        defer { simulator.stop() }
+        let process = try CampaignProcess(["channels", "create", "--count", "10000", "--out", "ids.csv"] + Self.flags(simulator), in: dir.path)
+        #expect(eventually(within: 30) {
+            ((try? String(contentsOfFile: dir.file("ids.csv"), encoding: .utf8)).map(Self.lines)?.count ?? 0) > 20
+        })
+        kill(process.process.processIdentifier, signal)
+        let status = process.wait(timeout: 10)
+        if status == nil { process.kill9() }
+        #expect(status == 75, "\(process.stderr)")
+        #expect(process.stderr.contains("Stopped by a signal"))
+        let written = Self.lines(try String(contentsOfFile: dir.file("ids.csv"), encoding: .utf8))
+        #expect(written.first == "channel_id")
+        #expect(Set(written.dropFirst()) == Self.live(simulator), "nothing created is lost track of")
+        #expect(written.count - 1 < 10_000)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func eachRefusalTheSimulatorMakesHasItsExitCodeAndSentence() throws {
+        let dir = TemporaryDirectory("channels-refusals")
+        let simulator = try Self.simulator(in: dir) { $0.broadcastDisabled = ["com.example.off"] }
+        defer { simulator.stop() }
+        let port = "127.0.0.1:\(simulator.managementPort)"
+
+        let suffix = try Self.run(["channels", "create"] + Self.flags(simulator, bundle: Self.bundle + ".push-type.liveactivity"), in: dir)
+        #expect(suffix.status == 65)
+        #expect(suffix.err.contains("400 TopicDisallowed"), "\(suffix.err)")
+        #expect(suffix.err.contains("without a suffix such as .push-type.liveactivity"))
+
+        let off = try Self.run(["channels", "create"] + Self.flags(simulator, bundle: "com.example.off"), in: dir)
+        #expect(off.status == 69)
+        #expect(off.err.contains("400 FeatureNotEnabled") && off.err.contains("developer.apple.com"), "\(off.err)")
+
+        let unknownKey = ["--auth-key", TestCertificates.path(DevelopmentCertificates.authKey), "--key-id", "NOSUCHKEY1",
+                          "--team-id", DevelopmentCertificates.authTeamID, "--ca", TestCertificates.path("ca.pem")]
+        let token = try Self.run(["channels", "list", "--gateway", port, "--bundle-id", Self.bundle] + unknownKey, in: dir)
+        #expect(token.status == 77)
+        #expect(token.err.contains("403 InvalidProviderToken"), "\(token.err)")
+
+        let missing = try Self.run(["channels", "show", "AAAAAAAAAAAAAAAAAAAAAA=="] + Self.flags(simulator), in: dir)
+        #expect(missing.status == 66)
+        #expect(missing.err.contains("400 ChannelNotRegistered") && missing.err.contains("no such channel in this environment"), "\(missing.err)")
+
+        // Checked before anything is sent: nothing listens on port 1, which would be 69.
+        let badID = try Self.run(["channels", "delete", "AAAA", "not-base64", "--gateway", "127.0.0.1:1", "--bundle-id", Self.bundle] + Self.tokenFlags(), in: dir)
+        #expect(badID.status == 65)
+        #expect(badID.err == "campaign channels delete: The channel id \"not-base64\" (argument 2) is not base64 as APNs issues channel ids: give it exactly as create or list printed it.\n")
+
+        #expect(simulator.currentStatistics().channelsCreated == 0)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aTokenAtAGatewayThatWantsACertificateIs77() throws {
+        let dir = TemporaryDirectory("channels-cert")
+        let simulator = try startHTTP2Simulator(in: dir) { $0.managementPort = 0 }
+        defer { simulator.stop() }
+        let result = try Self.run(["channels", "list"] + Self.flags(simulator), in: dir)
+        #expect(result.status == 77, "\(result.err)")
+        #expect(Self.lines(result.err).count == 1, "one sentence: \(result.err)")
+        // The certificate it wants works.
+        let cert = try Self.run(["channels", "list", "--gateway", "127.0.0.1:\(simulator.managementPort)", "--bundle-id", Self.bundle,
+                                 "--cert", TestCertificates.path("client.pem"), "--key", TestCertificates.path("client.key"),
+                                 "--ca", TestCertificates.path("ca.pem")], in: dir)
+        #expect(cert.status == 0, "\(cert.err)")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func serverErrorsAreRetriedThenExit69() throws {
+        let dir = TemporaryDirectory("channels-errors")
+        let simulator = try Self.simulator(in: dir) { $0.managementFaults.errorRate = 1 }
+        defer { simulator.stop() }
+        let start = Date()
+        let result = try Self.run(["channels", "create", "--out", "ids.txt"] + Self.flags(simulator), in: dir)
+        #expect(result.status == 69)
+        #expect(result.err.contains("Could not list the channels after 5 attempts (last: 50"), "\(result.err)")
+        #expect(Self.lines(result.err).filter { $0.contains("trying again in") }.count == 4)
+        // 0.5 + 1 + 2 + 4 s of backoff at least; each retry waits its turn.
+        #expect(Date().timeIntervalSince(start) >= 7.5)
+        #expect(Self.live(simulator).isEmpty)
+        #expect((try? String(contentsOfFile: dir.file("ids.txt"), encoding: .utf8)) == "")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func anUnreachableOrSilentGatewayEndsWith69WithinABound() throws {
+        let dir = TemporaryDirectory("channels-silent")
+        let silent = try HostileHTTP2Server(.holdsStreams)
+        defer { silent.stop() }
+        var start = Date()
+        let hung = try Self.run(["channels", "list", "--gateway", "127.0.0.1:\(silent.port)", "--bundle-id", Self.bundle, "--answer-timeout", "1"]
+                                + Self.tokenFlags(), in: dir)
+        #expect(hung.status == 69)
+        #expect(hung.err.contains("no answer within 1 s"), "\(hung.err)")
+        #expect(Date().timeIntervalSince(start) < 30)
+
+        let closed = try Listener(host: "127.0.0.1", port: 0)
+        let port = closed.port
+        closed.close()
+        start = Date()
+        let unreachable = try Self.run(["channels", "list", "--gateway", "127.0.0.1:\(port)", "--bundle-id", Self.bundle] + Self.tokenFlags(), in: dir)
+        #expect(unreachable.status == 69)
+        #expect(unreachable.err.contains("127.0.0.1:\(port)"), "\(unreachable.err)")
+        #expect(Date().timeIntervalSince(start) < 30)
+    }
+}
