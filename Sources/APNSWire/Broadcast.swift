@@ -138,6 +138,26 @@ public enum Base64 {
         return out
     }
 
+    /// Writes `bytes` as base64 at `out`, which has room for ``encodedCount(_:)``
+    /// characters; the characters written. No allocation: a request header's value per broadcast.
+    public static func write(_ bytes: UnsafeBufferPointer<UInt8>, to out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        let n = encodedCount(bytes.count)
+        guard out.count >= n else { return 0 }
+        var o = 0, i = 0
+        alphabet.withUnsafeBufferPointer { table in
+            while i < bytes.count {
+                let a = bytes[i], b: UInt8? = i + 1 < bytes.count ? bytes[i + 1] : nil, c: UInt8? = i + 2 < bytes.count ? bytes[i + 2] : nil
+                out[o] = table[Int(a >> 2)]
+                out[o + 1] = table[Int((a & 0x03) << 4 | (b ?? 0) >> 4)]
+                out[o + 2] = b.map { table[Int(($0 & 0x0F) << 2 | (c ?? 0) >> 6)] } ?? UInt8(ascii: "=")
+                out[o + 3] = c.map { table[Int($0 & 0x3F)] } ?? UInt8(ascii: "=")
+                o += 4
+                i += 3
+            }
+        }
+        return n
+    }
+
     /// The characters ``encode(_:)`` writes for `byteCount` bytes.
     public static func encodedCount(_ byteCount: Int) -> Int { (byteCount + 2) / 3 * 4 }
 

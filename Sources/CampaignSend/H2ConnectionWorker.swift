@@ -293,10 +293,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     /// Writes `bytes` as base64 at the start of `room`; the characters written.
     static func writeBase64(_ bytes: UnsafeBufferPointer<UInt8>, to room: UnsafeMutableBufferPointer<UInt8>) -> Int {
-        let text = Base64.encode(bytes)
-        let n = min(text.count, room.count)
-        for i in 0..<n { room[i] = text[i] }
-        return n
+        Base64.write(bytes, to: room)
     }
 
     /// Writes `value` in decimal at the start of `room`; the digits written.

@@ -55,16 +55,17 @@ public final class ChannelStore: @unchecked Sendable {
     /// Creates a channel for `bundleID`, unless the app is at its limit.
     public func create(environment: String, bundleID: String, policy: Broadcast.StoragePolicy) -> Creation {
         lock.withLock {
-            var store = environments[environment, default: Environment()]
+            // Changed in place: a copy of the environment taken out and put
+            // back copied every channel, each create (50,000 took 42 s).
+            if environments[environment] == nil { environments[environment] = Environment() }
             // The limit counts live channels: deleting one frees its place (§1).
-            guard store.live[bundleID, default: 0] < limit else { return .limitReached }
+            guard environments[environment]!.live[bundleID, default: 0] < limit else { return .limitReached }
             var id: ChannelID
             repeat {
                 id = ChannelID(bytes: (0..<Self.idBytes).map { _ in UInt8.random(in: 0...255, using: &rng) })
-            } while store.channels[id] != nil   // never reissued, not even after a delete
-            store.channels[id] = Channel(bundleID: bundleID, policy: policy, state: .live)
-            store.live[bundleID, default: 0] += 1
-            environments[environment] = store
+            } while environments[environment]!.channels[id] != nil   // never reissued, not even after a delete
+            environments[environment]!.channels[id] = Channel(bundleID: bundleID, policy: policy, state: .live)
+            environments[environment]!.live[bundleID, default: 0] += 1
             return .created(id)
         }
     }

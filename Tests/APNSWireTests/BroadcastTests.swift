@@ -34,3 +34,14 @@ import Testing
         #expect(Broadcast.AnswerClass(status: 400, reason: "Whatever") == .requestWrong)
     }
 }
+
+extension BroadcastTests {
+    @Test func writingInPlaceMatchesEncoding() {
+        for count in 0...40 {
+            let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 89 &+ 7) }
+            var room = [UInt8](repeating: 0, count: Base64.encodedCount(count))
+            let n = bytes.withUnsafeBufferPointer { b in room.withUnsafeMutableBufferPointer { Base64.write(b, to: $0) } }
+            #expect(n == room.count && room == Base64.encode(bytes))
+        }
+    }
+}
