@@ -116,4 +116,20 @@ import GatewaySimulator
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(state.failures.isEmpty && state.doneCount == 40)
     }
+
+    @Test(.timeLimit(.minutes(2))) func aBundleTheCertificateDoesNotCoverStopsWith77NamingIt() throws {
+        let dir = TemporaryDirectory("broadcast-topic")
+        let simulator = try startHTTP2Simulator(in: dir)
+        defer { simulator.stop() }
+        _ = try Self.plan(simulator, in: dir, count: 3)
+        // The same plan for another app (the certificate is com.example.campaign's).
+        let text = try String(contentsOfFile: dir.file("job.json"), encoding: .utf8).replacingOccurrences(of: Self.bundle, with: "com.example.other")
+        try text.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        #expect(try PlanProcessTests.run(["plan", "job.json", "channels.csv", "--out", "plan.ndjson", "--force"], in: dir).status == 0)
+        let run = try Self.send(dir, simulator)
+        #expect(run.wait(timeout: 60) == 77, "\(run.stderr)")
+        #expect(run.stderr.contains("403 TopicMismatch") && run.stderr.contains("com.example.other"), "\(run.stderr)")
+        let state = try Journal.read(directory: dir.file("journal"))
+        #expect(state.failures.isEmpty && state.doneCount == 0, "a credential refused is not the notification's fault")
+    }
 }
