@@ -34,9 +34,10 @@ import GatewaySimulator
     }
 
     /// Runs `campaign ARGS` to its end (killed after `timeout`); its status (nil: it did not end), stdout and stderr.
-    static func run(_ arguments: [String], in dir: TemporaryDirectory, timeout: Double = 60) throws -> (status: Int32?, out: String, err: String) {
+    static func run(_ arguments: [String], in dir: TemporaryDirectory, timeout: Double = 60,
+                    environment: [String: String] = [:]) throws -> (status: Int32?, out: String, err: String) {
         let pipe = Pipe()
-        let process = try CampaignProcess(arguments, in: dir.path, outputPipe: pipe)
+        let process = try CampaignProcess(arguments, in: dir.path, outputPipe: pipe, environment: environment)
         try? pipe.fileHandleForWriting.close()
         let handle = pipe.fileHandleForReading
         let reader = BackgroundTask { handle.readDataToEndOfFile() }
@@ -230,5 +231,22 @@ import GatewaySimulator
         #expect(unreachable.status == 69)
         #expect(unreachable.err.contains("127.0.0.1:\(port)"), "\(unreachable.err)")
         #expect(Date().timeIntervalSince(start) < 30)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func createAndListGoThroughTheProxyWithoutItsPasswordInSight() throws {
+        let dir = TemporaryDirectory("channels-proxy")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let proxy = try TinyProxy(in: dir, user: ("campaign", ProxyTests.password))   // started, on a free port
+        defer { proxy.stop() }
+        let environment = ProxyTests.cleanEnvironment.merging(["CAMPAIGN_PROXY_USER": "campaign:\(ProxyTests.password)"]) { $1 }
+        let via = ["--proxy", proxy.url(), "--proxy-user-env", "CAMPAIGN_PROXY_USER"]
+        let created = try Self.run(["channels", "create", "--count", "2"] + Self.flags(simulator) + via, in: dir, environment: environment)
+        #expect(created.status == 0, "\(created.err)")
+        let listed = try Self.run(["channels", "list"] + Self.flags(simulator) + via, in: dir, environment: environment)
+        #expect(Set(Self.lines(listed.out)) == Set(Self.lines(created.out)))
+        #expect(Set(Self.lines(listed.out)) == Self.live(simulator))
+        #expect(proxy.connectsLogged == 2)
+        #expect(!(created.err + listed.err).contains(ProxyTests.password))
     }
 }
