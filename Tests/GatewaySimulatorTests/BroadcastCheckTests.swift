@@ -140,6 +140,15 @@ import APNSWire
                 "5,120 bytes is within the limit")
     }
 
+    @Test func strictModeRefusesWhatTheDefaultsWouldFillIn() {
+        func strict(_ request: H2Request) -> Checked<AcceptedBroadcast> {
+            request.checkBroadcast(bundleID: Self.app, strict: true, lookup: Self.lookup(bundleID: Self.app))
+        }
+        #expect(strict(Self.broadcast(["apns-priority": nil, "apns-expiration": nil])) == Self.refused(400, "BadPriority"))
+        #expect(strict(Self.broadcast(["apns-expiration": nil])) == Self.refused(400, "BadExpirationDate"))
+        guard case .passed = strict(Self.broadcast()) else { Issue.record("a full broadcast refused in strict mode"); return }
+    }
+
     @Test func theRequestIDIsTheOneSentWhenWellFormed() {
         #expect(Self.broadcast().requestID == Self.requestID)
         #expect(Self.broadcast(["apns-request-id": nil]).requestID == nil)
