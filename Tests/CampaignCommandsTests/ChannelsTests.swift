@@ -8,6 +8,8 @@ import CampaignSend
 import CampaignTestSupport
 import CampaignTLS
 import GatewaySimulator
+import ArgumentParser
+@testable import CampaignCommands
 
 /// `campaign channels` as a user runs it, against the simulator's channel
 /// management API on 127.0.0.1: what it prints, what it leaves in --out,
@@ -248,5 +250,53 @@ import GatewaySimulator
         #expect(Set(Self.lines(listed.out)) == Self.live(simulator))
         #expect(proxy.connectsLogged == 2)
         #expect(!(created.err + listed.err).contains(ProxyTests.password))
+    }
+
+    @Test(.timeLimit(.minutes(2))) func throttledRequestsWaitTheirRetryAfterAndEveryChannelIsMadeOnce() throws {
+        let dir = TemporaryDirectory("channels-throttled")
+        let simulator = try Self.simulator(in: dir) { $0.managementFaults.throttleRate = 0.3 }
+        defer { simulator.stop() }
+        let result = try Self.run(["channels", "create", "--count", "4", "--out", "ids.txt"] + Self.flags(simulator), in: dir)
+        #expect(result.status == 0, "\(result.err)")
+        #expect(Set(Self.lines(result.out)) == Self.live(simulator))
+        #expect(Self.live(simulator).count == 4)
+        // retry-after: 1 is a floor over the first backoff of 0.5 s.
+        #expect(result.err.contains("(429 TooManyRequests); trying again in 1 s"), "\(result.err)")
+        #expect(!result.err.contains("trying again in 0.5 s"))
+    }
+}
+
+/// The command line's own checks: usage errors (64) before anything is read or sent.
+@Suite struct ChannelsArgumentTests {
+    static let base = ["--bundle-id", "com.example.app", "--environment", "sandbox", "--cert", "client.pem"]
+
+    @Test(arguments: [
+        (["channels", "create", "--storage", "all"] + base, "--storage must be none or most-recent, not \"all\"."),
+        (["channels", "create", "--count", "0"] + base, "--count must be between 1 and 10000."),
+        (["channels", "list", "--bundle-id", "com.example.app", "--cert", "c.pem"], "Give exactly one of --gateway HOST:PORT or --environment sandbox|production."),
+        (["channels", "list", "--bundle-id", "com.example.app", "--cert", "c.pem", "--environment", "development"], "--environment must be sandbox or production."),
+        (["channels", "list", "--bundle-id", "com.example.app", "--cert", "c.pem", "--gateway", "localhost"], "--gateway must be HOST:PORT, not \"localhost\"."),
+        (["channels", "list", "--bundle-id", "com.example.app", "--environment", "sandbox"], "--auth-key (with --key-id and --team-id) or --cert is required."),
+        (["channels", "list", "--auth-key", "k.p8", "--key-id", "ABCDEFGHIJ", "--team-id", "ABCDEFGHIJ"] + base, "Give --auth-key or --cert, not both."),
+        (["channels", "list", "--auth-key", "k.p8"] + base, "--auth-key, --key-id and --team-id go together."),
+        (["channels", "list", "--bundle-id", "com.example app", "--environment", "sandbox", "--cert", "c.pem"], "--bundle-id must be an app's bundle id (com.example.app), not \"com.example app\"."),
+        (["channels", "delete"] + base, "Name the channels as arguments or with --from FILE (one of the two)."),
+        (["channels", "delete", "AAAA", "--from", "ids.txt"] + base, "Name the channels as arguments or with --from FILE (one of the two)."),
+    ])
+    func badFlagsAreUsageErrors(arguments: [String], message: String) {
+        do {
+            _ = try Campaign.parseAsRoot(arguments)
+            Issue.record("expected a validation error")
+        } catch {
+            #expect(Campaign.exitCode(for: error) == ExitCode(64))
+            #expect(Campaign.message(for: error) == message)
+        }
+    }
+
+    @Test func channelErrorsHaveTheirOwnExitCodesInTheOneMapping() {
+        #expect(exitCode(for: ChannelError(.stopped), command: "t") == ExitCode(75))
+        #expect(exitCode(for: ChannelError(.refused(operation: .list, status: 403, reason: .invalidProviderToken)), command: "t") == ExitCode(77))
+        #expect(exitCode(for: ChannelError(.refused(operation: .create(.noneStored), status: 400, reason: .featureNotEnabled)), command: "t") == ExitCode(69))
+        #expect(exitCode(for: ChannelError(.badInput("x")), command: "t") == ExitCode(65))
     }
 }
