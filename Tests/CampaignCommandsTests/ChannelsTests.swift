@@ -131,6 +131,16 @@ import ArgumentParser
         #expect(result.err.contains("after a create went unanswered"), "\(result.err)")
     }
 
+    @Test(.timeLimit(.minutes(2))) func aGatewayThatSaysGoAwayEveryTwoRequestsStillGetsEachChannelMadeOnce() throws {
+        let dir = TemporaryDirectory("channels-goaway")
+        let simulator = try Self.simulator(in: dir) { $0.managementFaults.goAwayAfter = 2 }
+        defer { simulator.stop() }
+        let result = try Self.run(["channels", "create", "--count", "5", "--out", "ids.txt"] + Self.flags(simulator), in: dir)
+        #expect(result.status == 0, "\(result.err)")
+        let written = Self.lines(try String(contentsOfFile: dir.file("ids.txt"), encoding: .utf8))
+        #expect(written.count == 5 && Set(written) == Self.live(simulator), "\(result.err)")
+    }
+
     @Test(.timeLimit(.minutes(3)), arguments: [SIGTERM, SIGINT])
     func aSignalMidCreateEndsWithin10sWith75AndEveryCreatedChannelIsInOut(signal: Int32) throws {
         let dir = TemporaryDirectory("channels-signal")
