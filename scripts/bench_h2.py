@@ -111,6 +111,36 @@ try:
 finally:
     slow.terminate(); slow.wait()
 
+# Broadcasts: one request per Live Activity channel (POST /4/broadcasts/apps/<bundle id>),
+# beside device pushes above. Channels are made by h2load on the management port
+# (a create is one POST each) and gathered with `campaign channels list`.
+CHANNELS = int(os.environ.get("BROADCAST_CHANNELS", "50000"))
+bsim, port = simulator("h2-broadcast", "--management-port", "0", "--channel-limit", str(CHANNELS))
+try:
+    mport = json.load(open(f"{OUT}/h2-broadcast-ready.json"))["management_port"]
+    open(f"{OUT}/channel-create.json", "w").write('{"message-storage-policy":1,"push-type":"LiveActivity"}')
+    sh(f"h2load -n {CHANNELS} -c 4 -m 100 -d {OUT}/channel-create.json -H 'authorization: bearer {token}' "
+       f"https://127.0.0.1:{mport}/1/apps/com.example.campaign/channels")
+    ids = sh(f"{C} channels list --bundle-id com.example.campaign --gateway 127.0.0.1:{mport} {auth}").stdout.split()
+    assert len(ids) >= CHANNELS * 0.99, f"{len(ids)} channels made of {CHANNELS}"
+    with open(f"{OUT}/broadcast-channels.csv", "w") as f:
+        f.write("channel_id,home,away,minute,home_team,away_team\n")
+        for i, cid in enumerate(ids): f.write(f"{cid},{i % 5},{i % 3},{i % 90},Home {i},Away {i}\n")
+    bplan = f"{OUT}/broadcast.plan"
+    sh(f"rm -f {bplan} && {C} plan jobs/match-night.json {OUT}/broadcast-channels.csv --out {bplan}")
+    brates = []
+    for _ in range(RUNS):
+        sh(f"rm -rf {OUT}/broadcast-journal")
+        s, rss, _, _ = timed(f"{C} send {bplan} --journal {OUT}/broadcast-journal --gateway 127.0.0.1:{port} {auth} "
+                             f"--connections 4 --streams 1000 --report {OUT}/broadcast-report.json")
+        rep = json.load(open(f"{OUT}/broadcast-report.json"))
+        assert rep["outcome"] == "complete" and rep["accepted"] == len(ids), rep
+        brates.append(len(ids) / s)
+    results["broadcasts"] = {"channels": len(ids), "per_second": round(statistics.median(brates)),
+                             "device_pushes_per_second": results["send_per_second"]}
+finally:
+    bsim.terminate(); bsim.wait()
+
 json.dump(results, open(f"{OUT}/h2.json", "w"), indent=2)
 def row(name, value): print(f"{name:55} {value:>14}")
 print(f"\n{'HTTP/2 (' + str(planned) + ' notifications, ' + str(results['payload_bytes']) + '-byte payload)':55} {'value':>14}")
@@ -122,4 +152,7 @@ row("Python httpx+h2, 1 connection x 100 streams, /s", f"{results['python_httpx_
 row("send / Python, same connection and streams (target >= 20x)", f"{results['send_1x100_over_python']}x")
 o = results["outstanding_100k"]
 row("send peak RSS, 100 conns x 1000 streams outstanding, MB", o["peak_rss_mb"])
+b = results["broadcasts"]
+row(f"broadcasts, {b['channels']:,} channels, 4 x 1000, /s", f"{b['per_second']:,}")
+row("device pushes, 4 x 1000 (above), /s", f"{b['device_pushes_per_second']:,}")
 print(f"\nwritten: {OUT}/h2.json", file=sys.stderr)

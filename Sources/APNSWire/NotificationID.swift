@@ -47,7 +47,7 @@ public enum NotificationID {
         }
     }
 
-    static func uuid(hash: UInt64, seq: UInt64) -> String {
+    public static func uuid(hash: UInt64, seq: UInt64) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(16)
         for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: hash >> UInt64(shift))) }

@@ -10,7 +10,14 @@ public enum PushTopic {
         ("liveactivity", ".push-type.liveactivity"),
         ("location", ".location-query"),
         ("pushtotalk", ".voip-ptt"),
+        ("controls", ".push-type.controls"),
+        ("widgets", ".push-type.widgets"),
     ]
+
+    /// Push types APNs takes only with token authentication: a certificate's
+    /// topics never include their suffix (reference §4: location is "token
+    /// auth only").
+    public static let tokenAuthenticationOnly: Set<String> = ["location"]
 
     /// The suffix `pushType` requires ("" when the bundle id itself is the topic).
     public static func suffix(for pushType: String) -> String {

@@ -39,6 +39,8 @@ public final class AudienceSchema {
 
     /// Names of the token, language and registration columns, as the README documents them.
     public static let tokenAliases = ["token", "device_token"]
+    /// A broadcast audience's channel column.
+    public static let channelAliases = ["channel_id", "channel"]
     public static let languageAliases = ["lang", "language", "locale"]
     public static let registeredAliases = ["registered_at"]
     public static let timeZoneAliases = ["tz", "timezone", "time_zone"]
@@ -57,9 +59,22 @@ public struct ColumnMapping: Sendable, Equatable {
 
     /// Our names with a meaning of their own; the others are template variables.
     public static let reservedNames = ["token", "lang", "registered_at", "tz"]
+    /// A broadcast audience's: a channel per row, and what it stores (`none` or `most-recent`, when known).
+    public static let channelReservedNames = ["channel_id", "lang", "storage", "tz"]
 
-    /// The names the token column may have.
-    public var tokenNames: [String] { sources["token"].map { [$0] } ?? AudienceSchema.tokenAliases }
+    /// What each row names: a device (its token) or, for a broadcast, a channel (its id).
+    public enum TokenKind: Sendable, Equatable { case device, channel }
+    public var tokenKind = TokenKind.device
+
+    /// The names the token column may have (a broadcast's: the channel id's).
+    public var tokenNames: [String] {
+        switch tokenKind {
+        case .device: sources["token"].map { [$0] } ?? AudienceSchema.tokenAliases
+        case .channel: sources["channel_id"].map { [$0] } ?? AudienceSchema.channelAliases
+        }
+    }
+    /// A broadcast audience's `storage` column, when it has one.
+    public var storageNames: [String] { sources["storage"].map { [$0] } ?? ["storage"] }
     /// The language columns, first non-empty wins.
     public var languageNames: [String] { sources["lang"].map { [$0] } ?? AudienceSchema.languageAliases }
     public var registeredNames: [String] { sources["registered_at"].map { [$0] } ?? AudienceSchema.registeredAliases }
@@ -71,12 +86,17 @@ public struct ColumnMapping: Sendable, Equatable {
 
     /// This mapping with `other`'s entries in place of its own.
     public func overridden(by other: ColumnMapping) -> ColumnMapping {
-        ColumnMapping(sources.merging(other.sources) { $1 })
+        var merged = ColumnMapping(sources.merging(other.sources) { $1 })
+        merged.tokenKind = tokenKind
+        return merged
     }
 
     /// What the token was looked for under, for an error: "token or device_token", "device_id (mapped)".
     public var tokenDescription: String {
-        sources["token"].map { "\"\($0)\" (the mapped token column)" } ?? AudienceSchema.tokenAliases.joined(separator: " or ")
+        switch tokenKind {
+        case .device: sources["token"].map { "\"\($0)\" (the mapped token column)" } ?? AudienceSchema.tokenAliases.joined(separator: " or ")
+        case .channel: sources["channel_id"].map { "\"\($0)\" (the mapped channel id column)" } ?? AudienceSchema.channelAliases.joined(separator: " or ")
+        }
     }
 }
 

@@ -76,7 +76,8 @@ public final class CSVAudienceReader: AudienceReader {
             if names!.count == 1, let other = separators.first(where: { names![0].contains($0.character) }) {
                 hint = "; its header holds \(other.name): give --delimiter '\(other.flag)'"
             }
-            throw AudienceError(path: path, reason: .noTokenColumn(named: columns.sources["token"], columns: names!, hint: hint))
+            if columns.tokenKind == .channel { hint += "; a broadcast audience has a channel per row, in a column named channel_id (or mapped by the job's \"columns\": {\"channel_id\": …})" }
+            throw AudienceError(path: path, reason: .noTokenColumn(named: columns.sources[columns.tokenKind == .channel ? "channel_id" : "token"], columns: names!, hint: hint))
         }
         tokenColumn = token
     }

@@ -210,6 +210,9 @@ struct Send: ParsableCommand {
             if let missing = header.wire.missingCredential(certificate: !settings.certificate.isEmpty, providerTokenKey: settings.authKey != nil) {
                 throw ValidationError(missing)
             }
+            if let refusal = header.http2.flatMap({ PushTypeCredentials.refusal(pushType: $0.pushType, tokenAuthentication: settings.authKey != nil) }) {
+                throw ValidationError(refusal)
+            }
             if let key = settings.authKey {
                 // The key is read now, so a wrong path fails before anything is sent.
                 let loaded = try PrivateKey.load(pemFile: key, passphrase: nil)

@@ -24,7 +24,9 @@ enum StatusPage {
             ("Campaign", header?.campaign ?? "(unknown)"),
             ("Protocol", header.map { $0.wire.pageName.full } ?? "binary interface (? format)"),
         ]
-        if let fields = header?.http2 {
+        if let fields = header?.http2, fields.broadcast {
+            what.append(("Broadcast", "Live Activity updates to channels of \(fields.topic ?? "?") (one request per channel)"))
+        } else if let fields = header?.http2 {
             what.append(("Topic · push type", "\(fields.topic ?? "(the certificate's)") · \(fields.pushType)"))
         }
         switch header?.schedule {

@@ -62,8 +62,10 @@ struct Validate: ParsableCommand {
         let variables = renderer.declarations.map { v in
             v.name + (v.type == .text ? "" : ":\(v.type.rawValue)") + (v.defaultValue.map { values[v.name] == nil ? " (default \"\($0)\" in use)" : " (default \"\($0)\")" } ?? "")
         }
-        let h2 = jobFile.wire.isHTTP2 ? ", push type \(jobFile.pushType), topic \(jobFile.topic ?? "(the certificate's)")" : ""
+        let h2 = jobFile.broadcast ? ", a broadcast of Live Activity updates to channels of \(jobFile.topic ?? "?") (POST /4/broadcasts/apps/\(jobFile.topic ?? "?"), each row's channel_id)"
+            : jobFile.wire.isHTTP2 ? ", push type \(jobFile.pushType), topic \(jobFile.topic ?? "(the certificate's)")" : ""
         print("\(job): campaign \(jobFile.campaign), format \(jobFile.wire)\(h2), limit \(jobFile.maxPayload) bytes, variables: \(variables.joined(separator: ", "))")
+        if jobFile.wire.isHTTP2, let note = PushTypeCredentials.refusal(pushType: jobFile.pushType, tokenAuthentication: false) { print("  \(note)") }
         switch jobFile.schedule {
         case .deliverAt(let d)?:
             print("  scheduled: \(d.localTime) on each device's clock (its tz column), \(d.date.map { "on \($0)" } ?? "on the first date it is still to come everywhere"), window \(d.windowText), late: \(d.late.rawValue), default zone \(d.defaultZone)")
@@ -92,6 +94,7 @@ struct Validate: ParsableCommand {
             case .missingVariable(let name): verdict = "missing sample for \(name)"
             case .invalidBadge(let v): verdict = "badge sample \"\(v)\" is not a whole number"
             case .invalidValue(let name, let type, let v): verdict = "sample \"\(v)\" for {\(name):\(type.rawValue)} is not of its type"
+            case .invalidChannelID(let name, let v): verdict = "sample \"\(v)\" for {\(name)} is not a channel id (canonical base64)"
             }
             _ = unlimited
             print("  \(message.tag): \(verdict)")

@@ -93,15 +93,18 @@ public struct CampaignJob: Sendable {
     /// `deliverAt` or `quietHours`: when each device may be reached, by its own
     /// clock (its `tz` column); nil: everything is sent as soon as the send runs.
     public var schedule: DeliverySchedule?
+    /// `"broadcast": true`: a Live Activity update per channel of the audience
+    /// (its `channel_id` column), sent to `/4/broadcasts/apps/<topic>`; see CampaignJob+Broadcast.
+    public var broadcast = false
 
     public static let knownKeys: Set<String> = [
         "campaign", "format", "maxPayload", "expiresIn", "priority", "fallback", "messages", "custom", "samples",
-        "topic", "pushType", "collapseId", "columns", "deliverAt", "quietHours",
+        "topic", "pushType", "collapseId", "columns", "deliverAt", "quietHours", "broadcast",
     ]
 
     /// The push types of the HTTP/2 provider API.
     public static let pushTypes = ["alert", "background", "voip", "location", "complication", "fileprovider", "mdm",
-                                   "liveactivity", "pushtotalk"]
+                                   "liveactivity", "pushtotalk", "controls", "widgets"]
 
     /// Reads and checks a job file.
     public static func load(path: String) throws(JobError) -> CampaignJob {
@@ -155,11 +158,13 @@ public struct CampaignJob: Sendable {
         topic = try string("topic")
         if let topic, topic.isEmpty || topic.contains(where: { $0.isWhitespace }) { throw fail("\"topic\" must be a bundle id such as com.example.app") }
         pushType = try string("pushType") ?? "alert"
+        broadcast = try Self.isBroadcast(json, isHTTP2: isHTTP2, pushType: pushType, fail: fail)
         guard Self.pushTypes.contains(pushType) else { throw fail("\"pushType\" must be one of \(Self.pushTypes.joined(separator: ", ")), not \"\(pushType)\"") }
         // Apple's rule: some push types go to the bundle id with a suffix.
         if let given = topic {
             switch PushTopic.resolve(given, for: pushType) {
-            case .topic(let sent): topic = sent
+            // A broadcast's path names the bundle id itself; a suffix there is TopicDisallowed.
+            case .topic(let sent): topic = broadcast ? String(sent.dropLast(PushTopic.suffix(for: pushType).count)) : sent
             case .otherTypesSuffix(let other):
                 let bundle = String(given.dropLast(PushTopic.suffix(for: other).count))
                 throw fail("\"topic\" \"\(given)\" is for \(other) pushes; a \(pushType) push goes to \(bundle + PushTopic.suffix(for: pushType)) (give the bundle id, \(bundle), and the suffix is added)")
@@ -173,14 +178,16 @@ public struct CampaignJob: Sendable {
             if collapseTemplate!.isLiteral, c.isEmpty || c.utf8.count > 64 { throw fail("\"collapseId\" must be 1 to 64 bytes (APNs refuses longer ones)") }
         }
         // HTTP/2: 4096 bytes, 5120 for VoIP.
-        let payloadLimit = isHTTP2 ? (pushType == "voip" ? 5120 : 4096) : wire.maxPayloadBytes
+        let payloadLimit = isHTTP2 ? (pushType == "voip" || broadcast ? 5120 : 4096) : wire.maxPayloadBytes
         maxPayload = try integer("maxPayload", default: isHTTP2 ? payloadLimit : 256, range: 1...payloadLimit)
-        expiresIn = try integer("expiresIn", default: 86_400, range: 0...(366 * 86_400 * 10))
+        // A broadcast is stored only when asked: a channel that stores no messages refuses any other expiration.
+        expiresIn = try integer("expiresIn", default: broadcast ? 0 : Self.defaultExpiresIn(pushType: pushType), range: 0...(366 * 86_400 * 10))
         let p = try integer("priority", default: pushType == "background" ? 5 : 10, range: 0...255)
         guard p == 10 || p == 5 || (p == 1 && isHTTP2) else {
             throw fail(isHTTP2 ? "\"priority\" must be 10 (immediate), 5 (conserve power) or 1 (lowest)" : "\"priority\" must be 10 (immediate) or 5 (conserve power)")
         }
         if isHTTP2, pushType == "background", p == 10 { throw fail("\"priority\" 10 is refused by APNs for background pushes: use 5 or 1") }
+        try Self.checkPushTypeHeaders(pushType, priority: p, expiresIn: expiresIn, custom: json["custom"], fail: fail)
         priority = NotificationPriority(rawValue: UInt8(p))
 
         guard let messageMembers = json["messages"]?.objectMembers, !messageMembers.isEmpty else {
@@ -195,7 +202,8 @@ public struct CampaignJob: Sendable {
             }
             guard let aps = message.objectMembers else { throw fail("messages.\(tag) must be an object of aps keys") }
             try Self.check(aps: aps, at: "messages.\(tag)", fail: fail)
-            if pushType == "liveactivity" { try Self.checkLiveActivity(aps, at: "messages.\(tag)", fail: fail) }
+            if broadcast { try Self.checkBroadcast(aps, at: "messages.\(tag)", fail: fail) }
+            try Self.checkPushType(pushType, aps: aps, at: "messages.\(tag)", fail: fail)
             if wire == .binary(.frame), priority == .immediate,
                aps.allSatisfy({ $0.key == "content-available" }) {
                 throw fail("messages.\(tag): priority 10 needs an alert, sound or badge; a content-available-only push must use priority 5")
@@ -235,6 +243,10 @@ public struct CampaignJob: Sendable {
         case let other?: throw fail("\"fallback\" must be an array of language tags, or an object from language to such an array, not \(other.typeName)")
         }
 
+        // A channel's subscribers speak many languages: without a `lang`
+        // column or a chain, a broadcast goes in the job's first message.
+        if broadcast, fallback.isEmpty, fallbackByLanguage.isEmpty { fallback = [messages[0].tag] }
+
         switch json["custom"] {
         case nil: custom = []
         case .object(let members)?:
@@ -256,6 +268,7 @@ public struct CampaignJob: Sendable {
         }
 
         schedule = try Self.schedule(json, fail: fail)
+        columns.tokenKind = broadcast ? .channel : .device
 
         samples = [:]
         if let sampleMembers = json["samples"]?.objectMembers {
@@ -264,6 +277,7 @@ public struct CampaignJob: Sendable {
                 samples[key] = s
             }
         }
+        if broadcast { try checkBroadcastJob(fail: fail) }
         try check(columns, origin: "\(path): columns")
     }
 
@@ -344,6 +358,7 @@ public struct CampaignJob: Sendable {
             guard case .string? = member("attributes-type") else { throw fail("\(path): a Live Activity started by push needs \"attributes-type\" (a string)") }
             guard case .object? = member("attributes") else { throw fail("\(path): a Live Activity started by push needs \"attributes\" (an object)") }
         }
+        try checkPushToStart(aps, event: event, at: path, fail: fail)
     }
 
     /// Every string in `value` is a template; `textOnly`: none is typed (APNs reads these as text).
@@ -361,28 +376,5 @@ public struct CampaignJob: Sendable {
             for (k, v) in members { try checkTemplates(v, at: "\(path).\(k)", textOnly: textOnly, fail: fail) }
         default: break
         }
-    }
-
-    /// Every name a mapping may map: the token, language and registration
-    /// columns, and the variables of the messages, custom keys and collapseId.
-    public var mappableNames: [String] {
-        var names = ColumnMapping.reservedNames
-        for v in PayloadRenderer(job: self, now: 0).variables + (collapseTemplate?.variables ?? []) where !names.contains(v) { names.append(v) }
-        return names
-    }
-
-    /// Refuses a mapping of a name the job does not use (a typo would
-    /// otherwise leave every row without the value); `origin` says where it came from.
-    public func check(_ mapping: ColumnMapping, origin: String) throws(JobError) {
-        let names = mappableNames
-        for ours in mapping.sources.keys.sorted() where !names.contains(ours) {
-            throw JobError(path: origin, reason: .unmappedName(ours, mappable: names))
-        }
-    }
-
-    /// The message selector for device languages.
-    public var selector: MessageSelector {
-        MessageSelector(tags: messages.map { LanguageTag($0.tag)! }, fallback: fallback.compactMap { LanguageTag($0) },
-                        fallbackByLanguage: fallbackByLanguage.mapValues { $0.compactMap { LanguageTag($0) } })
     }
 }

@@ -20,6 +20,8 @@ struct PayloadStep: Equatable, Sendable {
         case wholeNumber
         /// Variable `a`'s value as a JSON number, a whole number, or a boolean.
         case number, integer, boolean
+        /// Variable `a`'s value as a channel id, in canonical base64 (`input-push-channel`).
+        case channelID
         /// Bounds of the text that is shortened when the payload is too big.
         case shortenableStart
         case shortenableEnd
@@ -44,6 +46,8 @@ public enum RenderOutcome: Equatable, Sendable {
     case invalidBadge(String)
     /// A typed variable's value is not of its type.
     case invalidValue(variable: String, type: Template.ValueType, value: String)
+    /// The value for `input-push-channel` is not a channel id (canonical base64).
+    case invalidChannelID(variable: String, value: String)
     /// Even with an empty text the payload needs this many bytes.
     case cannotFit(minimumBytes: Int)
 }
@@ -144,7 +148,7 @@ public struct PayloadRenderer: Sendable {
                         switch step.kind {
                         case .raw:
                             out.append(table.baseAddress! + a, count: Int(step.b))
-                        case .escaped, .wholeNumber, .number, .integer, .boolean:
+                        case .escaped, .wholeNumber, .number, .integer, .boolean, .channelID:
                             guard let range = row.range(of: columns[a]) else {
                                 // No value: the default's JSON text, or the row is rejected.
                                 guard step.b >= 0 else { failure = .missingVariable(variables[a]); return }
@@ -155,6 +159,11 @@ public struct PayloadRenderer: Sendable {
                             let value = UnsafeBufferPointer(rebasing: storage[range])
                             switch step.kind {
                             case .escaped: out.appendJSONEscaped(value)
+                            case .channelID:
+                                guard Self.appendChannelID(value, to: out) else {
+                                    failure = .invalidChannelID(variable: variables[a], value: String(decoding: value.prefix(64), as: UTF8.self))
+                                    return
+                                }
                             case .wholeNumber:
                                 guard Self.appendWholeNumber(value, to: out) else {
                                     failure = .invalidBadge(String(decoding: value, as: UTF8.self))
@@ -248,7 +257,7 @@ public struct PayloadRenderer: Sendable {
             if let text = v.defaultValue {
                 var json: [UInt8] = []
                 switch kind {
-                case .escaped: JSONText.appendEscaped(Array(text.utf8), to: &json)
+                case .escaped, .channelID: JSONText.appendEscaped(Array(text.utf8), to: &json)
                 case .wholeNumber: json = TypedValue.json(Array(text.utf8), as: .int) ?? Array("0".utf8)
                 default: json = TypedValue.json(Array(text.utf8), as: v.type) ?? []
                 }
@@ -340,6 +349,9 @@ public struct PayloadRenderer: Sendable {
                         }
                     }
                     raw("}")
+                case ("input-push-channel", .string(let text)) where (try? Template(text))?.isLiteral == false:
+                    // One variable, checked at load: each row's value is checked as it is written.
+                    if case .variable(let v)? = (try? Template(text))?.parts.first { raw("\""); emit(.channelID, v); raw("\"") }
                 case ("badge", .string(let text)):
                     let template = (try? Template(text)) ?? Template.literalFallback(text)
                     if case .variable(let v)? = template.parts.first, template.parts.count == 1 {

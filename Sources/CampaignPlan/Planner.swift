@@ -76,7 +76,7 @@ public final class Planner {
         if job.wire.isHTTP2 {
             let literal = job.collapseTemplate?.isLiteral ?? true
             header.http2 = PlanHeader.HTTP2Fields(topic: job.topic, pushType: job.pushType, collapseId: literal ? job.collapseId : nil,
-                                                  collapseIdTemplate: literal ? nil : job.collapseId)
+                                                  collapseIdTemplate: literal ? nil : job.collapseId, broadcast: job.broadcast)
         }
         if let schedule = job.schedule {
             let database = ZoneDatabase()
@@ -129,6 +129,7 @@ public final class Planner {
     /// as if one thread did it all.
     public func run(reader: AudienceReader, plans: [PlanWriter], rejects: RejectsWriter?) throws -> PlanSummary {
         precondition(plans.count == options.parts, "one writer per part")
+        rejects?.namesChannels = job.broadcast
         // A CSV header is the whole schema: a variable it cannot supply would
         // reject every row that uses it, so say so before reading a row.
         if let csv = reader as? CSVAudienceReader {
@@ -156,7 +157,8 @@ public final class Planner {
         let rowReader = RowReader(reader: reader)
         let preparer = RowPreparer(renderer: renderer, selector: selector, messageTags: messageTags,
                                    wire: job.wire, maxPayload: header.maxPayload, shards: header.shards, parts: options.parts,
-                                   collapse: job.collapseTemplate, columns: columns, zones: zones)
+                                   collapse: job.collapseTemplate, columns: columns, zones: zones,
+                                   broadcastExpires: job.broadcast ? job.expiresIn != 0 : nil)
         let reading = BatchPipeline(batches: (0..<8).map { _ in PreparedBatch(size: 1024) }) { rowReader.fill($0) }
         let pipeline = BatchPipeline(after: reading) { preparer.prepare($0) }
         defer { pipeline.stop() }

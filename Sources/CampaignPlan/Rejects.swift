@@ -21,15 +21,25 @@ public enum RejectCode: String, CaseIterable, Sendable {
     case cannotFit = "cannot_fit"
     /// h2: the rendered `collapseId` is empty or over 64 bytes.
     case invalidCollapseId = "invalid_collapse_id"
+    /// A Live Activity's push-to-start: the row's `input-push-channel` value is not a channel id.
+    case invalidChannelID = "invalid_channel_id"
     /// A scheduled job: the row's time zone is neither a zone name nor an offset.
     case invalidTimeZone = "invalid_timezone"
+    /// A broadcast: the row has no channel id.
+    case missingChannel = "missing_channel"
+    /// A broadcast: the channel id is not canonical base64 (or over 100 bytes).
+    case invalidChannel = "invalid_channel"
+    /// A broadcast with a nonzero `expiresIn` to a channel whose `storage` column says it stores nothing: APNs would refuse it.
+    case channelStoresNothing = "channel_stores_nothing"
 }
 
-/// Writes the rejects file: NDJSON `{"line":N,"token":"hex","code":"…","reason":"…"}`,
-/// created 0600 (it holds tokens).
+/// Writes the rejects file: NDJSON `{"line":N,"token":"hex","code":"…","reason":"…"}`
+/// (a broadcast's: `"channel":"base64"` in the token's place), created 0600 (it holds tokens).
 public final class RejectsWriter {
     private let file: BufferedFileWriter
     public var path: String { file.name }
+    /// A broadcast plan's rejects name channels by their ids, as APNs issued them.
+    var namesChannels = false
 
     public init(path: String) throws(IOError) {
         file = try BufferedFileWriter(path: path)
@@ -38,7 +48,11 @@ public final class RejectsWriter {
     func append(line: Int, token: UnsafeBufferPointer<UInt8>?, code: RejectCode, reason: String) throws(IOError) {
         file.buffer.append(contentsOf: #"{"line":"#.utf8)
         JSONText.appendDecimal(line, to: &file.buffer)
-        if let token {
+        if let token, namesChannels {
+            file.buffer.append(contentsOf: #","channel":""#.utf8)
+            file.buffer.append(contentsOf: Base64.encode(token))
+            file.buffer.append(UInt8(ascii: "\""))
+        } else if let token {
             file.buffer.append(contentsOf: #","token":""#.utf8)
             HexEncoding.append(token, to: &file.buffer)
             file.buffer.append(UInt8(ascii: "\""))

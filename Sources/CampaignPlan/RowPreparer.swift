@@ -78,6 +78,9 @@ final class RowPreparer: @unchecked Sendable {
     private var schemaCount = -1
     private var columns: [Int] = []
     private var tokenColumn: Int? = nil, registeredColumn: Int? = nil
+    /// A broadcast: its job's `expiresIn` is not 0, and the audience's `storage` column (when it has one).
+    private let broadcastExpires: Bool?
+    private var storageColumn: Int? = nil
     /// `lang`, `language`, `locale`, as present: a row's language is the first
     /// of them that is not empty (an export may fill only `locale`).
     private var langColumns: [Int] = []
@@ -89,8 +92,9 @@ final class RowPreparer: @unchecked Sendable {
 
     init(renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
          wire: WireProtocol, maxPayload: Int, shards: Int, parts: Int = 1, collapse: Template? = nil,
-         columns mapping: ColumnMapping = ColumnMapping(), zones: ZoneTable? = nil) {
+         columns mapping: ColumnMapping = ColumnMapping(), zones: ZoneTable? = nil, broadcastExpires: Bool? = nil) {
         self.mapping = mapping
+        self.broadcastExpires = broadcastExpires
         self.zones = zones
         self.renderer = renderer
         self.selector = selector
@@ -126,6 +130,7 @@ final class RowPreparer: @unchecked Sendable {
             langColumns = schema.columns(anyOf: mapping.languageNames)
             registeredColumn = schema.column(anyOf: mapping.registeredNames)
             zoneColumn = schema.column(anyOf: mapping.timeZoneNames)
+            storageColumn = broadcastExpires == nil ? nil : schema.column(anyOf: mapping.storageNames)
         }
         // Passed down rather than read from the property at each row (a retain and a release).
         let columns = self.columns
@@ -189,8 +194,10 @@ final class RowPreparer: @unchecked Sendable {
             return rejected(.rejectedOutright, .malformedRow, "malformed row: it is not valid UTF-8", in: batch)
         }
         guard let tokenRange = row.range(of: tokenColumn) else {
+            if broadcastExpires != nil { return rejected(.rejectedOutright, .missingChannel, "missing channel id", in: batch) }
             return rejected(.rejectedOutright, .missingToken, "missing token", in: batch)
         }
+        if broadcastExpires != nil { return prepareChannel(row: row, tokenRange: tokenRange, in: batch, columns: columns) }
         let parsed = row.storage.withUnsafeBufferPointer { storage in
             DeviceToken.parseHex(UnsafeBufferPointer(rebasing: storage[tokenRange]), into: token, maxBytes: 100)
         }
@@ -217,6 +224,37 @@ final class RowPreparer: @unchecked Sendable {
         if tokenCount > wire.maxTokenBytes {
             return rejected(.rejectedOutright, .invalidToken, "invalid token: \(tokenCount) bytes, more than \(wire.maxTokenBytes)", token: p, in: batch)
         }
+        return prepareMessage(row: row, p, token: t, in: batch, columns: columns)
+    }
+
+    /// A broadcast's row: its channel id, decoded from base64 into the
+    /// token's place (so de-duplication, shards and the dead-channel store
+    /// work as for devices), and what its `storage` column allows.
+    private func prepareChannel(row: AudienceRow, tokenRange: Range<Int>, in batch: PreparedBatch, columns: [Int]) -> PreparedRow {
+        let text = row.storage.withUnsafeBufferPointer { String(decoding: $0[tokenRange], as: UTF8.self) }
+        guard let channel = ChannelID(base64: text) else {
+            return rejected(.rejectedOutright, .invalidChannel,
+                            "invalid channel id: not the base64 APNs issues (padded, at most \(ChannelID.maxBytes) bytes)", in: batch)
+        }
+        var p = PreparedRow()
+        p.tokenStart = Int32(batch.arena.count)
+        p.tokenCount = Int32(channel.bytes.count)
+        p.registeredColumn = -1
+        batch.arena.append(channel.bytes)
+        for (i, b) in channel.bytes.enumerated() { token[i] = b }
+        let t = UnsafeBufferPointer(start: token, count: channel.bytes.count)
+        p.tokenHash = TokenSet.hash(t)
+        if broadcastExpires == true, let policy = row.string(storageColumn).map({ String($0.trimmingWhitespace()) }),
+           Broadcast.StoragePolicy(name: policy) == .noneStored {
+            return rejected(.rejectedUnlessDuplicate, .channelStoresNothing,
+                            "channel stores no messages (storage \(policy)): APNs refuses a nonzero apns-expiration there; give the job \"expiresIn\": 0", token: p, in: batch)
+        }
+        return prepareMessage(row: row, p, token: t, in: batch, columns: columns)
+    }
+
+    /// The rest of a row whose token (or channel) is usable: its zone, message, collapse id and payload.
+    private func prepareMessage(row: AudienceRow, _ p: PreparedRow, token t: UnsafeBufferPointer<UInt8>, in batch: PreparedBatch, columns: [Int]) -> PreparedRow {
+        var p = p
         if let zones {
             // The zone's bytes, trimmed of ASCII blanks; a table of those met
             // (a few hundred at most) answers without making a String.
@@ -291,6 +329,8 @@ final class RowPreparer: @unchecked Sendable {
             failure = type == .bool
                 ? Rejection(code: .invalidBool, reason: "{\(name):bool} \"\(value)\" is not true or false")
                 : Rejection(code: .invalidNumber, reason: "{\(name):\(type.rawValue)} \"\(value)\" is not \(type == .int ? "a whole number" : "a number")")
+        case .invalidChannelID(let name, let value):
+            failure = Rejection(code: .invalidChannelID, reason: "{\(name)} \"\(value)\" is not a channel id (canonical base64) for input-push-channel")
         case .cannotFit(let minimum):
             failure = Rejection(code: .cannotFit, reason: "cannot fit: the payload needs \(minimum) bytes even with an empty alert, over the \(maxPayload)-byte limit")
         }

@@ -11,6 +11,8 @@ public struct H2Answer: Equatable, Sendable {
     /// 410 only: when the token stopped being valid, in milliseconds since the epoch.
     public var timestampMilliseconds: Int64?
     public var retryAfterSeconds: Int?
+    /// A broadcast's 200: `apns-unique-id`, the id to quote when asking Apple about it.
+    public var uniqueID: String?
 
     public init(status: Int, reason: APNsReason? = nil, timestampMilliseconds: Int64? = nil, retryAfterSeconds: Int? = nil) {
         (self.status, self.reason, self.timestampMilliseconds, self.retryAfterSeconds) = (status, reason, timestampMilliseconds, retryAfterSeconds)
@@ -68,9 +70,27 @@ public struct H2Answer: Equatable, Sendable {
         case retryLater(afterSeconds: Int?)
         /// A status the API does not define (or none): retried like a server error.
         case unknown
+        /// A broadcast's 400 FeatureNotEnabled: the app's broadcast capability is off;
+        /// stop the send (69), nothing final, until it is turned on.
+        case accountRefused
     }
 
-    public var verdict: Verdict {
+    public var verdict: Verdict { verdict(broadcast: false) }
+
+    /// What becomes of the notification; a broadcast's answers are classed
+    /// as `apns-broadcast.md` §3 says: a channel gone is final and goes to
+    /// the dead-channel store (as a 410 does for a device), an id or an
+    /// expiration the channel refuses is final for that channel, and the
+    /// broadcast capability turned off stops the send.
+    public func verdict(broadcast: Bool) -> Verdict {
+        if broadcast {
+            switch (status, reason) {
+            case (400, .channelNotRegistered?): return .unregistered(unregisteredAt: nil)
+            case (400, .badChannelId?), (400, .badExpirationDate?): return .refusedForItsToken
+            case (400, .featureNotEnabled?): return .accountRefused
+            default: break
+            }
+        }
         switch (status, reason) {
         case (200, _): return .accepted
         case (410, _): return .unregistered(unregisteredAt: timestampMilliseconds.map { UInt32(clamping: $0 / 1000) })

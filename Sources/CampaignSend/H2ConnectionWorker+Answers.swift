@@ -19,7 +19,11 @@ extension H2ConnectionWorker {
                 guard let item = inFlight.removeValue(forKey: stream) else { continue }
                 noteRoundTrip(now - min(now, item.sentAt))
                 let status = headers.first { $0.name == ":status" }.flatMap { Int($0.value) } ?? 0
-                answered(item, H2Answer(status: status, body: body, retryAfter: headers.first { $0.name == "retry-after" }?.value))
+                var answer = H2Answer(status: status, body: body, retryAfter: headers.first { $0.name == "retry-after" }?.value)
+                if fields.broadcastPath != nil, status == 200 {
+                    answer.uniqueID = headers.first { $0.name == "apns-unique-id" }.map { H2Answer.boundedReason($0.value) }
+                }
+                answered(item, answer)
             case .streamClosed(let stream, let code):
                 guard let item = inFlight.removeValue(forKey: stream) else { continue }
                 if code == H2Session.ErrorCode.refusedStream {
@@ -54,12 +58,18 @@ extension H2ConnectionWorker {
     }
 
     func answered(_ item: Item, _ answer: H2Answer) {
-        switch answer.verdict {
+        switch answer.verdict(broadcast: fields.broadcastPath != nil) {
         case .accepted:
             acceptedOnConnection = true
             becameProductive()
             answers.acceptedOrdinals[item.shard, default: []].append(Int(item.ordinal))
             answers.accepted += 1
+            if fields.broadcastPath != nil {
+                answers.answerIDs.append(.init(seq: item.seq, requestID: NotificationID.uuid(hash: idHash, seq: item.seq), uniqueID: answer.uniqueID))
+            }
+        case .accountRefused:
+            ready.append(item)   // not final: once the capability is on, a resume sends it
+            shared.fail(.accountState("APNs refused the broadcast (\(answer.label)): the broadcast capability is off for \(fields.header.http2?.topic ?? "this app"); turn it on for the App ID on developer.apple.com (Certificates, Identifiers & Profiles), then resume with `campaign send --resume`."))
         case .unregistered(let at):
             becameProductive()
             // A time in the future (a server's mistake) would keep the token out of every plan until then.
@@ -75,7 +85,7 @@ extension H2ConnectionWorker {
             if inARow >= MalformedRefusals.limit { shared.fail(.malformedRequests(count: inARow, last: answer.description)) }
         case .credentialRefused:
             ready.append(item)   // not final: a resume with the right credential sends it
-            shared.fail(.credentialRefused(Self.sentence(for: answer, topic: fields.common.first { $0.name == "apns-topic" }?.value, tokenAuth: auth != nil)))
+            shared.fail(.credentialRefused(Self.sentence(for: answer, topic: fields.common.first { $0.name == "apns-topic" }?.value ?? fields.header.http2?.topic, tokenAuth: auth != nil)))
         case .providerTokenExpired:
             guard let auth, let used = connectionToken else {
                 ready.append(item)

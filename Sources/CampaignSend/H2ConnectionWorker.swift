@@ -63,7 +63,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     var leftUnanswered = false
     /// Notifications just parked (lost too often), for one log line (``logParked()``).
     var parkedNotLogged: [UInt64] = []
-    private let idHash: UInt64
+    let idHash: UInt64
     var answers = ProofOutcome()
     var frames: [UInt8] = []
     var taken: [(QueuedFrame, Int)] = []
@@ -154,7 +154,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             engine.log("\(error)")
             return false
         }
-        session.keptHeaders = [Array(":status".utf8), Array("retry-after".utf8)]
+        session.keptHeaders = [Array(":status".utf8), Array("retry-after".utf8)] + (fields.broadcastPath == nil ? [] : [Array("apns-unique-id".utf8)])
         session.maxHeaderBytes = Self.maxAnswerHeaderBytes
         session.maxBodyBytes = Self.maxAnswerBodyBytes
         connectionState = .open(H2OpenConnection(session: session, token: auth?.tokenForNewConnection(), openedAt: now))
@@ -233,6 +233,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                         case .id:
                             NotificationID.write(hash: idHash, seq: item.seq, to: room.baseAddress!)
                             return 36
+                        case .channel:
+                            return Self.writeBase64(UnsafeBufferPointer(rebasing: bytes[1..<(1 + tokenCount)]), to: room)
                         }
                     }
                 }
@@ -260,28 +262,41 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     }
 
     /// What a variable field of the request template holds, in slot order.
-    enum TemplateSlot { case path, expiration, collapseId, id }
+    enum TemplateSlot { case path, expiration, collapseId, id, channel }
 
     /// The variable fields of ``makeTemplate()``, in order.
     var templateSlots: [TemplateSlot] {
-        [.path] + (fields.expiryPerRecord ? [.expiration] : []) + (fields.collapsePerRecord ? [.collapseId] : []) + [.id]
+        (fields.broadcastPath == nil ? [.path] : [.channel]) + (fields.expiryPerRecord ? [.expiration] : [])
+            + (fields.collapsePerRecord ? [.collapseId] : []) + [.id]
     }
 
     /// The request fields of this connection: the plan's, the token's, and
     /// those that change per request (`:path`, `apns-id`, a scheduled plan's
-    /// `apns-expiration`, a templated `apns-collapse-id`; never indexed).
+    /// `apns-expiration`, a templated `apns-collapse-id`; never indexed). A
+    /// broadcast's path is fixed; its channel (`apns-channel-id`, base64)
+    /// and `apns-request-id` change per request.
     func makeTemplate() -> RequestTemplate {
-        var f: [(name: String, value: String?, room: Int)] = [(":method", "POST", 0), (":scheme", "https", 0), (":path", nil, 10 + 200),
+        var f: [(name: String, value: String?, room: Int)] = [(":method", "POST", 0), (":scheme", "https", 0),
+                                                              (":path", fields.broadcastPath, fields.broadcastPath == nil ? 10 + 200 : 0),
                                                               (":authority", settings.gatewayHost, 0)]
+        if fields.broadcastPath != nil { f.append(("apns-channel-id", nil, Base64.encodedCount(ChannelID.maxBytes))) }
         for (name, value) in fields.common { f.append((name, value, 0)) }
         if fields.expiryPerRecord { f.append(("apns-expiration", nil, 10)) }
         if fields.collapsePerRecord { f.append(("apns-collapse-id", nil, 64)) }
-        f.append(("apns-id", nil, 36))
+        f.append((fields.broadcastPath == nil ? "apns-id" : "apns-request-id", nil, 36))
         if let connectionToken {
             let field = TokenAuthorization.field(connectionToken)
             f.append((field.name, field.value, 0))
         }
         return RequestTemplate(f)
+    }
+
+    /// Writes `bytes` as base64 at the start of `room`; the characters written.
+    static func writeBase64(_ bytes: UnsafeBufferPointer<UInt8>, to room: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        let text = Base64.encode(bytes)
+        let n = min(text.count, room.count)
+        for i in 0..<n { room[i] = text[i] }
+        return n
     }
 
     /// Writes `value` in decimal at the start of `room`; the digits written.

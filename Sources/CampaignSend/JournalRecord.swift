@@ -35,6 +35,20 @@ public enum JournalRecord: Equatable, Sendable {
     case wait(untilUnixSeconds: Int)
     /// The waiting send's next run begins (its start record follows): not a resume.
     case woke
+    /// A broadcast accepted: the ids to quote when asking Apple about it.
+    case ids(AnswerIDs)
+
+    /// A broadcast's ids: `apns-request-id` (ours, made from the plan and
+    /// the record's seq) and `apns-unique-id` (APNs's, when it gave one).
+    public struct AnswerIDs: Equatable, Sendable {
+        public var seq: UInt64
+        public var requestID: String
+        public var uniqueID: String?
+
+        public init(seq: UInt64, requestID: String, uniqueID: String?) {
+            (self.seq, self.requestID, self.uniqueID) = (seq, requestID, uniqueID)
+        }
+    }
 
     /// A point of a run's timeline.
     public struct Tick: Equatable, Sendable {
@@ -102,6 +116,9 @@ public enum JournalRecord: Equatable, Sendable {
             return .object([("t", .string("wait")), ("until", n(until))])
         case .woke:
             return .object([("t", .string("woke"))])
+        case .ids(let ids):
+            return .object([("t", .string("ids")), ("seq", .number(String(ids.seq))), ("request_id", .string(ids.requestID))]
+                           + (ids.uniqueID.map { [("unique_id", JSONValue.string($0))] } ?? []))
         case .tick(let k):
             return .object([("t", .string("tick")), ("s", n(k.second)), ("accepted", n(k.accepted)), ("failed", n(k.failed)),
                             ("resent", n(k.resent)), ("connections", n(k.connections))]
@@ -160,6 +177,9 @@ public enum JournalRecord: Equatable, Sendable {
             self = .wait(untilUnixSeconds: Int(until))
         case "woke":
             self = .woke
+        case "ids":
+            guard let seq = v["seq"]?.integerValue, let request = v["request_id"]?.stringValue else { return nil }
+            self = .ids(AnswerIDs(seq: UInt64(clamping: seq), requestID: request, uniqueID: v["unique_id"]?.stringValue))
         case "skip":
             self = .skip(SkippedNotification(seq: UInt64(clamping: int("seq")), shard: int("shard"), ordinal: int("ordinal"),
                                              token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [],

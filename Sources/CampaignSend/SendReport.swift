@@ -23,6 +23,9 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
     /// 3; binary: at the head of 5 in a row); not sent again in this run
     /// (possible duplicates), not final, left for `--resume`.
     case notificationsParked(count: Int)
+    /// HTTP/2: APNs refused for the account's state at Apple (a broadcast's
+    /// FeatureNotEnabled): the sentence says what to change; resumable.
+    case accountState(String)
 
     public var description: String {
         switch self {
@@ -30,7 +33,7 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
         case .unreachable(let e): "Giving up after repeated connection failures: \(e)"
         case .unproductive(let n):
             "Giving up: the gateway ended \(n) connections in a row without accepting or refusing anything (is it an APNs gateway?)"
-        case .credentialRefused(let sentence): sentence
+        case .credentialRefused(let sentence), .accountState(let sentence): sentence
         case .malformedRequests(let n, let last):
             "Stopping: APNs refused \(n) requests in a row as malformed (the last: \(last)); the plan or campaign is wrong, or --gateway is not APNs; none of those refusals is final, and sending the rest would fail the same way"
         case .serverTrouble(let seconds, let count, let last):

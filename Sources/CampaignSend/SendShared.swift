@@ -262,6 +262,7 @@ final class SendShared: @unchecked Sendable {
         }
         do {
             for f in failures { try journal.append(.fail(f)) }
+            for ids in outcome.answerIDs { try journal.append(.ids(ids)) }
             for (shard, ordinals) in outcome.acceptedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: false) }
             for (shard, ordinals) in outcome.presumedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: true) }
             try journal.flush()

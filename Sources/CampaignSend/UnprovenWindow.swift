@@ -46,6 +46,8 @@ struct ProofOutcome {
     var presumed = 0
     /// Refused for good; those with `unregisteredAt` go into the suppression store too.
     var failures: [SendFailure] = []
+    /// Broadcasts accepted: the ids to quote to Apple, journaled beside the proof.
+    var answerIDs: [JournalRecord.AnswerIDs] = []
 
     /// `e` failed for good; `attempts` is how many times it was sent (by
     /// default, its refusals so far and this one).

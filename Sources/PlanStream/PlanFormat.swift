@@ -38,8 +38,13 @@ public struct PlanHeader: Equatable, Sendable {
         public var collapseId: String?
         /// When the job's collapseId is a template: its text; each record then carries its own `collapse_id`.
         public var collapseIdTemplate: String?
-        public init(topic: String?, pushType: String, collapseId: String?, collapseIdTemplate: String? = nil) {
+        /// A broadcast plan: each record's `token` holds a channel id's bytes
+        /// (sent as base64 in `apns-channel-id`), and every request goes to
+        /// `/4/broadcasts/apps/<topic>`, `topic` being the bare bundle id.
+        public var broadcast: Bool
+        public init(topic: String?, pushType: String, collapseId: String?, collapseIdTemplate: String? = nil, broadcast: Bool = false) {
             (self.topic, self.pushType, self.collapseId, self.collapseIdTemplate) = (topic, pushType, collapseId, collapseIdTemplate)
+            self.broadcast = broadcast
         }
     }
 
@@ -95,6 +100,7 @@ public struct PlanHeader: Equatable, Sendable {
             members += [("topic", h.topic.map { .string($0) } ?? .null), ("pushType", .string(h.pushType)),
                         ("collapseId", h.collapseId.map { .string($0) } ?? .null)]
             if let t = h.collapseIdTemplate { members.append(("collapseIdTemplate", .string(t))) }
+            if h.broadcast { members.append(("broadcast", .bool(true))) }
         }
         if let schedule { members.append(("schedule", Self.json(schedule))) }
         return .object([("header", .object(members))])
@@ -129,7 +135,8 @@ public struct PlanHeader: Equatable, Sendable {
         if wire.isHTTP2 {
             guard let pushType = h["pushType"]?.stringValue else { throw .badHeader("an h2 plan needs pushType") }
             http2 = HTTP2Fields(topic: h["topic"]?.stringValue, pushType: pushType, collapseId: h["collapseId"]?.stringValue,
-                                collapseIdTemplate: h["collapseIdTemplate"]?.stringValue)
+                                collapseIdTemplate: h["collapseIdTemplate"]?.stringValue, broadcast: h["broadcast"] == .bool(true))
+            if http2!.broadcast, http2!.topic == nil { throw .badHeader("a broadcast plan needs its topic (the bundle id the path names)") }
         }
         if let s = h["schedule"] {
             guard let schedule = Self.schedule(s) else { throw .badHeader("schedule must hold deliverAt (localTime, date, window, late, defaultTimeZone) or quietHours (from, to, defaultTimeZone)") }

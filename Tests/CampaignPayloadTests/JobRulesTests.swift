@@ -44,7 +44,9 @@ import CampaignJSON
     @Test func aBareBundleIdGetsTheSuffixItsPushTypeRequires() throws {
         #expect(try Self.h2("voip", topic: "com.example.app").topic == "com.example.app.voip")
         #expect(try Self.h2("liveactivity", topic: "com.example.app", aps: Self.liveActivity).topic == "com.example.app.push-type.liveactivity")
-        #expect(try Self.h2("pushtotalk", topic: "com.example.app").topic == "com.example.app.voip-ptt")
+        // Not through h2(_:topic:), whose priority 5 pushtotalk refuses.
+        #expect(try job(#"{"campaign":"c","format":"h2","topic":"com.example.app","pushType":"pushtotalk","messages":{"en":{"alert":"x"}}}"#).topic
+            == "com.example.app.voip-ptt")
         #expect(try Self.h2("fileprovider", topic: "com.example.app").topic == "com.example.app.pushkit.fileprovider")
         #expect(try Self.h2("location", topic: "com.example.app").topic == "com.example.app.location-query")
         #expect(try Self.h2("complication", topic: "com.example.app").topic == "com.example.app.complication")

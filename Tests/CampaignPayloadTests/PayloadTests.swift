@@ -55,10 +55,10 @@ func render(_ renderer: PayloadRenderer, _ values: [String: String], message: In
     }
 
     @Test(arguments: [
-        (#"{"campaign":"x","messages":{"en":{"alert":"a"}},"fallbak":["en"]}"#, "unknown key \"fallbak\" (known: campaign, collapseId, columns, custom, deliverAt, expiresIn, fallback, format, maxPayload, messages, priority, pushType, quietHours, samples, topic)"),
+        (#"{"campaign":"x","messages":{"en":{"alert":"a"}},"fallbak":["en"]}"#, "unknown key \"fallbak\" (known: broadcast, campaign, collapseId, columns, custom, deliverAt, expiresIn, fallback, format, maxPayload, messages, priority, pushType, quietHours, samples, topic)"),
         (#"{"campaign":"x","format":"fast","messages":{"en":{"alert":"a"}}}"#, "\"format\" must be \"simple\", \"enhanced\", \"frame\" or \"h2\", not \"fast\""),
         (#"{"campaign":"x","topic":"com.a","messages":{"en":{"alert":"a"}}}"#, "\"topic\" is for the HTTP/2 provider API: it goes with \"format\": \"h2\""),
-        (#"{"campaign":"x","format":"h2","pushType":"fax","messages":{"en":{"alert":"a"}}}"#, "\"pushType\" must be one of alert, background, voip, location, complication, fileprovider, mdm, liveactivity, pushtotalk, not \"fax\""),
+        (#"{"campaign":"x","format":"h2","pushType":"fax","messages":{"en":{"alert":"a"}}}"#, "\"pushType\" must be one of alert, background, voip, location, complication, fileprovider, mdm, liveactivity, pushtotalk, controls, widgets, not \"fax\""),
         (#"{"campaign":"x","format":"h2","collapseId":"\#(String(repeating: "c", count: 65))","messages":{"en":{"alert":"a"}}}"#, "\"collapseId\" must be 1 to 64 bytes (APNs refuses longer ones)"),
         (#"{"campaign":"x","format":"h2","pushType":"background","priority":10,"messages":{"en":{"alert":"a"}}}"#, "\"priority\" 10 is refused by APNs for background pushes: use 5 or 1"),
         (#"{"campaign":"x","format":"enhanced","priority":1,"messages":{"en":{"alert":"a"}}}"#, "\"priority\" must be 10 (immediate) or 5 (conserve power)"),
