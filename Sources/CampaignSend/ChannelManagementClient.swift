@@ -230,6 +230,8 @@ public final class ChannelManagementClient {
             }
             // No server push; a window of 1 MiB for the answers (a long list).
             let session = try H2Session(role: .client, settings: [(id: 2, value: 0), (id: 4, value: 1 << 20)])
+            // A list of 10,000 channels with ids of up to 100 bytes is about 1.4 MB of JSON.
+            session.maxBodyBytes = 4 << 20
             link = .open(connection, session)
             return .success((connection, session))
         } catch let error as TLSError {
