@@ -104,6 +104,9 @@ struct Simulator: ParsableCommand {
     @Option(help: ArgumentHelp("h2: this bundle id's broadcast capability is off: its channel and broadcast requests are 400 FeatureNotEnabled (repeatable).", valueName: "bundle id"))
     var broadcastDisabled: [String] = []
 
+    @Flag(help: "h2: refuse a broadcast without apns-priority (400 BadPriority) or apns-expiration (400 BadExpirationDate) instead of taking 10 and 0.")
+    var broadcastStrict = false
+
     @Option(help: ArgumentHelp("h2: answer this fraction of valid channel management requests 429 TooManyRequests (retry-after: 1).", valueName: "R"))
     var managementThrottleRate: Double = 0
 
@@ -135,7 +138,7 @@ struct Simulator: ParsableCommand {
                           ("--token-update-refusals", tokenUpdateRefusals > 0), ("--management-port", managementPort != nil),
                           ("--channel-limit", channelLimit != Broadcast.channelLimit), ("--environment", environment != "sandbox"),
                           ("--broadcast-disabled", !broadcastDisabled.isEmpty), ("--management-throttle-rate", managementThrottleRate > 0),
-                          ("--management-error-rate", managementErrorRate > 0)].filter(\.1).map(\.0)
+                          ("--management-error-rate", managementErrorRate > 0), ("--broadcast-strict", broadcastStrict)].filter(\.1).map(\.0)
             if !h2Only.isEmpty { throw ValidationError("\(h2Only.joined(separator: ", ")) go with --protocol h2.") }
         } else {
             if shutdownAfter != nil { throw ValidationError("--shutdown-after is a binary-interface fault; with --protocol h2 use --goaway-after.") }
@@ -171,6 +174,7 @@ struct Simulator: ParsableCommand {
         configuration.channelLimit = channelLimit
         configuration.environment = environment
         configuration.broadcastDisabled = Set(broadcastDisabled)
+        configuration.broadcastStrict = broadcastStrict
         configuration.managementFaults.throttleRate = managementThrottleRate
         configuration.managementFaults.errorRate = managementErrorRate
         configuration.managementFaults.seed = seed

@@ -91,7 +91,7 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
     static func advice(operation: ChannelOperation, status: Int, reason: APNsReason?) -> String {
         switch reason {
         case .cannotCreateChannelConfig?:
-            return "the app has reached its limit of \(Broadcast.channelLimit) channels in this environment; delete channels whose events are over (`campaign channels list`, then `campaign channels delete`)"
+            return "the app has reached its limit of channels in this environment (10,000 at Apple); delete channels whose events are over (`campaign channels list`, then `campaign channels delete`)"
         case .featureNotEnabled?:
             return "broadcast push is not enabled for this app; turn on the Broadcast capability for its App ID (Push Notifications) on developer.apple.com"
         case .channelNotRegistered?:

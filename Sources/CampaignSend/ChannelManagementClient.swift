@@ -130,9 +130,11 @@ public final class ChannelManagementClient {
     /// One attempt: connect if needed, send the request, await its answer.
     private func exchange(_ operation: ChannelOperation) throws(ChannelError) -> Attempt {
         let (connection, session): (TLSConnection, H2Session)
+        let reused: Bool
         switch link {
-        case .open(let c, let s): (connection, session) = (c, s)
+        case .open(let c, let s): (connection, session, reused) = (c, s, true)
         case .closed:
+            reused = false
             switch connect() {
             case .success(let pair): (connection, session) = pair
             case .failure(.notHTTP2):
@@ -149,6 +151,8 @@ public final class ChannelManagementClient {
         let stream: Int32
         do { stream = try session.submitRequest(headers: headers, body: operation.body) } catch {
             dropLink()
+            // A connection the server said GOAWAY on after our last answer takes no new stream: a new one, at once.
+            if reused { return try exchange(operation) }
             return .lost("the HTTP/2 session refused the request: \(error)", maybeProcessed: false)
         }
         var deadline = Deadline.after(seconds: configuration.answerTimeoutSeconds)
@@ -226,6 +230,8 @@ public final class ChannelManagementClient {
             }
             // No server push; a window of 1 MiB for the answers (a long list).
             let session = try H2Session(role: .client, settings: [(id: 2, value: 0), (id: 4, value: 1 << 20)])
+            // A list of 10,000 channels with ids of up to 100 bytes is about 1.4 MB of JSON.
+            session.maxBodyBytes = 4 << 20
             link = .open(connection, session)
             return .success((connection, session))
         } catch let error as TLSError {

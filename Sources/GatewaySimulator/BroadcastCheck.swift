@@ -71,7 +71,9 @@ extension Checked: Equatable where Value: Equatable {}
 public struct BroadcastApps: Sendable {
     /// Bundle ids whose broadcast capability is off (400 FeatureNotEnabled).
     public var disabled: Set<String> = []
-    public init(disabled: Set<String> = []) { self.disabled = disabled }
+    /// Refuse a broadcast without `apns-priority` or `apns-expiration` (§5.10's strict mode).
+    public var strict = false
+    public init(disabled: Set<String> = [], strict: Bool = false) { (self.disabled, self.strict) = (disabled, strict) }
 }
 
 /// A broadcast the checks let through: what the record keeps of it.
@@ -125,8 +127,9 @@ extension H2Request {
 
     /// A broadcast after ``checkChannelRequest(authentication:apps:)``, in
     /// §5.9's order; the first failure wins. Absent priority and expiration
-    /// default to 10 and 0 (§5.10: Apple's own curl example omits expiration).
-    public func checkBroadcast(bundleID: String, lookup: (ChannelID) -> ChannelStore.Channel?) -> Checked<AcceptedBroadcast> {
+    /// default to 10 and 0 (§5.10: Apple's own curl example omits expiration),
+    /// unless `strict`, which refuses them as [BC]'s table (both "required") reads.
+    public func checkBroadcast(bundleID: String, strict: Bool = false, lookup: (ChannelID) -> ChannelStore.Channel?) -> Checked<AcceptedBroadcast> {
         let (id, channel): (ChannelID, ChannelStore.Channel)
         switch checkChannelID(bundleID: bundleID, lookup: lookup) {
         case .passed(let found): (id, channel) = found
@@ -135,10 +138,12 @@ extension H2Request {
         guard let pushType = field("apns-push-type") else { return .refused(.refuse(400, "MissingPushType")) }
         // Apple's pages spell it liveactivity, Liveactivity and LiveActivity.
         guard pushType.lowercased() == Broadcast.pushType else { return .refused(.refuse(400, "InvalidPushType")) }
+        if strict && field("apns-priority") == nil { return .refused(.refuse(400, "BadPriority")) }
         let priorityText = field("apns-priority") ?? "10"
         guard let priority = Int(priorityText), [10, 5, 1].contains(priority), String(priority) == priorityText else {
             return .refused(.refuse(400, "BadPriority"))
         }
+        if strict && field("apns-expiration") == nil { return .refused(.refuse(400, "BadExpirationDate")) }
         let expirationText = field("apns-expiration") ?? "0"
         guard expirationText.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let expiration = UInt64(expirationText) else { return .refused(.refuse(400, "BadExpirationDate")) }
         // A channel that stores nothing cannot keep a message until a later time.

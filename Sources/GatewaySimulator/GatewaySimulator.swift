@@ -71,7 +71,7 @@ public final class GatewaySimulator: @unchecked Sendable {
         pendingFeedback = configuration.feedback
         channelStore = ChannelStore(limit: configuration.channelLimit)
         channels = ChannelService(store: channelStore, environment: configuration.environment,
-                                  apps: BroadcastApps(disabled: configuration.broadcastDisabled))
+                                  apps: BroadcastApps(disabled: configuration.broadcastDisabled, strict: configuration.broadcastStrict))
     }
 
     /// Listens on both ports, writes the ready file, and serves until ``stop()``.

@@ -136,7 +136,7 @@ extension H2GatewaySession {
         case .passed: return reply(.refuse(404, "BadPath"))   // a channel route, which lives on the management listener
         }
         let accepted: AcceptedBroadcast
-        switch request.checkBroadcast(bundleID: bundleID, lookup: channels.lookup(bundleID: bundleID)) {
+        switch request.checkBroadcast(bundleID: bundleID, strict: channels.apps.strict, lookup: channels.lookup(bundleID: bundleID)) {
         case .refused(let refusal): return reply(refusal)
         case .passed(let a): accepted = a
         }

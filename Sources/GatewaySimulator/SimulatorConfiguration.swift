@@ -88,6 +88,9 @@ public struct SimulatorConfiguration: Sendable {
     public var environment = "sandbox"
     /// HTTP/2: bundle ids whose broadcast capability is off (400 FeatureNotEnabled).
     public var broadcastDisabled: Set<String> = []
+    /// HTTP/2: refuse broadcasts without `apns-priority` (BadPriority) or
+    /// `apns-expiration` (BadExpirationDate) instead of taking 10 and 0.
+    public var broadcastStrict = false
     /// HTTP/2: the faults of the management listener (429 and 500/503 rates,
     /// seed; the others apply too when set). Its own plan, so a device fault
     /// such as `goAwayAfter` does not cut channel management short.

@@ -95,7 +95,8 @@ public struct SimulatorStatistics: Sendable, Equatable {
             return """
             simulator (HTTP/2): \(accepted) device pushes accepted; answers \(list(answers)); \(broadcasts) broadcasts accepted; \
             answers \(list(broadcastAnswers)); channel management answers \(list(managementAnswers)) (\(channelsCreated) channels created, \
-            \(channelsDeleted) deleted); \(connections.count) connections (\(handshakeFailures) failed handshakes)
+            \(channelsDeleted) deleted); \(connections.count) device connections (\(handshakeFailures) failed handshakes), \
+            \(managementConnections) management connections
             """
         }
         if !answers.isEmpty {

@@ -8,6 +8,8 @@ import CampaignSend
 import CampaignTestSupport
 import CampaignTLS
 import GatewaySimulator
+import ArgumentParser
+@testable import CampaignCommands
 
 /// `campaign channels` as a user runs it, against the simulator's channel
 /// management API on 127.0.0.1: what it prints, what it leaves in --out,
@@ -34,9 +36,10 @@ import GatewaySimulator
     }
 
     /// Runs `campaign ARGS` to its end (killed after `timeout`); its status (nil: it did not end), stdout and stderr.
-    static func run(_ arguments: [String], in dir: TemporaryDirectory, timeout: Double = 60) throws -> (status: Int32?, out: String, err: String) {
+    static func run(_ arguments: [String], in dir: TemporaryDirectory, timeout: Double = 60,
+                    environment: [String: String] = [:]) throws -> (status: Int32?, out: String, err: String) {
         let pipe = Pipe()
-        let process = try CampaignProcess(arguments, in: dir.path, outputPipe: pipe)
+        let process = try CampaignProcess(arguments, in: dir.path, outputPipe: pipe, environment: environment)
         try? pipe.fileHandleForWriting.close()
         let handle = pipe.fileHandleForReading
         let reader = BackgroundTask { handle.readDataToEndOfFile() }
@@ -126,6 +129,16 @@ import GatewaySimulator
         #expect(Set(written) == Self.live(simulator), "no channel made that the file does not name")
         #expect(Self.lines(result.out) == Array(written))
         #expect(result.err.contains("after a create went unanswered"), "\(result.err)")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aGatewayThatSaysGoAwayEveryTwoRequestsStillGetsEachChannelMadeOnce() throws {
+        let dir = TemporaryDirectory("channels-goaway")
+        let simulator = try Self.simulator(in: dir) { $0.managementFaults.goAwayAfter = 2 }
+        defer { simulator.stop() }
+        let result = try Self.run(["channels", "create", "--count", "5", "--out", "ids.txt"] + Self.flags(simulator), in: dir)
+        #expect(result.status == 0, "\(result.err)")
+        let written = Self.lines(try String(contentsOfFile: dir.file("ids.txt"), encoding: .utf8))
+        #expect(written.count == 5 && Set(written) == Self.live(simulator), "\(result.err)")
     }
 
     @Test(.timeLimit(.minutes(3)), arguments: [SIGTERM, SIGINT])
@@ -230,5 +243,70 @@ import GatewaySimulator
         #expect(unreachable.status == 69)
         #expect(unreachable.err.contains("127.0.0.1:\(port)"), "\(unreachable.err)")
         #expect(Date().timeIntervalSince(start) < 30)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func createAndListGoThroughTheProxyWithoutItsPasswordInSight() throws {
+        let dir = TemporaryDirectory("channels-proxy")
+        let simulator = try Self.simulator(in: dir)
+        defer { simulator.stop() }
+        let proxy = try TinyProxy(in: dir, user: ("campaign", ProxyTests.password))   // started, on a free port
+        defer { proxy.stop() }
+        let environment = ProxyTests.cleanEnvironment.merging(["CAMPAIGN_PROXY_USER": "campaign:\(ProxyTests.password)"]) { $1 }
+        let via = ["--proxy", proxy.url(), "--proxy-user-env", "CAMPAIGN_PROXY_USER"]
+        let created = try Self.run(["channels", "create", "--count", "2"] + Self.flags(simulator) + via, in: dir, environment: environment)
+        #expect(created.status == 0, "\(created.err)")
+        let listed = try Self.run(["channels", "list"] + Self.flags(simulator) + via, in: dir, environment: environment)
+        #expect(Set(Self.lines(listed.out)) == Set(Self.lines(created.out)))
+        #expect(Set(Self.lines(listed.out)) == Self.live(simulator))
+        #expect(proxy.connectsLogged == 2)
+        #expect(!(created.err + listed.err).contains(ProxyTests.password))
+    }
+
+    @Test(.timeLimit(.minutes(2))) func throttledRequestsWaitTheirRetryAfterAndEveryChannelIsMadeOnce() throws {
+        let dir = TemporaryDirectory("channels-throttled")
+        let simulator = try Self.simulator(in: dir) { $0.managementFaults.throttleRate = 0.3 }
+        defer { simulator.stop() }
+        let result = try Self.run(["channels", "create", "--count", "4", "--out", "ids.txt"] + Self.flags(simulator), in: dir)
+        #expect(result.status == 0, "\(result.err)")
+        #expect(Set(Self.lines(result.out)) == Self.live(simulator))
+        #expect(Self.live(simulator).count == 4)
+        // retry-after: 1 is a floor over the first backoff of 0.5 s.
+        #expect(result.err.contains("(429 TooManyRequests); trying again in 1 s"), "\(result.err)")
+        #expect(!result.err.contains("trying again in 0.5 s"))
+    }
+}
+
+/// The command line's own checks: usage errors (64) before anything is read or sent.
+@Suite struct ChannelsArgumentTests {
+    static let base = ["--bundle-id", "com.example.app", "--environment", "sandbox", "--cert", "client.pem"]
+
+    @Test(arguments: [
+        (["channels", "create", "--storage", "all"] + base, "--storage must be none or most-recent, not \"all\"."),
+        (["channels", "create", "--count", "0"] + base, "--count must be between 1 and 10000."),
+        (["channels", "list", "--bundle-id", "com.example.app", "--cert", "c.pem"], "Give exactly one of --gateway HOST:PORT or --environment sandbox|production."),
+        (["channels", "list", "--bundle-id", "com.example.app", "--cert", "c.pem", "--environment", "development"], "--environment must be sandbox or production."),
+        (["channels", "list", "--bundle-id", "com.example.app", "--cert", "c.pem", "--gateway", "localhost"], "--gateway must be HOST:PORT, not \"localhost\"."),
+        (["channels", "list", "--bundle-id", "com.example.app", "--environment", "sandbox"], "--auth-key (with --key-id and --team-id) or --cert is required."),
+        (["channels", "list", "--auth-key", "k.p8", "--key-id", "ABCDEFGHIJ", "--team-id", "ABCDEFGHIJ"] + base, "Give --auth-key or --cert, not both."),
+        (["channels", "list", "--auth-key", "k.p8"] + base, "--auth-key, --key-id and --team-id go together."),
+        (["channels", "list", "--bundle-id", "com.example app", "--environment", "sandbox", "--cert", "c.pem"], "--bundle-id must be an app's bundle id (com.example.app), not \"com.example app\"."),
+        (["channels", "delete"] + base, "Name the channels as arguments or with --from FILE (one of the two)."),
+        (["channels", "delete", "AAAA", "--from", "ids.txt"] + base, "Name the channels as arguments or with --from FILE (one of the two)."),
+    ])
+    func badFlagsAreUsageErrors(arguments: [String], message: String) {
+        do {
+            _ = try Campaign.parseAsRoot(arguments)
+            Issue.record("expected a validation error")
+        } catch {
+            #expect(Campaign.exitCode(for: error) == ExitCode(64))
+            #expect(Campaign.message(for: error) == message)
+        }
+    }
+
+    @Test func channelErrorsHaveTheirOwnExitCodesInTheOneMapping() {
+        #expect(exitCode(for: ChannelError(.stopped), command: "t") == ExitCode(75))
+        #expect(exitCode(for: ChannelError(.refused(operation: .list, status: 403, reason: .invalidProviderToken)), command: "t") == ExitCode(77))
+        #expect(exitCode(for: ChannelError(.refused(operation: .create(.noneStored), status: 400, reason: .featureNotEnabled)), command: "t") == ExitCode(69))
+        #expect(exitCode(for: ChannelError(.badInput("x")), command: "t") == ExitCode(65))
     }
 }

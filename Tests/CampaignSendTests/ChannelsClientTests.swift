@@ -107,6 +107,31 @@ import CampaignTestSupport
     }
 }
 
+/// The provider token of a run: one token, renewed only once 50 minutes old.
+@Suite struct ChannelsTokenTests {
+    final class Clock: @unchecked Sendable { var now: Int64 = 1_700_000_000 }
+
+    @Test func theTokenIsKeptUntil50MinutesThenRenewed() throws {
+        let clock = Clock()
+        let source = try ChannelTokenSource(keyPath: TestCertificates.path(DevelopmentCertificates.authKey), keyID: DevelopmentCertificates.authKeyID,
+                                            teamID: DevelopmentCertificates.authTeamID, now: { clock.now })
+        let first = source.current()
+        #expect(first.issuedAt == 1_700_000_000)
+        clock.now += 49 * 60
+        #expect(source.current() == first, "APNs refuses a token renewed within 20 minutes; none is needed before 50")
+        clock.now += 60
+        let renewed = source.current()
+        #expect(renewed.issuedAt == 1_700_000_000 + 50 * 60)
+        #expect(ProviderToken.claims(of: renewed.text)?.keyID == DevelopmentCertificates.authKeyID)
+    }
+
+    @Test func aKeyThatCannotSignTokensIsRefusedNamingIt() {
+        #expect(throws: TLSError(.notAProviderTokenKey(path: TestCertificates.path("client.key")))) {
+            try ChannelTokenSource(keyPath: TestCertificates.path("client.key"), keyID: "ABCDEFGHIJ", teamID: "ABCDEFGHIJ")
+        }
+    }
+}
+
 /// `delete --from` and `create --out` files.
 @Suite struct ChannelsFileTests {
     @Test func idsAreReadFromLinesOrACSVColumn() throws {
