@@ -36,7 +36,7 @@ struct ChannelsCreate: ParsableCommand {
         let policy = Broadcast.StoragePolicy(name: storage)!
         try options.run("create") { client in
             // Opened before the first request: a file that cannot be written must not cost a channel.
-            let writer = try out.map { path throws(ChannelError) in try ChannelIDWriter(path: path) }
+            let writer = try out.map { path throws(ChannelError) in try ChannelIDWriter(path: path, storage: policy) }
             var made = 0
             do {
                 try ChannelRuns.create(client: client, storage: policy, count: count, writer: writer) { id, requestID, how in

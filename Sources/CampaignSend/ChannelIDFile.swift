@@ -5,7 +5,10 @@ import CampaignIO
 /// line as each 201 arrives, each written and fsynced before the next
 /// request, so an interrupted run (a signal, a refusal, a crash) leaves every
 /// channel it created in the file. A `.csv` file gets a `channel_id` header
-/// when it is new or empty, which makes it an audience `campaign plan` reads.
+/// when it is new or empty, which makes it an audience `campaign plan` reads;
+/// with the channels' storage policy, a `storage` column too (`none` or
+/// `most-recent`), so `plan` can refuse an expiration those storing nothing
+/// would refuse.
 ///
 /// Created 0644 (less the umask): a channel id is no secret (the app hands
 /// it to every device that subscribes, and pushing to it takes the team's
@@ -13,9 +16,12 @@ import CampaignIO
 public final class ChannelIDWriter {
     public let path: String
     private let fd: Int32
+    /// The storage column's value, when the file has that column.
+    private var storageColumn: String?
 
-    public init(path: String) throws(ChannelError) {
+    public init(path: String, storage: Broadcast.StoragePolicy? = nil) throws(ChannelError) {
         self.path = path
+        storageColumn = storage?.name
         let fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw ChannelError(.output(IOError(path: path, operation: "open", errno: errno))) }
         self.fd = fd
@@ -36,7 +42,8 @@ public final class ChannelIDWriter {
         let size = Int(info.st_size)
         let isCSV = path.lowercased().hasSuffix(".csv")
         if size == 0 {
-            if isCSV { try append(Array("channel_id\n".utf8)) }
+            if !isCSV { storageColumn = nil }
+            if isCSV { try append(Array((storageColumn == nil ? "channel_id\n" : "channel_id,storage\n").utf8)) }
             return
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else { return }
@@ -44,9 +51,15 @@ public final class ChannelIDWriter {
             var head = [UInt8](repeating: 0, count: 64)
             let n = pread(fd, &head, head.count, 0)
             let first = head.prefix(max(0, n)).prefix { $0 != 0x0A && $0 != 0x0D }
-            guard first.elementsEqual("channel_id".utf8) else {
-                throw ChannelError(.badInput("\(path) is a CSV file whose header is not channel_id alone: name a new file, or one that create wrote."))
+            if first.elementsEqual("channel_id,storage".utf8) {
+                if storageColumn == nil { throw ChannelError(.badInput("\(path) has a storage column: give create --storage for its new channels' policy.")) }
+            } else if first.elementsEqual("channel_id".utf8) {
+                storageColumn = nil
+            } else {
+                throw ChannelError(.badInput("\(path) is a CSV file whose header is neither channel_id nor channel_id,storage: name a new file, or one that create wrote."))
             }
+        } else {
+            storageColumn = nil
         }
         var last: UInt8 = 0
         if pread(fd, &last, 1, off_t(size - 1)) == 1, last != 0x0A { try append([0x0A]) }
@@ -54,7 +67,7 @@ public final class ChannelIDWriter {
 
     /// Appends `id` and a newline, and fsyncs: once this returns, the id survives a crash.
     public func append(_ id: ChannelID) throws(ChannelError) {
-        try append(Array((id.base64 + "\n").utf8))
+        try append(Array((id.base64 + (storageColumn.map { "," + $0 } ?? "") + "\n").utf8))
         guard fsync(fd) == 0 || errno == EINVAL else { throw ChannelError(.output(IOError(path: path, operation: "fsync", errno: errno))) }
     }
 

@@ -173,7 +173,7 @@ extension H2ConnectionWorker {
             return "APNs refused the provider token \(what): check that --auth-key is the .p8 key whose id is --key-id, and --team-id is the team that owns it."
         case .invalidProviderToken?, .missingProviderToken?:
             return "APNs refused the provider certificate \(what): it wants a provider token, so the certificate was not taken as one for this app; check --cert (and --key), or send with --auth-key."
-        case .topicDisallowed?, .forbidden?:
+        case .topicDisallowed?, .forbidden?, .topicMismatch?:
             return "APNs refused to send to topic \(topic ?? "(the certificate's)") \(what): check the job's topic is the app's bundle id and the \(tokenAuth ? "key's team" : "certificate") may send to it."
         default:
             return "APNs refused the credential \(what): check \(tokenAuth ? "--auth-key, --key-id and --team-id" : "--cert and --key") and the job's topic."

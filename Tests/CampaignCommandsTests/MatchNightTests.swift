@@ -38,8 +38,9 @@ import GatewaySimulator
         let created = try channels(["create", "--count", "300", "--storage", "most-recent", "--out", "channels.csv"])
         #expect(created.status == 0, "\(created.err)")
         let lines = try String(contentsOfFile: dir.file("channels.csv"), encoding: .utf8).split(separator: "\n").map(String.init)
-        #expect(lines.first == "channel_id")
-        let ids = Array(lines.dropFirst())
+        #expect(lines.first == "channel_id,storage")
+        #expect(lines.dropFirst().allSatisfy { $0.hasSuffix(",most-recent") })
+        let ids = lines.dropFirst().map { String($0.prefix { $0 != "," }) }
         #expect(ids.count == 300 && Set(ids).count == 300)
         #expect(ids.allSatisfy { ChannelID(base64: $0) != nil })
 
