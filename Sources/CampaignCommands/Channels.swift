@@ -38,14 +38,7 @@ struct ChannelOptions: ParsableArguments {
 
     @OptionGroup var proxyOptions: ProxyOptions
 
-    @Option(help: ArgumentHelp("A provider-token key (AuthKey_<KEY ID>.p8) instead of --cert; with --key-id and --team-id.", valueName: "file"))
-    var authKey: String?
-
-    @Option(help: ArgumentHelp("The --auth-key's 10-character key id.", valueName: "KID"))
-    var keyId: String?
-
-    @Option(help: ArgumentHelp("Your 10-character team id, for --auth-key.", valueName: "TEAM"))
-    var teamId: String?
+    @OptionGroup var token: TokenOptions
 
     @Option(help: ArgumentHelp("How long an answer may take before the request counts as lost and is tried again; also the connection's limit, at most 10.", valueName: "s"))
     var answerTimeout: Double = 30
@@ -62,11 +55,7 @@ struct ChannelOptions: ParsableArguments {
         if bundleId.isEmpty || bundleId.contains("/") || bundleId.contains(where: { $0 == " " || !$0.isASCII }) {
             throw ValidationError("--bundle-id must be an app's bundle id (com.example.app), not \"\(bundleId)\".")
         }
-        if authKey != nil || keyId != nil || teamId != nil {
-            guard authKey != nil, let k = keyId, let t = teamId else { throw ValidationError("--auth-key, --key-id and --team-id go together.") }
-            for (name, value) in [("--key-id", k), ("--team-id", t)] where value.utf8.count != 10 || !value.utf8.allSatisfy({ (0x41...0x5A).contains($0) || (0x30...0x39).contains($0) }) {
-                throw ValidationError("\(name) must be 10 upper-case letters or digits, as Apple's are (the developer account shows it), not \"\(value)\".")
-            }
+        if token.isGiven {
             if credentials.cert != nil { throw ValidationError("Give --auth-key or --cert, not both.") }
         } else if credentials.cert == nil {
             throw ValidationError("--auth-key (with --key-id and --team-id) or --cert is required.")
@@ -77,7 +66,7 @@ struct ChannelOptions: ParsableArguments {
     /// A client for the chosen gateway and credentials; nothing is sent yet.
     func client(stop: CancellationPipe, command: String) throws -> ChannelManagementClient {
         let (host, port) = gateway.flatMap(GatewayAddress.parse) ?? Broadcast.managementGateway(environment: environment!)!
-        let tokens = try authKey.map { try ChannelTokenSource(keyPath: $0, keyID: keyId!, teamID: teamId!) }
+        let tokens = try token.authKey.map { try ChannelTokenSource(keyPath: $0, keyID: token.keyId!, teamID: token.teamId!) }
         let context = try CredentialOptions.context(cert: credentials.cert ?? "", key: credentials.key, ca: credentials.ca,
                                                     passphrase: credentials.passphrase(), http2: true)
         var configuration = ChannelManagementClient.Configuration(host: host, port: port, bundleID: bundleId,

@@ -2,6 +2,29 @@ import ArgumentParser
 import Foundation
 import CampaignTLS
 
+/// Flags naming a provider-token key (token authentication), shared by `send` and `channels`.
+struct TokenOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("A provider-token key (AuthKey_<KEY ID>.p8) instead of --cert (h2 plans and channels); with --key-id and --team-id.", valueName: "file"))
+    var authKey: String?
+
+    @Option(help: ArgumentHelp("The --auth-key's 10-character key id.", valueName: "KID"))
+    var keyId: String?
+
+    @Option(help: ArgumentHelp("Your 10-character team id, for --auth-key.", valueName: "TEAM"))
+    var teamId: String?
+
+    /// Whether any of the three was given.
+    var isGiven: Bool { authKey != nil || keyId != nil || teamId != nil }
+
+    func validate() throws {
+        guard isGiven else { return }
+        guard authKey != nil, let k = keyId, let t = teamId else { throw ValidationError("--auth-key, --key-id and --team-id go together.") }
+        for (name, value) in [("--key-id", k), ("--team-id", t)] where value.utf8.count != 10 || !value.utf8.allSatisfy({ (0x41...0x5A).contains($0) || (0x30...0x39).contains($0) }) {
+            throw ValidationError("\(name) must be 10 upper-case letters or digits, as Apple's are (the developer account shows it), not \"\(value)\".")
+        }
+    }
+}
+
 /// Flags naming the provider certificate, shared by `send` and `feedback`.
 struct CredentialOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Provider certificate: PEM (with --key, or with the key inside), or a PKCS#12 bundle (.p12/.pfx).", valueName: "file"))

@@ -40,14 +40,7 @@ struct Send: ParsableCommand {
 
     @OptionGroup var proxyOptions: ProxyOptions
 
-    @Option(help: ArgumentHelp("h2 plans: a provider-token key (AuthKey_<KEY ID>.p8) instead of --cert; with --key-id and --team-id.", valueName: "file"))
-    var authKey: String?
-
-    @Option(help: ArgumentHelp("The --auth-key's 10-character key id.", valueName: "KID"))
-    var keyId: String?
-
-    @Option(help: ArgumentHelp("Your 10-character team id, for --auth-key.", valueName: "TEAM"))
-    var teamId: String?
+    @OptionGroup var token: TokenOptions
 
     @Option(help: ArgumentHelp("h2 plans: the most streams in flight per connection (default 1000; never above the server's limit).", valueName: "n"))
     var streams: Int?
@@ -104,18 +97,12 @@ struct Send: ParsableCommand {
         guard (journal == nil) != (resume == nil) else {
             throw ValidationError("Give exactly one of --journal DIR (a new send) or --resume DIR.")
         }
-        if authKey != nil || keyId != nil || teamId != nil {
-            guard authKey != nil, let k = keyId, let t = teamId else { throw ValidationError("--auth-key, --key-id and --team-id go together.") }
-            for (name, value) in [("--key-id", k), ("--team-id", t)] where value.utf8.count != 10 || !value.utf8.allSatisfy({ (0x41...0x5A).contains($0) || (0x30...0x39).contains($0) }) {
-                throw ValidationError("\(name) must be 10 upper-case letters or digits, as Apple's are (the developer account shows it), not \"\(value)\".")
-            }
-        }
         if let n = streams, !(1...10_000).contains(n) { throw ValidationError("--streams must be between 1 and 10000.") }
         if let s = pingAfter, !(0.3...3600).contains(s) { throw ValidationError("--ping-after must be between 0.3 and 3600 seconds.") }
         if let s = answerTimeout, !(0.5...3600).contains(s) { throw ValidationError("--answer-timeout must be between 0.5 and 3600 seconds.") }
         if let s = outageLimit, !(1...86_400).contains(s) { throw ValidationError("--outage-limit must be between 1 and 86400 seconds.") }
         if journal != nil {
-            guard credentials.cert != nil || authKey != nil else { throw ValidationError("--cert (or, for an h2 plan, --auth-key) is required.") }
+            guard credentials.cert != nil || token.authKey != nil else { throw ValidationError("--cert (or, for an h2 plan, --auth-key) is required.") }
             guard (gateway == nil) != (environment == nil) else {
                 throw ValidationError("Give exactly one of --gateway HOST:PORT or --environment sandbox|production.")
             }
@@ -286,10 +273,10 @@ struct Send: ParsableCommand {
         if let v = streams { settings.streams = v }
         if let v = pingAfter { settings.pingAfterSeconds = v }
         if let v = holdOpen { settings.holdOpenSeconds = v }
-        if let v = authKey {
+        if let v = token.authKey {
             settings.authKey = absolutePath(v)
-            settings.keyID = keyId
-            settings.teamID = teamId
+            settings.keyID = token.keyId
+            settings.teamID = token.teamId
         }
     }
 }

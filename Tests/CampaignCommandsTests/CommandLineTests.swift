@@ -27,6 +27,11 @@ import CampaignIO
         (["simulator", "--certs", "x", "--drop-every", "0"], "--drop-every must be at least 1."),
         (["simulator", "--certs", "x", "--port", "70000"], "--port must be between 0 and 65535."),
         (["certs", "x", "--days", "0"], "--days must be at least 1."),
+        (["simulator", "--certs", "x", "--management-port", "0"], "--management-port go with --protocol h2."),
+        (["simulator", "--certs", "x", "--protocol", "h2", "--management-port", "70000"], "--management-port must be between 0 and 65535."),
+        (["simulator", "--certs", "x", "--protocol", "h2", "--channel-limit=-1"], "--channel-limit must not be negative."),
+        (["simulator", "--certs", "x", "--protocol", "h2", "--environment", "staging"], "--environment must be sandbox or production."),
+        (["simulator", "--certs", "x", "--protocol", "h2", "--management-error-rate", "1.5"], "--management-error-rate must be between 0 and 1."),
     ])
     func badFlagsAreUsageErrors(arguments: [String], message: String) {
         do {

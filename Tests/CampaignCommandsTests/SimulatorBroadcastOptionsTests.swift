@@ -21,23 +21,6 @@ import GatewaySimulator
         #expect(plain.managementPort == nil && plain.channelLimit == 10_000 && plain.environment == "sandbox" && !plain.broadcastStrict)
     }
 
-    @Test(arguments: [
-        (["simulator", "--certs", "x", "--management-port", "0"], "--management-port go with --protocol h2."),
-        (["simulator", "--certs", "x", "--protocol", "h2", "--management-port", "70000"], "--management-port must be between 0 and 65535."),
-        (["simulator", "--certs", "x", "--protocol", "h2", "--channel-limit=-1"], "--channel-limit must not be negative."),
-        (["simulator", "--certs", "x", "--protocol", "h2", "--environment", "staging"], "--environment must be sandbox or production."),
-        (["simulator", "--certs", "x", "--protocol", "h2", "--management-error-rate", "1.5"], "--management-error-rate must be between 0 and 1."),
-    ])
-    func badBroadcastOptionsAreUsageErrors(arguments: [String], message: String) {
-        do {
-            _ = try Campaign.parseAsRoot(arguments)
-            Issue.record("expected a validation error")
-        } catch {
-            #expect(Campaign.exitCode(for: error) == CampaignExit.usage)
-            #expect(Campaign.message(for: error) == message)
-        }
-    }
-
     @Test(.timeLimit(.minutes(2))) func theReadyFileNamesTheManagementPort() throws {
         let dir = TemporaryDirectory("ready")
         let run = try PlanProcessTests.run(["simulator", "--protocol", "h2", "--certs", TestCertificates.directory, "--management-port", "0",
