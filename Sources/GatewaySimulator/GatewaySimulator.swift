@@ -71,7 +71,8 @@ public final class GatewaySimulator: @unchecked Sendable {
         pendingFeedback = configuration.feedback
         channelStore = ChannelStore(limit: configuration.channelLimit)
         channels = ChannelService(store: channelStore, environment: configuration.environment,
-                                  apps: BroadcastApps(disabled: configuration.broadcastDisabled, strict: configuration.broadcastStrict))
+                                  apps: BroadcastApps(disabled: configuration.broadcastDisabled, strict: configuration.broadcastStrict),
+                                  outage: Outage(requests: configuration.managementUnavailableFirst))
     }
 
     /// Listens on both ports, writes the ready file, and serves until ``stop()``.

@@ -246,6 +246,21 @@ import CampaignTestSupport
         // The device listener's own faults are not the management listener's.
         #expect(failing.configuration.faults.errorRate == 0)
     }
+
+    @Test(.timeLimit(.minutes(2))) func anOutageAnswersTheFirstRequests503OverEveryConnectionThenPasses() throws {
+        let dir = TemporaryDirectory("management-outage")
+        let simulator = try Self.start(dir) { $0.managementUnavailableFirst = 3 }
+        defer { simulator.stop() }
+        let (first, second) = (try H2TestClient(port: simulator.managementPort), try H2TestClient(port: simulator.managementPort))
+        // A wrong request is refused for what is wrong, and does not use up the outage.
+        Self.expectRefusal(try first.request("POST", Self.channels, text: "{"), 400, "BadRequestPayload")
+        for client in [first, second, first] {
+            Self.expectRefusal(try client.request("POST", Self.channels, text: Self.createStored), 503, "ServiceUnavailable")
+        }
+        #expect(simulator.currentStatistics().channelsCreated == 0)
+        let id = try Self.create(second)
+        #expect(try first.request("GET", "/1/apps/\(Self.app)/all-channels").text == #"{"channels":["\#(id)"]}"#)
+    }
 }
 
 /// curl, with requests written from Apple's pages (not from campaign's client), gets Apple's documented answers.
