@@ -141,6 +141,14 @@ import CampaignTestSupport
         #expect(try client.request("DELETE", Self.channels, [auth, ("apns-channel-id", ids[0])]).status == 204)
         let again = try Self.create(client, [auth])
         #expect(!ids.contains(again))
+        // The device listener checks the same token first, on broadcasts too.
+        let device = try H2TestClient(port: simulator.port, certificate: false)
+        let headers = [("apns-channel-id", again), ("apns-push-type", "liveactivity")]
+        Self.expectRefusal(try device.request("POST", Self.broadcasts, headers, text: #"{"aps":{}}"#), 403, "MissingProviderToken")
+        Self.expectRefusal(try device.request("POST", Self.broadcasts, [("authorization", "bearer not.a.token")], text: #"{"aps":{}}"#), 403, "InvalidProviderToken")
+        #expect(try device.request("POST", Self.broadcasts, headers + [auth], text: #"{"aps":{}}"#).status == 200)
+        #expect(try device.request("POST", "/4/broadcasts/apps/com.example.other", [auth, ("apns-channel-id", other), ("apns-push-type", "liveactivity")],
+                                   text: #"{"aps":{}}"#).status == 200, "a token names no app: any of the team's")
     }
 
     @Test(.timeLimit(.minutes(2))) func anAppWithoutTheCapabilityIsFeatureNotEnabled() throws {
