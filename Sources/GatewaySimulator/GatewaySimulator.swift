@@ -225,6 +225,9 @@ public final class GatewaySimulator: @unchecked Sendable {
         let index = nextConnection
         nextConnection += 1
         statistics.connections.append(ConnectionStatistics(connection: index))
+        // A waiter for this connection (waitForStatistics) must hear of it now,
+        // not at its timeout.
+        changed.broadcast()
         lock.unlock()
         return (connection, index)
     }
@@ -317,6 +320,7 @@ public final class GatewaySimulator: @unchecked Sendable {
         let index = nextManagementConnection
         nextManagementConnection += 1
         statistics.managementConnections += 1
+        changed.broadcast()
         lock.unlock()
         var session = h2Session(connection, index: index, port: .management, faults: configuration.managementFaults)
         let ending = session.run(connection: connection, cancellation: cancellation) { [self] progress in
