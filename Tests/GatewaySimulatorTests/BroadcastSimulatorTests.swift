@@ -255,6 +255,18 @@ import CampaignTestSupport
         #expect(failing.configuration.faults.errorRate == 0)
     }
 
+    @Test(.timeLimit(.minutes(2))) func latencyHoldsTheManagementListenersBytesToo() throws {
+        let dir = TemporaryDirectory("management-latency")
+        let simulator = try startHTTP2Simulator(in: dir, latencyMilliseconds: 100) { $0.managementPort = 0 }
+        defer { simulator.stop() }
+        let client = try H2TestClient(port: simulator.managementPort)
+        _ = try client.request("GET", "/1/apps/\(Self.app)/all-channels")   // the connection's SETTINGS settle
+        let started = Date()
+        let answer = try client.request("GET", "/1/apps/\(Self.app)/all-channels")
+        // One round trip: 100 ms each way.
+        #expect(answer.text == #"{"channels":[]}"# && Date().timeIntervalSince(started) >= 0.2, "\(answer)")
+    }
+
     @Test(.timeLimit(.minutes(2))) func anOutageAnswersTheFirstRequests503OverEveryConnectionThenPasses() throws {
         let dir = TemporaryDirectory("management-outage")
         let simulator = try Self.start(dir) { $0.managementUnavailableFirst = 3 }
