@@ -95,10 +95,10 @@ struct Simulator: ParsableCommand {
     @Option(help: ArgumentHelp("h2: serve the channel management API on this port too (0 picks a free one).", valueName: "port"))
     var managementPort: Int?
 
-    @Option(help: ArgumentHelp("h2: live channels an app may have (default 10000, Apple's limit); one more create is 400 CannotCreateChannelConfig.", valueName: "N"))
+    @Option(help: ArgumentHelp("h2: live channels an app may have in the environment (Apple's limit); one more create is 400 CannotCreateChannelConfig.", valueName: "N"))
     var channelLimit = Broadcast.channelLimit
 
-    @Option(help: ArgumentHelp("h2: the environment played, sandbox or production; channels of one do not exist in the other.", valueName: "name"))
+    @Option(help: ArgumentHelp("h2: the environment played, sandbox or production (Apple keeps each one's channels apart).", valueName: "name"))
     var environment = "sandbox"
 
     @Option(help: ArgumentHelp("h2: this bundle id's broadcast capability is off: its channel and broadcast requests are 400 FeatureNotEnabled (repeatable).", valueName: "bundle id"))
@@ -112,6 +112,9 @@ struct Simulator: ParsableCommand {
 
     @Option(help: ArgumentHelp("h2: answer this fraction of valid channel management requests 500 InternalServerError or 503 ServiceUnavailable (seeded by --seed).", valueName: "R"))
     var managementErrorRate: Double = 0
+
+    @Option(help: ArgumentHelp("h2: answer the first N valid channel management requests 503 ServiceUnavailable (over all connections; nothing is created or deleted).", valueName: "N"))
+    var managementUnavailableFirst = 0
 
     func validate() throws {
         for (name, value) in [("--port", port), ("--feedback-port", feedbackPort), ("--management-port", managementPort ?? 0)] where !(0...65535).contains(value) {
@@ -127,6 +130,7 @@ struct Simulator: ParsableCommand {
         guard (0...1).contains(throttleRate) else { throw ValidationError("--throttle-rate must be between 0 and 1.") }
         guard (0...1).contains(managementThrottleRate) else { throw ValidationError("--management-throttle-rate must be between 0 and 1.") }
         guard (0...1).contains(managementErrorRate) else { throw ValidationError("--management-error-rate must be between 0 and 1.") }
+        guard managementUnavailableFirst >= 0 else { throw ValidationError("--management-unavailable-first must not be negative.") }
         guard channelLimit >= 0 else { throw ValidationError("--channel-limit must not be negative.") }
         guard ["sandbox", "production"].contains(environment) else { throw ValidationError("--environment must be sandbox or production.") }
         for (name, value) in [("--goaway-after", goawayAfter), ("--max-streams", maxStreams), ("--stall-after", stallAfter)] {
@@ -138,7 +142,8 @@ struct Simulator: ParsableCommand {
                           ("--token-update-refusals", tokenUpdateRefusals > 0), ("--management-port", managementPort != nil),
                           ("--channel-limit", channelLimit != Broadcast.channelLimit), ("--environment", environment != "sandbox"),
                           ("--broadcast-disabled", !broadcastDisabled.isEmpty), ("--management-throttle-rate", managementThrottleRate > 0),
-                          ("--management-error-rate", managementErrorRate > 0), ("--broadcast-strict", broadcastStrict)].filter(\.1).map(\.0)
+                          ("--management-error-rate", managementErrorRate > 0), ("--broadcast-strict", broadcastStrict),
+                          ("--management-unavailable-first", managementUnavailableFirst > 0)].filter(\.1).map(\.0)
             if !h2Only.isEmpty { throw ValidationError("\(h2Only.joined(separator: ", ")) go with --protocol h2.") }
         } else {
             if shutdownAfter != nil { throw ValidationError("--shutdown-after is a binary-interface fault; with --protocol h2 use --goaway-after.") }
@@ -175,6 +180,7 @@ struct Simulator: ParsableCommand {
         configuration.environment = environment
         configuration.broadcastDisabled = Set(broadcastDisabled)
         configuration.broadcastStrict = broadcastStrict
+        configuration.managementUnavailableFirst = managementUnavailableFirst
         configuration.managementFaults.throttleRate = managementThrottleRate
         configuration.managementFaults.errorRate = managementErrorRate
         configuration.managementFaults.seed = seed

@@ -67,7 +67,7 @@ public enum Checked<Value> {
 
 extension Checked: Equatable where Value: Equatable {}
 
-/// What the simulator knows of the apps it serves broadcasts for.
+/// What the simulator knows of the apps it serves broadcasts for, and how strictly it reads their broadcasts.
 public struct BroadcastApps: Sendable {
     /// Bundle ids whose broadcast capability is off (400 FeatureNotEnabled).
     public var disabled: Set<String> = []

@@ -34,7 +34,8 @@ public final class GatewaySimulator: @unchecked Sendable {
     private var threads = 0
     private var stopped = false
     private var gatewayListener: Listener?
-    private var relayListener: Listener?
+    /// With --latency-ms: the relays in front of the gateway and the management listener.
+    private var relayListeners: [Listener] = []
     /// HTTP/2 token authentication: public keys by key id.
     private let authKeys: [String: PublicKey]
 
@@ -71,34 +72,22 @@ public final class GatewaySimulator: @unchecked Sendable {
         pendingFeedback = configuration.feedback
         channelStore = ChannelStore(limit: configuration.channelLimit)
         channels = ChannelService(store: channelStore, environment: configuration.environment,
-                                  apps: BroadcastApps(disabled: configuration.broadcastDisabled, strict: configuration.broadcastStrict))
+                                  apps: BroadcastApps(disabled: configuration.broadcastDisabled, strict: configuration.broadcastStrict),
+                                  outage: Outage(requests: configuration.managementUnavailableFirst))
     }
 
     /// Listens on both ports, writes the ready file, and serves until ``stop()``.
     /// With HTTP/2 there is no feedback service (410 answers replace it): one port.
     public func start() throws {
-        // With --latency-ms the gateway listens on a port of its own, behind
-        // the relay that delays every byte.
-        let gateway = try Listener(host: configuration.host, port: configuration.latencyMilliseconds > 0 ? 0 : configuration.port)
+        let gateway: Listener
+        (gateway, port) = try listen(on: configuration.port)
         gatewayListener = gateway
-        port = gateway.port
-        if configuration.latencyMilliseconds > 0 {
-            let front = try Listener(host: configuration.host, port: configuration.port)
-            relayListener = front
-            port = front.port
-            let relay = LatencyRelay(delayNanoseconds: UInt64(configuration.latencyMilliseconds) * 1_000_000)
-            let (host, behind) = (configuration.host, gateway.port)
-            spawn { self.acceptLoop(front) { client in
-                guard let server = try? Socket.connect(host: host, port: behind, deadline: .after(seconds: 5), cancellation: self.cancellation) else { return }
-                relay.run(client: client, server: server, cancellation: self.cancellation)
-            } }
-        }
         if configuration.http2 {
             spawn { self.acceptLoop(gateway) { self.serveHTTP2($0) } }
-            if let port = configuration.managementPort {
-                let management = try Listener(host: configuration.host, port: port)
+            if let requested = configuration.managementPort {
+                let management: Listener
+                (management, managementPort) = try listen(on: requested)
                 managementListener = management
-                managementPort = management.port
                 spawn { self.acceptLoop(management) { self.serveManagement($0) } }
             }
         } else {
@@ -113,6 +102,26 @@ public final class GatewaySimulator: @unchecked Sendable {
                         : managementListener == nil ? #"{"port":\#(port)}"# : #"{"port":\#(port),"management_port":\#(managementPort)}"#) + "\n"
             try SecureFile.write(Array(text.utf8), to: ready, mode: SecureFile.publicMode)
         }
+    }
+
+    /// A listener for a service on `requested`, and the port clients use.
+    /// With --latency-ms the service listens on a port of its own, behind a
+    /// relay on `requested` that delays every byte.
+    private func listen(on requested: Int) throws -> (Listener, Int) {
+        guard configuration.latencyMilliseconds > 0 else {
+            let listener = try Listener(host: configuration.host, port: requested)
+            return (listener, listener.port)
+        }
+        let behind = try Listener(host: configuration.host, port: 0)
+        let front = try Listener(host: configuration.host, port: requested)
+        relayListeners.append(front)
+        let relay = LatencyRelay(delayNanoseconds: UInt64(configuration.latencyMilliseconds) * 1_000_000)
+        let (host, behindPort) = (configuration.host, behind.port)
+        spawn { self.acceptLoop(front) { client in
+            guard let server = try? Socket.connect(host: host, port: behindPort, deadline: .after(seconds: 5), cancellation: self.cancellation) else { return }
+            relay.run(client: client, server: server, cancellation: self.cancellation)
+        } }
+        return (behind, front.port)
     }
 
     /// Asks the simulator to stop; returns at once. Safe from any thread.
@@ -132,7 +141,7 @@ public final class GatewaySimulator: @unchecked Sendable {
         lock.unlock()
         gatewayListener?.close()
         managementListener?.close()
-        relayListener?.close()
+        for relay in relayListeners { relay.close() }
         feedbackListener?.close()
         if first, let path = configuration.statisticsPath {
             if path == "-" {
@@ -224,6 +233,9 @@ public final class GatewaySimulator: @unchecked Sendable {
         let index = nextConnection
         nextConnection += 1
         statistics.connections.append(ConnectionStatistics(connection: index))
+        // A waiter for this connection (waitForStatistics) must hear of it now,
+        // not at its timeout.
+        changed.broadcast()
         lock.unlock()
         return (connection, index)
     }
@@ -316,6 +328,7 @@ public final class GatewaySimulator: @unchecked Sendable {
         let index = nextManagementConnection
         nextManagementConnection += 1
         statistics.managementConnections += 1
+        changed.broadcast()
         lock.unlock()
         var session = h2Session(connection, index: index, port: .management, faults: configuration.managementFaults)
         let ending = session.run(connection: connection, cancellation: cancellation) { [self] progress in

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import APNSWire
 import CampaignHTTP2
+import CampaignIO
 import CampaignJSON
 
 /// What the device and management listeners share about broadcast channels.
@@ -11,9 +12,30 @@ struct ChannelService: Sendable {
     /// The simulator's environment: the key of its channels in the store.
     let environment: String
     let apps: BroadcastApps
+    /// `--management-unavailable-first`: shared by every management connection.
+    let outage: Outage
 
     func lookup(bundleID: String) -> (ChannelID) -> ChannelStore.Channel? {
         { store.channel(environment: environment, bundleID: bundleID, id: $0) }
+    }
+}
+
+/// The first N valid management requests, over all connections, answered
+/// 503: a deterministic outage, so a client's retry is tested without
+/// hunting for a seed.
+final class Outage: @unchecked Sendable {
+    private let lock = Lock()
+    private var remaining: Int
+
+    init(requests: Int) { remaining = requests }
+
+    /// 503 ServiceUnavailable while the outage lasts, then nil.
+    func take() -> H2Reply? {
+        lock.withLock {
+            guard remaining > 0 else { return nil }
+            remaining -= 1
+            return H2Reply(status: 503, reason: "ServiceUnavailable")
+        }
     }
 }
 
@@ -86,7 +108,7 @@ extension H2GatewaySession {
             case .passed(let p): policy = p
             }
             // A refused create creates nothing: a client may retry it safely.
-            if let fault = transientFault() { return reply(fault) }
+            if let fault = managementFault() { return reply(fault) }
             switch store.create(environment: environment, bundleID: bundleID, policy: policy) {
             case .limitReached: return reply(.refuse(400, "CannotCreateChannelConfig"))
             case .created(let id): return reply(H2Reply(status: 201), [.init("apns-channel-id", id.base64)])
@@ -97,7 +119,7 @@ extension H2GatewaySession {
             case .refused(let refusal): return reply(refusal)
             case .passed(let found): (id, channel) = found
             }
-            if let fault = transientFault() { return reply(fault) }
+            if let fault = managementFault() { return reply(fault) }
             if method == "DELETE" {
                 // Another connection may have deleted it since the lookup.
                 guard store.delete(environment: environment, bundleID: bundleID, id: id) else { return reply(.refuse(400, "ChannelNotRegistered")) }
@@ -108,7 +130,7 @@ extension H2GatewaySession {
             json.append(contentsOf: #","push-type":"LiveActivity"}"#.utf8)
             return reply(H2Reply(status: 200), json: json)
         case (.allChannels(let bundleID), _):
-            if let fault = transientFault() { return reply(fault) }
+            if let fault = managementFault() { return reply(fault) }
             var json: [UInt8] = Array(#"{"channels":["#.utf8)
             for (i, id) in store.list(environment: environment, bundleID: bundleID).enumerated() {
                 if i > 0 { json.append(UInt8(ascii: ",")) }
@@ -120,6 +142,11 @@ extension H2GatewaySession {
             // Broadcasts go to the device listener, as at Apple (§5.1).
             return reply(.refuse(404, "BadPath"))
         }
+    }
+
+    /// The outage first, then the fault plan's draws.
+    private mutating func managementFault() -> H2Reply? {
+        channels.outage.take() ?? transientFault()
     }
 
     /// `POST /4/broadcasts/apps/{b}` on the device listener (§2, §5.9).

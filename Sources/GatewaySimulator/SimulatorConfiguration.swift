@@ -95,6 +95,9 @@ public struct SimulatorConfiguration: Sendable {
     /// seed; the others apply too when set). Its own plan, so a device fault
     /// such as `goAwayAfter` does not cut channel management short.
     public var managementFaults = FaultPlan()
+    /// HTTP/2: the first N valid channel management requests (over every
+    /// connection) are answered 503 ServiceUnavailable, creating nothing.
+    public var managementUnavailableFirst = 0
 
     public init(certificatesDirectory: String) {
         self.certificatesDirectory = certificatesDirectory

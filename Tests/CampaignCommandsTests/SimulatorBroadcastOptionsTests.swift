@@ -11,11 +11,13 @@ import GatewaySimulator
     @Test func theOptionsReachTheConfiguration() throws {
         let command = try Campaign.parseAsRoot(["simulator", "--protocol", "h2", "--certs", "c", "--management-port", "0", "--channel-limit", "5",
                                                 "--environment", "production", "--broadcast-disabled", "com.a", "--broadcast-disabled", "com.b",
-                                                "--broadcast-strict", "--management-throttle-rate", "0.25", "--management-error-rate", "0.5", "--seed", "9"])
+                                                "--broadcast-strict", "--management-throttle-rate", "0.25", "--management-error-rate", "0.5", "--seed", "9",
+                                                "--management-unavailable-first", "2"])
         let configuration = try #require(command as? Simulator).configuration()
         #expect(configuration.managementPort == 0 && configuration.channelLimit == 5 && configuration.environment == "production")
         #expect(configuration.broadcastDisabled == ["com.a", "com.b"] && configuration.broadcastStrict)
         #expect(configuration.managementFaults.throttleRate == 0.25 && configuration.managementFaults.errorRate == 0.5 && configuration.managementFaults.seed == 9)
+        #expect(configuration.managementUnavailableFirst == 2)
         #expect(configuration.faults.throttleRate == 0 && configuration.faults.errorRate == 0, "the device listener's faults are its own")
         let plain = try #require(try Campaign.parseAsRoot(["simulator", "--protocol", "h2", "--certs", "c"]) as? Simulator).configuration()
         #expect(plain.managementPort == nil && plain.channelLimit == 10_000 && plain.environment == "sandbox" && !plain.broadcastStrict)

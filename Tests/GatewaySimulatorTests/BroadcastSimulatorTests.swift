@@ -141,6 +141,14 @@ import CampaignTestSupport
         #expect(try client.request("DELETE", Self.channels, [auth, ("apns-channel-id", ids[0])]).status == 204)
         let again = try Self.create(client, [auth])
         #expect(!ids.contains(again))
+        // The device listener checks the same token first, on broadcasts too.
+        let device = try H2TestClient(port: simulator.port, certificate: false)
+        let headers = [("apns-channel-id", again), ("apns-push-type", "liveactivity")]
+        Self.expectRefusal(try device.request("POST", Self.broadcasts, headers, text: #"{"aps":{}}"#), 403, "MissingProviderToken")
+        Self.expectRefusal(try device.request("POST", Self.broadcasts, [("authorization", "bearer not.a.token")], text: #"{"aps":{}}"#), 403, "InvalidProviderToken")
+        #expect(try device.request("POST", Self.broadcasts, headers + [auth], text: #"{"aps":{}}"#).status == 200)
+        #expect(try device.request("POST", "/4/broadcasts/apps/com.example.other", [auth, ("apns-channel-id", other), ("apns-push-type", "liveactivity")],
+                                   text: #"{"aps":{}}"#).status == 200, "a token names no app: any of the team's")
     }
 
     @Test(.timeLimit(.minutes(2))) func anAppWithoutTheCapabilityIsFeatureNotEnabled() throws {
@@ -245,6 +253,33 @@ import CampaignTestSupport
         #expect(failing.currentStatistics().channelsCreated == 0)
         // The device listener's own faults are not the management listener's.
         #expect(failing.configuration.faults.errorRate == 0)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func latencyHoldsTheManagementListenersBytesToo() throws {
+        let dir = TemporaryDirectory("management-latency")
+        let simulator = try startHTTP2Simulator(in: dir, latencyMilliseconds: 100) { $0.managementPort = 0 }
+        defer { simulator.stop() }
+        let client = try H2TestClient(port: simulator.managementPort)
+        _ = try client.request("GET", "/1/apps/\(Self.app)/all-channels")   // the connection's SETTINGS settle
+        let started = Date()
+        let answer = try client.request("GET", "/1/apps/\(Self.app)/all-channels")
+        // One round trip: 100 ms each way.
+        #expect(answer.text == #"{"channels":[]}"# && Date().timeIntervalSince(started) >= 0.2, "\(answer)")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func anOutageAnswersTheFirstRequests503OverEveryConnectionThenPasses() throws {
+        let dir = TemporaryDirectory("management-outage")
+        let simulator = try Self.start(dir) { $0.managementUnavailableFirst = 3 }
+        defer { simulator.stop() }
+        let (first, second) = (try H2TestClient(port: simulator.managementPort), try H2TestClient(port: simulator.managementPort))
+        // A wrong request is refused for what is wrong, and does not use up the outage.
+        Self.expectRefusal(try first.request("POST", Self.channels, text: "{"), 400, "BadRequestPayload")
+        for client in [first, second, first] {
+            Self.expectRefusal(try client.request("POST", Self.channels, text: Self.createStored), 503, "ServiceUnavailable")
+        }
+        #expect(simulator.currentStatistics().channelsCreated == 0)
+        let id = try Self.create(second)
+        #expect(try first.request("GET", "/1/apps/\(Self.app)/all-channels").text == #"{"channels":["\#(id)"]}"#)
     }
 }
 
