@@ -43,7 +43,7 @@ public final class ChannelManagementClient {
 
     public let configuration: Configuration
     private let context: TLSContext
-    private let tokens: ChannelTokenSource?
+    private let tokens: ProviderTokenSource?
     private let stop: CancellationPipe
     /// Lines for standard error: retries, as they happen.
     public let log: (String) -> Void
@@ -56,7 +56,7 @@ public final class ChannelManagementClient {
     private var link = Link.closed
 
     /// - Parameter tokens: token authentication; nil with a client certificate (in `context`).
-    public init(configuration: Configuration, context: TLSContext, tokens: ChannelTokenSource?, stop: CancellationPipe,
+    public init(configuration: Configuration, context: TLSContext, tokens: ProviderTokenSource?, stop: CancellationPipe,
                 log: @escaping (String) -> Void = { _ in }) {
         (self.configuration, self.context, self.tokens, self.stop, self.log) = (configuration, context, tokens, stop, log)
     }
@@ -249,39 +249,6 @@ public final class ChannelManagementClient {
     private static func sentence(_ error: TLSError) -> String {
         let text = error.description
         return text.hasSuffix(".") ? String(text.dropLast()) : text
-    }
-}
-
-/// The provider token of a `campaign channels` run: made from the `.p8` key
-/// when the run starts, and again once it is 50 minutes old (a long
-/// `create --count`), never sooner: APNs refuses a token renewed within 20
-/// minutes. Unlike a send's, it is not kept in a file: each run makes one.
-public final class ChannelTokenSource {
-    private let key: PrivateKey
-    private let keyID: String
-    private let teamID: String
-    private var token: ProviderToken
-    private let now: () -> Int64
-
-    public init(keyPath: String, keyID: String, teamID: String, now: @escaping () -> Int64 = ChannelTokenSource.wallClock) throws(TLSError) {
-        key = try PrivateKey.load(pemFile: keyPath, passphrase: nil)
-        guard ProviderToken.isProviderTokenKey(key) else { throw TLSError(.notAProviderTokenKey(path: keyPath)) }
-        (self.keyID, self.teamID, self.now) = (keyID, teamID, now)
-        token = try ProviderToken(keyID: keyID, teamID: teamID, issuedAt: now(), key: key)
-    }
-
-    public static func wallClock() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec)
-    }
-
-    public func current() -> ProviderToken {
-        let t = now()
-        if t - token.issuedAt >= ProviderTokenSource.renewAfter, let fresh = try? ProviderToken(keyID: keyID, teamID: teamID, issuedAt: t, key: key) {
-            token = fresh
-        }
-        return token
     }
 }
 

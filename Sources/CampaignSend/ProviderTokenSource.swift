@@ -9,25 +9,28 @@ import CampaignTLS
 /// `.p8` key, renewed after 50 minutes and never within 20 (APNs answers a
 /// token renewed more often with 429 TooManyProviderTokenUpdates), and kept
 /// with its `iat` in the journal directory (0600), so a `--resume` soon
-/// after reuses it instead of making a new one.
-final class ProviderTokenSource: @unchecked Sendable {
+/// after reuses it instead of making a new one. `campaign channels` uses one
+/// too, kept nowhere (each run is short).
+public final class ProviderTokenSource: @unchecked Sendable {
     static let cacheName = "provider-token.json"
-    static let renewAfter: Int64 = 50 * 60
+    public static let renewAfter: Int64 = 50 * 60
     static let keepAtLeast: Int64 = 20 * 60
 
     private let key: PrivateKey
     private let keyID: String
     private let teamID: String
-    private let cachePath: String
+    private let cachePath: String?
     private let lock = Lock()
     private var token: ProviderToken
 
-    init(keyPath: String, keyID: String, teamID: String, cachePath: String, now: Int64 = ProviderTokenSource.now()) throws {
+    /// `cachePath` nil: the token is kept in memory only.
+    public init(keyPath: String, keyID: String, teamID: String, cachePath: String? = nil, now: Int64 = ProviderTokenSource.now()) throws(TLSError) {
         key = try PrivateKey.load(pemFile: keyPath, passphrase: nil)
+        guard ProviderToken.isProviderTokenKey(key) else { throw TLSError(.notAProviderTokenKey(path: keyPath)) }
         self.keyID = keyID
         self.teamID = teamID
         self.cachePath = cachePath
-        if let cached = Self.load(cachePath), cached.keyID == keyID, cached.teamID == teamID,
+        if let cachePath, let cached = Self.load(cachePath), cached.keyID == keyID, cached.teamID == teamID,
            now - cached.issuedAt < Self.renewAfter, ProviderToken.verify(cached.text, key: key) {
             token = cached
         } else {
@@ -36,14 +39,14 @@ final class ProviderTokenSource: @unchecked Sendable {
         }
     }
 
-    static func now() -> Int64 {
+    public static func now() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec)
     }
 
     /// The token to send now: renewed once it is 50 minutes old.
-    func current(now: Int64 = ProviderTokenSource.now()) -> ProviderToken {
+    public func current(now: Int64 = ProviderTokenSource.now()) -> ProviderToken {
         lock.lock()
         defer { lock.unlock() }
         if now - token.issuedAt >= Self.renewAfter { renew(now) }
@@ -67,6 +70,7 @@ final class ProviderTokenSource: @unchecked Sendable {
     }
 
     private func save() {
+        guard let cachePath else { return }
         let value = JSONValue.object([("kid", .string(keyID)), ("team", .string(teamID)),
                                       ("iat", .number(String(token.issuedAt))), ("token", .string(token.text))])
         try? SecureFile.write(value.serialized() + [0x0A], to: cachePath, mode: SecureFile.privateMode)

@@ -113,21 +113,21 @@ import CampaignTestSupport
 
     @Test func theTokenIsKeptUntil50MinutesThenRenewed() throws {
         let clock = Clock()
-        let source = try ChannelTokenSource(keyPath: TestCertificates.path(DevelopmentCertificates.authKey), keyID: DevelopmentCertificates.authKeyID,
-                                            teamID: DevelopmentCertificates.authTeamID, now: { clock.now })
-        let first = source.current()
+        let source = try ProviderTokenSource(keyPath: TestCertificates.path(DevelopmentCertificates.authKey), keyID: DevelopmentCertificates.authKeyID,
+                                             teamID: DevelopmentCertificates.authTeamID, now: clock.now)
+        let first = source.current(now: clock.now)
         #expect(first.issuedAt == 1_700_000_000)
         clock.now += 49 * 60
-        #expect(source.current() == first, "APNs refuses a token renewed within 20 minutes; none is needed before 50")
+        #expect(source.current(now: clock.now) == first, "APNs refuses a token renewed within 20 minutes; none is needed before 50")
         clock.now += 60
-        let renewed = source.current()
+        let renewed = source.current(now: clock.now)
         #expect(renewed.issuedAt == 1_700_000_000 + 50 * 60)
         #expect(ProviderToken.claims(of: renewed.text)?.keyID == DevelopmentCertificates.authKeyID)
     }
 
     @Test func aKeyThatCannotSignTokensIsRefusedNamingIt() {
         #expect(throws: TLSError(.notAProviderTokenKey(path: TestCertificates.path("client.key")))) {
-            try ChannelTokenSource(keyPath: TestCertificates.path("client.key"), keyID: "ABCDEFGHIJ", teamID: "ABCDEFGHIJ")
+            try ProviderTokenSource(keyPath: TestCertificates.path("client.key"), keyID: "ABCDEFGHIJ", teamID: "ABCDEFGHIJ")
         }
     }
 }
