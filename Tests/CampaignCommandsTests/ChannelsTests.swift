@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Testing
 import APNSWire
+import CampaignJSON
 import CampaignSend
 import CampaignTestSupport
 import CampaignTLS
@@ -116,6 +117,23 @@ import ArgumentParser
         #expect(written.count == 5)
         #expect(Set(written) == Self.live(simulator))
         #expect(Self.lines(result.out) == written)
+    }
+
+    /// The same limit through the simulator's own command line, as a user sets it.
+    @Test(.timeLimit(.minutes(2))) func theSimulatorsChannelLimitFlagMakesTheSixthCreateExit69() throws {
+        let dir = TemporaryDirectory("channels-limit-flag")
+        let simulator = try CampaignProcess(["simulator", "--protocol", "h2", "--certs", TestCertificates.directory, "--port", "0",
+                                             "--management-port", "0", "--channel-limit", "5", "--ready-file", dir.file("ready.json"),
+                                             "--max-seconds", "100"], in: dir.path)
+        defer { kill(simulator.process.processIdentifier, SIGTERM); _ = simulator.wait(timeout: 10) }
+        #expect(eventually(within: 30) { ((try? Data(contentsOf: URL(fileURLWithPath: dir.file("ready.json"))))?.count ?? 0) > 0 })
+        let ready = try JSONValue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: dir.file("ready.json")))))
+        let management = try #require(ready["management_port"]?.integerValue)
+        let result = try Self.run(["channels", "create", "--count", "6", "--out", "ids.csv", "--bundle-id", Self.bundle,
+                                   "--gateway", "127.0.0.1:\(management)"] + SendProcessTests.credentials(), in: dir)
+        #expect(result.status == 69, "\(result.err)")
+        #expect(result.err.contains("CannotCreateChannelConfig"), "\(result.err)")
+        #expect(Self.lines(try String(contentsOfFile: dir.file("ids.csv"), encoding: .utf8)).count == 1 + 5, "the five made are on record")
     }
 
     @Test(.timeLimit(.minutes(2))) func aCreateWhoseAnswerIsLostIsFoundByAListNotMadeTwice() throws {
