@@ -50,7 +50,10 @@ struct ChannelsCreate: ParsableCommand {
                     }
                 }
             } catch {
-                if made > 0 { printError("campaign channels create: \(made) of \(count) channels created\(out.map { ", in \($0)" } ?? "")") }
+                // Running the same command again would make --count more: say how many are left to make.
+                let rest = count - made
+                printError("campaign channels create: \(made) of \(count) channels created\(out.map { ", in \($0)" } ?? "")"
+                           + (rest > 0 && made > 0 ? "; to make the other \(rest), run it again with --count \(rest)" : ""))
                 throw error
             }
         }

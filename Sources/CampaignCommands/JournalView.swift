@@ -97,6 +97,9 @@ struct JournalView {
         out += "journal: \(directory)\n"
         out += "  outcome: \(outcomeText) (\(state.runs) run\(state.runs == 1 ? "" : "s"))\n"
         out += "  plan: \(state.settings.planPath ?? "spooled in the journal"), \(state.planRecords.map { "\($0) records" } ?? "not read to its end yet")\(state.planIncomplete ? " (incomplete: no trailer)" : "")\n"
+        if state.planHeader["header"]?["broadcast"] == .bool(true) {
+            out += "  broadcast: Live Activity updates to channels of \(state.planHeader["header"]?["topic"]?.stringValue ?? "?") (one request per channel)\n"
+        }
         out += "  done: \(state.doneCount) (\(state.accepted) accepted, \(state.presumed) presumed, \(state.failures.count) failed\(state.skipped.isEmpty ? "" : ", \(state.skipped.count) skipped as too late"))\n"
         if !state.failures.isEmpty {
             out += "  failed: " + failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "\n"

@@ -75,7 +75,7 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("Keep Prometheus metrics of the send in this file (text format, rewritten atomically every second; node_exporter's textfile collector reads it).", valueName: "file"))
     var metrics: String?
 
-    @Option(help: ArgumentHelp("Record unregistered devices in this suppression store, with when they stopped being valid: HTTP/2 410 answers, binary status 8.", valueName: "file"))
+    @Option(help: ArgumentHelp("Record unregistered devices in this suppression store, with when they stopped being valid: HTTP/2 410 answers, binary status 8; for a broadcast plan, channels APNs answers ChannelNotRegistered (a dead-channel store).", valueName: "file"))
     var feedbackStore: String?
 
     @Option(help: ArgumentHelp("Prove acceptance after every N notifications per connection (costs a reconnect each; default 0: by time and at the end).", valueName: "n"))

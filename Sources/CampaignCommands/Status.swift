@@ -57,8 +57,9 @@ struct Status: ParsableCommand {
     private func single(_ view: JournalView) throws {
         let state = view.state, directory = view.directory
         if failures {
-            for f in state.failures { print(StatusOutput.failureLine(f)) }
-            for k in state.skipped { print(StatusOutput.skippedLine(k)) }
+            let channels = state.planHeader["header"]?["broadcast"] == .bool(true)
+            for f in state.failures { print(StatusOutput.failureLine(f, channels: channels)) }
+            for k in state.skipped { print(StatusOutput.skippedLine(k, channels: channels)) }
             return
         }
         if let html {
@@ -76,8 +77,9 @@ struct Status: ParsableCommand {
         if failures {
             for row in view.rows {
                 guard let j = row.journal else { continue }
-                for f in j.state.failures { print(StatusOutput.failureLine(f, part: row.part, journal: j.directory)) }
-                for k in j.state.skipped { print(StatusOutput.skippedLine(k, part: row.part, journal: j.directory)) }
+                let channels = j.state.planHeader["header"]?["broadcast"] == .bool(true)
+                for f in j.state.failures { print(StatusOutput.failureLine(f, part: row.part, journal: j.directory, channels: channels)) }
+                for k in j.state.skipped { print(StatusOutput.skippedLine(k, part: row.part, journal: j.directory, channels: channels)) }
             }
             return
         }

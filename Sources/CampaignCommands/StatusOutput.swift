@@ -23,28 +23,29 @@ enum StatusOutput {
         return out.sorted()
     }
 
-    static func failureLine(_ f: SendFailure, part: Int? = nil, journal: String? = nil) -> String {
-        line(token: f.token, part: part, journal: journal, [
+    /// A broadcast journal's failures name channels by their base64 ids, as `channels list` and the plan's rejects do.
+    static func failureLine(_ f: SendFailure, part: Int? = nil, journal: String? = nil, channels: Bool = false) -> String {
+        line(token: f.token, part: part, journal: journal, channels: channels, [
             ("seq", .number(String(f.seq))), ("status", .number(String(f.status))), ("reason", .string(f.reason)),
             ("attempts", .number(String(f.attempts))),
         ])
     }
 
-    static func skippedLine(_ k: SkippedNotification, part: Int? = nil, journal: String? = nil) -> String {
-        line(token: k.token, part: part, journal: journal, [
+    static func skippedLine(_ k: SkippedNotification, part: Int? = nil, journal: String? = nil, channels: Bool = false) -> String {
+        line(token: k.token, part: part, journal: journal, channels: channels, [
             ("seq", .number(String(k.seq))), ("outcome", .string("skipped")), ("moment", .string(utcText(k.moment))), ("reason", .string(k.reason)),
         ])
     }
 
     /// One `--failures` line: part and journal (over parts), seq, token, then `members`.
-    private static func line(token bytes: [UInt8], part: Int?, journal: String?, _ members: [(key: String, value: JSONValue)]) -> String {
+    private static func line(token bytes: [UInt8], part: Int?, journal: String?, channels: Bool, _ members: [(key: String, value: JSONValue)]) -> String {
         var token: [UInt8] = []
         HexEncoding.append(bytes, to: &token)
         var all: [(key: String, value: JSONValue)] = []
         if let part { all.append(("part", .number(String(part)))) }
         if let journal { all.append(("journal", .string(journal))) }
         all.append(members[0])
-        all.append(("token", .string(String(decoding: token, as: UTF8.self))))
+        all.append(channels ? ("channel", .string(ChannelID(bytes: bytes).base64)) : ("token", .string(String(decoding: token, as: UTF8.self))))
         all += members.dropFirst()
         return String(decoding: JSONValue.object(all).serialized(), as: UTF8.self)
     }

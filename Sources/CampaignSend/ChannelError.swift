@@ -77,7 +77,7 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
         case .unexpectedAnswer(let what, let answer):
             return "The gateway answered a request to \(what) with \(answer)\(quoted): is --gateway the channel management API (api-manage-broadcast.push.apple.com:2196)?"
         case .stopped:
-            return "Stopped by a signal; what was done is printed (and in --out): run the command again for the rest."
+            return "Stopped by a signal; what was done is printed above."
         case .badInput(let what):
             return what
         case .unreadableInput(let e), .output(let e):
@@ -101,7 +101,7 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
         case .topicMismatch?:
             return "the token's team or the certificate does not cover this --bundle-id; use the credentials of the app's team"
         case .missingProviderToken?:
-            return "give --auth-key with --key-id and --team-id, or a --cert for the app"
+            return "the server wants a provider token (a --cert, if given, was not taken as one): give --auth-key with --key-id and --team-id"
         case .expiredProviderToken?:
             return "the token's time is more than an hour off APNs' clock; check this machine's clock"
         case .invalidProviderToken?:

@@ -26,7 +26,15 @@ public enum ChannelRuns {
     /// channel nobody knows of.
     public static func create(client: ChannelManagementClient, storage: Broadcast.StoragePolicy, count: Int,
                               writer: ChannelIDWriter?, created: (ChannelID, String?, Creation) -> Void) throws(ChannelError) {
-        var known = try listed(client)
+        // The list before the first create is part of creating: a refusal
+        // of it (a suffixed bundle id, the capability off) is told as the create's.
+        var known: Set<ChannelID>
+        do { known = try listed(client) } catch {
+            if case .refused(_, let status, let reason) = error.kind {
+                throw ChannelError(.refused(operation: .create(storage), status: status, reason: reason), requestID: error.requestID)
+            }
+            throw error
+        }
         var made = 0
         var unanswered = 0
         func record(_ id: ChannelID, _ requestID: String?, _ how: Creation) throws(ChannelError) {

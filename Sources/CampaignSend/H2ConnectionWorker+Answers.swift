@@ -78,6 +78,9 @@ extension H2ConnectionWorker {
         case .refusedForItsToken:
             becameProductive()
             fail(item, answer)
+            if fields.broadcastPath != nil, answer.reason == .badExpirationDate, fields.toldOnce.first("BadExpirationDate") {
+                engine.log("APNs refused a broadcast's apns-expiration (400 BadExpirationDate): its channel stores no messages, so only 0 is allowed; plan the job with \"expiresIn\": 0 (or give the audience the storage column `channels create --out x.csv` writes, and plan refuses such rows)")
+            }
         case .refusedAsMalformed:
             // Final only once the server shows it is sane (held until then).
             engine.log("APNs refused plan record \(item.seq) with \(answer.description): a bug in the plan or in campaign; it will not be sent again")

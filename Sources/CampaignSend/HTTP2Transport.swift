@@ -84,6 +84,18 @@ final class MalformedRefusals: @unchecked Sendable {
     var count: Int { mutex.lock(); defer { mutex.unlock() }; return held.count }
 }
 
+/// Which pieces of advice a send has logged: each once.
+final class OnceNotes: @unchecked Sendable {
+    private let mutex = Lock()
+    private var told = Set<String>()
+
+    /// Whether `note` is new (and now told).
+    func first(_ note: String) -> Bool {
+        mutex.lock(); defer { mutex.unlock() }
+        return told.insert(note).inserted
+    }
+}
+
 /// What every request of a plan carries besides its token, payload and id.
 struct RequestFields: Sendable {
     /// Header fields in request order after the pseudo-headers (authorization is added per connection).
@@ -99,6 +111,8 @@ struct RequestFields: Sendable {
 
     /// A broadcast plan's path, the same for every request (`/4/broadcasts/apps/<bundle id>`); nil for device pushes.
     let broadcastPath: String?
+    /// Advice logged once per send, however many connections meet its cause.
+    let toldOnce = OnceNotes()
 
     init(header: PlanHeader) {
         var common: [(String, String)] = []

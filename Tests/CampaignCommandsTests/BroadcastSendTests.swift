@@ -69,6 +69,9 @@ import GatewaySimulator
         let log = try String(contentsOfFile: dir.file("journal/journal.log"), encoding: .utf8)
         #expect(log.components(separatedBy: "\"t\":\"ids\"").count - 1 == 17)
         #expect(log.contains("\"unique_id\":"))
+        let failures = try PlanProcessTests.run(["status", "journal", "--failures"], in: dir)
+        let named = String(decoding: failures.out, as: UTF8.self).split(separator: "\n").compactMap { try? JSONValue.parse(String($0))["channel"]?.stringValue }
+        #expect(Set(named) == Set(gone.map(\.base64)), "status names dead channels as APNs issued them")
 
         let replan = try PlanProcessTests.run(["plan", "job.json", "channels.csv", "--out", "again.ndjson", "--feedback-store", "dead-channels.store"], in: dir)
         #expect(replan.status == 0, "\(replan.err)")
@@ -100,6 +103,7 @@ import GatewaySimulator
         let run = try Self.send(dir, simulator)
         #expect(run.wait(timeout: 60) == 0, "\(run.stderr)")
         #expect(run.stderr.contains("400 BadExpirationDate: 5"), "\(run.stderr)")
+        #expect(run.stderr.components(separatedBy: "\"expiresIn\": 0").count - 1 == 1, "the advice once, however many connections: \(run.stderr)")
     }
 
     @Test(.timeLimit(.minutes(2))) func serverTroubleIsNeverFinalForABroadcast() throws {

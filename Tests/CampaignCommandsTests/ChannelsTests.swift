@@ -175,6 +175,7 @@ import ArgumentParser
         if status == nil { process.kill9() }
         #expect(status == 75, "\(process.stderr)")
         #expect(process.stderr.contains("Stopped by a signal"))
+        #expect(process.stderr.contains("; to make the other ") && process.stderr.contains("run it again with --count "), "the same command again would make 10,000 more")
         let written = Self.lines(try String(contentsOfFile: dir.file("ids.csv"), encoding: .utf8))
         #expect(written.first == "channel_id,storage")
         #expect(Set(written.dropFirst().map { String($0.prefix { $0 != "," }) }) == Self.live(simulator), "nothing created is lost track of")
@@ -190,6 +191,7 @@ import ArgumentParser
         let suffix = try Self.run(["channels", "create"] + Self.flags(simulator, bundle: Self.bundle + ".push-type.liveactivity"), in: dir)
         #expect(suffix.status == 65)
         #expect(suffix.err.contains("400 TopicDisallowed"), "\(suffix.err)")
+        #expect(suffix.err.contains("refused to create a channel"), "the create's own words, though the list before it was refused: \(suffix.err)")
         #expect(suffix.err.contains("without a suffix such as .push-type.liveactivity"))
 
         let off = try Self.run(["channels", "create"] + Self.flags(simulator, bundle: "com.example.off"), in: dir)
