@@ -201,7 +201,8 @@ public struct CampaignJob: Sendable {
                 throw fail("messages: \"\(tag)\" names the same language as another message")
             }
             guard let aps = message.objectMembers else { throw fail("messages.\(tag) must be an object of aps keys") }
-            try Self.check(aps: aps, at: "messages.\(tag)", fail: fail)
+            // A Push to Talk payload may be custom keys alone (Apple's example: {"activeSpeaker": …}).
+            try Self.check(aps: aps, at: "messages.\(tag)", allowEmpty: pushType == "pushtotalk" && json["custom"]?.objectMembers?.isEmpty == false, fail: fail)
             if broadcast { try Self.checkBroadcast(aps, at: "messages.\(tag)", fail: fail) }
             try Self.checkPushType(pushType, aps: aps, at: "messages.\(tag)", fail: fail)
             if wire == .binary(.frame), priority == .immediate,
@@ -282,7 +283,7 @@ public struct CampaignJob: Sendable {
     }
 
     private static func check(
-        aps: [(key: String, value: JSONValue)], at path: String, fail: (String) -> JobError
+        aps: [(key: String, value: JSONValue)], at path: String, allowEmpty: Bool = false, fail: (String) -> JobError
     ) throws(JobError) {
         for (key, value) in aps {
             let here = "\(path).\(key)"
@@ -332,7 +333,7 @@ public struct CampaignJob: Sendable {
                 try checkTemplates(value, at: here, fail: fail)
             }
         }
-        if aps.isEmpty { throw fail("\(path) must have at least one aps key (alert, sound, badge, content-available)") }
+        if aps.isEmpty && !allowEmpty { throw fail("\(path) must have at least one aps key (alert, sound, badge, content-available)") }
     }
 
     /// What APNs requires of a Live Activity's `aps`: `timestamp` (a number,

@@ -69,6 +69,10 @@ import CampaignJSON
             == "\"priority\" 5 is refused for pushtotalk pushes: Apple requires 10 (with \"expiresIn\": 0)")
         #expect(Self.refusal("pushtotalk", aps: #"{"alert":"x"}"#, extra: #","expiresIn":60"#)
             == "\"expiresIn\" must be 0 for pushtotalk pushes: Apple requires apns-expiration 0 (leave it out and 0 is used)")
+        // Apple's Push to Talk payloads are custom keys ({"activeSpeaker": …}): an empty aps goes with them, not alone.
+        let speaker = try Self.h2("pushtotalk", aps: "{}", extra: #","custom":{"activeSpeaker":"{speaker}"}"#)
+        #expect(render(PayloadRenderer(job: speaker, now: 1), ["speaker": "Ana"]).0 == #"{"aps":{},"activeSpeaker":"Ana"}"#)
+        #expect(Self.refusal("pushtotalk", aps: "{}")?.contains("must have at least one aps key") == true)
     }
 
     @Test func pushToStartMayNameAChannelOrAskForAToken() throws {
