@@ -1,0 +1,50 @@
+import APNSWire
+import CampaignHTTP2
+
+/// The request fields a connection sends: laid out once per connection (and
+/// token), with room for what each request fills in.
+extension H2ConnectionWorker {
+    /// What a variable field of the request template holds, in slot order.
+    enum TemplateSlot { case path, expiration, collapseId, id, channel }
+
+    /// The variable fields of ``makeTemplate()``, in order.
+    var templateSlots: [TemplateSlot] {
+        (fields.broadcastPath == nil ? [.path] : [.channel]) + (fields.expiryPerRecord ? [.expiration] : [])
+            + (fields.collapsePerRecord ? [.collapseId] : []) + [.id]
+    }
+
+    /// The request fields of this connection: the plan's, the token's, and
+    /// those that change per request (`:path`, `apns-id`, a scheduled plan's
+    /// `apns-expiration`, a templated `apns-collapse-id`; never indexed). A
+    /// broadcast's path is fixed; its channel (`apns-channel-id`, base64)
+    /// and `apns-request-id` change per request.
+    func makeTemplate() -> RequestTemplate {
+        var f: [(name: String, value: String?, room: Int)] = [(":method", "POST", 0), (":scheme", "https", 0),
+                                                              (":path", fields.broadcastPath, fields.broadcastPath == nil ? 10 + 200 : 0),
+                                                              (":authority", settings.gatewayHost, 0)]
+        if fields.broadcastPath != nil { f.append(("apns-channel-id", nil, Base64.encodedCount(ChannelID.maxBytes))) }
+        for (name, value) in fields.common { f.append((name, value, 0)) }
+        if fields.expiryPerRecord { f.append(("apns-expiration", nil, 10)) }
+        if fields.collapsePerRecord { f.append(("apns-collapse-id", nil, 64)) }
+        f.append((fields.broadcastPath == nil ? "apns-id" : "apns-request-id", nil, 36))
+        if let connectionToken {
+            let field = TokenAuthorization.field(connectionToken)
+            f.append((field.name, field.value, 0))
+        }
+        return RequestTemplate(f)
+    }
+
+    /// Writes `bytes` as base64 at the start of `room`; the characters written.
+    static func writeBase64(_ bytes: UnsafeBufferPointer<UInt8>, to room: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        Base64.write(bytes, to: room)
+    }
+
+    /// Writes `value` in decimal at the start of `room`; the digits written.
+    static func writeDecimal(_ value: UInt64, to room: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var digits: [UInt8] = []
+        var v = value
+        repeat { digits.append(0x30 + UInt8(v % 10)); v /= 10 } while v > 0
+        for (i, d) in digits.reversed().enumerated() where i < room.count { room[i] = d }
+        return min(digits.count, room.count)
+    }
+}
