@@ -132,6 +132,8 @@ struct PoolSizer {
     static let boundShare = 0.5
     /// A round trip from which a window-bound pool's first step is a quadrupling, at once.
     static let farMilliseconds = 40.0
+    /// A rate this much above the last tick's is still rising: no baseline yet.
+    static let settledWithin = 1.15
     /// Ticks to wait for new connections to answer before measuring anyway.
     static let readyTicks = 6
     /// Ticks a step that fell short is given before it is undone.
@@ -182,6 +184,14 @@ struct PoolSizer {
         case .confirming(let rate):
             guard mayGrow(s) else {
                 phase = .measuring(step: nil)
+                return 0
+            }
+            // Still rising by itself: the connections are warming up (a slow
+            // server's first seconds), and a step judged against this rate
+            // would take the warming for its gain (on loopback, a busy
+            // simulator grew the pool from 4 to 64 so). Wait for it to settle.
+            if s.rate > rate * Self.settledWithin {
+                phase = .confirming(rate: s.rate)
                 return 0
             }
             return self.step(s, baseline: max(rate, s.rate))

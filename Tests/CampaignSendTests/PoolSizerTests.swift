@@ -53,6 +53,20 @@ import Testing
         #expect(Self.run(roundTrip: 0.2) { $0 > 4 ? 104_000 : 80_000 }.sizes == [4, 8, 4])
     }
 
+    @Test func aRateStillRisingByItselfIsNoBaseline() {
+        // A slow server's first ticks nearby: the same 4 connections carry
+        // more each tick (warming up), then level off at 80,000/s, and more
+        // connections carry no more. Judged against a warming tick's rate,
+        // a doubling looked like a gain (a busy simulator grew such a pool to 64).
+        var sizer = PoolSizer(maximum: 64)
+        var size = 4, sizes = [4]
+        for rate in [20_000.0, 30_000, 45_000, 70_000] + Array(repeating: 80_000, count: 12) {
+            let change = sizer.next(PoolSample(size: size, productive: size, rate: rate, bound: 1, trouble: false, roundTripMilliseconds: 0.3))
+            if change != 0 { size += change; sizes.append(size) }
+        }
+        #expect(sizes == [4, 8, 4], "one probing step, judged against the settled rate, and undone: \(sizes)")
+    }
+
     @Test func itNeverGrowsWhenTheServerDoesNotHoldConnectionsBackOrIsInTrouble() {
         #expect(Self.run(bound: 0.2) { Double($0) * 70 }.final == 4, "not held back: more connections would not carry more")
         #expect(Self.run(trouble: true) { Double($0) * 70 }.final == 4, "5xx, 429, resets: not the time to add load")
