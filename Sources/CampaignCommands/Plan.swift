@@ -137,9 +137,13 @@ struct Plan: ParsableCommand {
                 try PlanWriter(path: parts == nil ? out : "\(out)/\(PlanPart.fileName(index: k, count: partCount))")
             }
             // The planner reads (tokenizes) on a thread of its own.
-            let result = try planner.run(reader: reader, plans: writers, rejects: rejectsWriter)
+            // A holdout's devices go beside the rejects: PLAN.holdout.ndjson (holdout.ndjson in a parts directory).
+            let holdoutPath = parts != nil ? "\(out)/holdout.ndjson" : out == "-" ? "\(jobFile.campaign).holdout.ndjson" : "\(out).holdout.ndjson"
+            let holdoutWriter = try jobFile.variants.contains(where: \.holdout) ? HoldoutWriter(path: holdoutPath) : nil
+            let result = try planner.run(reader: reader, plans: writers, rejects: rejectsWriter, holdout: holdoutWriter)
             printError(result.text)
             if result.rejectedTotal > 0 { printError("  rejects: \(rejectsPath)") }
+            if let holdoutWriter { printError("  held out: \(holdoutWriter.path)") }
             if parts != nil {
                 let manifest = PlanManifest(
                     campaign: jobFile.campaign, campaignHash: options.campaignHash, format: planner.header.wire.description,

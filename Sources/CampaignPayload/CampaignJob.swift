@@ -96,10 +96,13 @@ public struct CampaignJob: Sendable {
     /// `"broadcast": true`: a Live Activity update per channel of the audience
     /// (its `channel_id` column), sent to `/4/broadcasts/apps/<topic>`; see CampaignJob+Broadcast.
     public var broadcast = false
+    /// `variants`: shares of the audience with messages of their own, or held out (see CampaignJob+Variants).
+    public var variants: [JobVariant] = []
 
     public static let knownKeys: Set<String> = [
         "campaign", "format", "maxPayload", "expiresIn", "priority", "fallback", "messages", "custom", "samples",
         "topic", "pushType", "collapseId", "columns", "deliverAt", "quietHours", "broadcast",
+        "variants",
     ]
 
     /// The push types of the HTTP/2 provider API.
@@ -126,6 +129,7 @@ public struct CampaignJob: Sendable {
         for (key, _) in top where !Self.knownKeys.contains(key) {
             throw JobError(path: path, reason: .unknownKey(key, known: Self.knownKeys.sorted()))
         }
+        if json["variants"] != nil { self = try Self(variantsJSON: json, path: path); return }
         guard let campaign = json["campaign"]?.stringValue, !campaign.isEmpty,
               campaign.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0) }),
               !campaign.hasPrefix(".") else {

@@ -48,6 +48,8 @@ public final class Planner {
     private(set) var seen: TokenSet
     /// A scheduled job's zones (the default first).
     private let zones: ZoneTable?
+    /// A job with variants: each device's variant, and its messages.
+    private let variants: PlanVariants?
 
     /// The stable shard of a token: FNV-1a (64-bit) of its bytes, modulo the shard count.
     public static func shard(of token: UnsafeBufferPointer<UInt8>, shards: Int) -> Int {
@@ -88,6 +90,8 @@ public final class Planner {
         } else {
             zones = nil
         }
+        variants = PlanVariants(job: job)
+        header.variants = PlanVariants.header(job)
         renderer = PayloadRenderer(job: job, now: options.now, nowAtMoment: job.schedule != nil)
         selector = job.selector
         // An eighth over the estimate: it comes from the file's first lines and
@@ -114,8 +118,8 @@ public final class Planner {
     }
 
     /// Reads every row, writes the plan (header, records, trailer) and the rejects.
-    public func run(reader: AudienceReader, plan: PlanWriter, rejects: RejectsWriter?) throws -> PlanSummary {
-        try run(reader: reader, plans: [plan], rejects: rejects)
+    public func run(reader: AudienceReader, plan: PlanWriter, rejects: RejectsWriter?, holdout: HoldoutWriter? = nil) throws -> PlanSummary {
+        try run(reader: reader, plans: [plan], rejects: rejects, holdout: holdout)
     }
 
     /// Reads every row and writes one plan per part (`plans[k]` is part `k`:
@@ -127,7 +131,8 @@ public final class Planner {
     /// them in order and does what depends on the rows before
     /// (de-duplication, feedback, numbering, writing). Everything comes out
     /// as if one thread did it all.
-    public func run(reader: AudienceReader, plans: [PlanWriter], rejects: RejectsWriter?) throws -> PlanSummary {
+    /// A job with a holdout variant: its devices go to `holdout`, neither planned nor rejected.
+    public func run(reader: AudienceReader, plans: [PlanWriter], rejects: RejectsWriter?, holdout: HoldoutWriter? = nil) throws -> PlanSummary {
         precondition(plans.count == options.parts, "one writer per part")
         rejects?.namesChannels = job.broadcast
         // A CSV header is the whole schema: a variable it cannot supply would
@@ -158,13 +163,14 @@ public final class Planner {
         let preparer = RowPreparer(renderer: renderer, selector: selector, messageTags: messageTags,
                                    wire: job.wire, maxPayload: header.maxPayload, shards: header.shards, parts: options.parts,
                                    collapse: job.collapseTemplate, columns: columns, zones: zones,
-                                   broadcastExpires: job.broadcast ? job.expiresIn != 0 : nil)
+                                   broadcastExpires: job.broadcast ? job.expiresIn != 0 : nil, variants: variants)
         let reading = BatchPipeline(batches: (0..<8).map { _ in PreparedBatch(size: 1024) }) { rowReader.fill($0) }
         let pipeline = BatchPipeline(after: reading) { preparer.prepare($0) }
         defer { pipeline.stop() }
         var truncatedCounts = [Int](repeating: 0, count: job.messages.count)
         var plannedCounts = [Int](repeating: 0, count: job.messages.count)
         var defaultedCounts = [Int](repeating: 0, count: min(64, renderer.variables.count))
+        var variantCounts = [Int](repeating: 0, count: job.variants.count)
 
         func reject(_ batch: PreparedBatch, _ i: Int, _ code: RejectCode, _ reason: String) throws {
             summary.rejected[code, default: 0] += 1
@@ -217,6 +223,15 @@ public final class Planner {
                             continue
                         }
                     }
+                    if p.kind == .heldOut, let variants {
+                        seen.insert(t, hash: p.tokenHash)
+                        variantCounts[Int(p.variant)] += 1
+                        try variants.quotedNames.withUnsafeBufferPointer { names in
+                            try holdout?.append(line: p.line, token: t, variant: UnsafeBufferPointer(rebasing: names[variants.nameRanges[Int(p.variant)]]),
+                                                row: UnsafeBufferPointer(rebasing: arena[Int(p.lineStart)..<Int(p.lineEnd)]))
+                        }
+                        continue
+                    }
                     if p.kind == .rejectedUnlessDuplicate {
                         let r = batch.rejections[Int(p.rejection)]
                         try reject(batch, i, r.code, r.reason)
@@ -231,6 +246,7 @@ public final class Planner {
                         try (parted ? plans[Int(p.part)] : plan).append(lineAfterSeq: line)
                     }
                     summary.planned += 1
+                    if p.variant >= 0 { variantCounts[Int(p.variant)] += 1 }
                     plannedCounts[Int(p.message)] += 1
                     if p.kind == .truncated { truncatedCounts[Int(p.message)] += 1 }
                     if p.defaulted != 0 {
@@ -249,10 +265,13 @@ public final class Planner {
         for plan in plans { try plan.commit(syncingDirectory: !parted) }
         if parted { try SecureFile.syncDirectory(of: plan.path) }
         try rejects?.flush()
+        try holdout?.flush()
+        // Variants may share tags: their counts add up.
         for (i, m) in job.messages.enumerated() {
-            if plannedCounts[i] > 0 { summary.perLanguage[m.tag] = plannedCounts[i] }
-            if truncatedCounts[i] > 0 { summary.truncated[m.tag] = truncatedCounts[i] }
+            if plannedCounts[i] > 0 { summary.perLanguage[m.tag, default: 0] += plannedCounts[i] }
+            if truncatedCounts[i] > 0 { summary.truncated[m.tag, default: 0] += truncatedCounts[i] }
         }
+        summary.perVariant = job.variants.enumerated().map { VariantPlanCount(name: $1.name, holdout: $1.holdout, count: variantCounts[$0]) }
         for (v, n) in defaultedCounts.enumerated() where n > 0 { summary.defaulted[renderer.variables[v]] = n }
         summary.seconds = monotonicSeconds() - started
         return summary

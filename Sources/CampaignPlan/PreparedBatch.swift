@@ -12,6 +12,9 @@ struct PreparedRow {
         case rejectedOutright
         /// Rejected unless an earlier row or the feedback store rejects it first.
         case rejectedUnlessDuplicate
+        /// A holdout variant's device, unless an earlier row or the feedback
+        /// store rejects it first: the arena's line holds its row as a JSON object.
+        case heldOut
     }
 
     var kind = Kind.rejectedOutright
@@ -36,6 +39,8 @@ struct PreparedRow {
     var zone: Int32 = 0
     /// The row's zone was empty or unknown, so the default was used.
     var zoneDefaulted = false
+    /// A job with variants: the row's (an index into the job's variants); -1 without.
+    var variant: Int32 = -1
 }
 
 /// A reject code and its sentence.

@@ -81,6 +81,8 @@ public struct PlanSummary: Sendable, Equatable {
     public var defaulted: [String: Int] = [:]
     /// A scheduled job's: its date, the zones defaulted, records per hour.
     public var schedule: ScheduleSummary?
+    /// A job with variants: each variant's planned (or, a holdout, held out) devices, in job order.
+    public var perVariant: [VariantPlanCount] = []
     public var seconds = 0.0
 
     public var rejectedTotal: Int { rejected.values.reduce(0, +) }
@@ -97,7 +99,7 @@ public struct PlanSummary: Sendable, Equatable {
             ("per_language", counts(perLanguage)),
             ("truncated", counts(truncated)),
             ("defaulted", counts(defaulted)),
-        ] + (schedule.map { s in [
+        ] + variantsJSON + (schedule.map { s in [
             ("schedule", JSONValue.object([
                 ("date", s.date.map { .string($0) } ?? .null),
                 ("defaulted_timezone", .number(String(s.defaultedTimeZone))),
@@ -111,7 +113,7 @@ public struct PlanSummary: Sendable, Equatable {
 
     /// Lines for standard error.
     public var text: String {
-        var lines = ["plan: \(rowsRead) rows read, \(planned) planned, \(rejectedTotal) rejected in \(format3(seconds)) s"]
+        var lines = ["plan: \(rowsRead) rows read, \(planned) planned, \(rejectedTotal) rejected\(perVariant.isEmpty ? "" : ", \(heldOut) held out") in \(format3(seconds)) s"]
         if !rejected.isEmpty {
             lines.append("  rejected: " + rejected.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))
         }
@@ -121,6 +123,7 @@ public struct PlanSummary: Sendable, Equatable {
                 return "\(lang) \(n)\(t)"
             }.joined(separator: ", "))
         }
+        lines += variantsText
         if !defaulted.isEmpty {
             lines.append("  defaults used: " + defaulted.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }

@@ -89,10 +89,16 @@ final class RowPreparer: @unchecked Sendable {
     private let zones: ZoneTable?
     private var zoneColumn: Int? = nil
     private var zoneCache = ZoneCache()
+    /// A job with variants: the variants, and a language cache per variant.
+    private let variants: PlanVariants?
+    private var variantLanguageCaches: [LanguageCache] = []
 
     init(renderer: PayloadRenderer, selector: MessageSelector, messageTags: [[UInt8]],
          wire: WireProtocol, maxPayload: Int, shards: Int, parts: Int = 1, collapse: Template? = nil,
-         columns mapping: ColumnMapping = ColumnMapping(), zones: ZoneTable? = nil, broadcastExpires: Bool? = nil) {
+         columns mapping: ColumnMapping = ColumnMapping(), zones: ZoneTable? = nil, broadcastExpires: Bool? = nil,
+         variants: PlanVariants? = nil) {
+        self.variants = variants
+        variantLanguageCaches = Array(repeating: LanguageCache(), count: variants?.names.count ?? 0)
         self.mapping = mapping
         self.broadcastExpires = broadcastExpires
         self.zones = zones
@@ -255,6 +261,11 @@ final class RowPreparer: @unchecked Sendable {
     /// The rest of a row whose token (or channel) is usable: its zone, message, collapse id and payload.
     private func prepareMessage(row: AudienceRow, _ p: PreparedRow, token t: UnsafeBufferPointer<UInt8>, in batch: PreparedBatch, columns: [Int]) -> PreparedRow {
         var p = p
+        if let variants {
+            p.variant = Int32(variants.assigner.variant(of: t))
+            // A holdout's device gets nothing: its row is kept for the holdout file.
+            if variants.holdout[Int(p.variant)] { return variants.heldOut(row: row, p, schema: schema, in: batch) }
+        }
         if let zones {
             // The zone's bytes, trimmed of ASCII blanks; a table of those met
             // (a few hundred at most) answers without making a String.
@@ -269,6 +280,11 @@ final class RowPreparer: @unchecked Sendable {
         var langColumn = langColumns.first
         if langColumns.count > 1 { langColumn = langColumns.first { row.range(of: $0) != nil } ?? langColumn }
         let message = row.storage.withUnsafeBufferPointer { storage -> Int? in
+            if let variants {
+                let v = Int(p.variant), selector = variants.selectors[v]
+                guard let r = row.range(of: langColumn) else { return selector.select(nil).map { $0 + variants.firstMessage[v] } }
+                return variantLanguageCaches[v].message(for: UnsafeBufferPointer(rebasing: storage[r]), selector: selector).map { $0 + variants.firstMessage[v] }
+            }
             guard let r = row.range(of: langColumn) else { return selector.select(nil) }
             return languageCache.message(for: UnsafeBufferPointer(rebasing: storage[r]), selector: selector)
         }
@@ -309,8 +325,15 @@ final class RowPreparer: @unchecked Sendable {
         }
         let shard = Planner.shard(of: t, shards: shards)
         if parts > 1 { p.part = Int32(shard % parts) }
-        PlanRecord.appendFieldsBeforePayload(shard: shard, token: t, lang: UnsafeBufferPointer(rebasing: messageTags[tagRange]),
-                                             collapseId: collapseId, to: batch.arena)
+        if let variants {
+            variants.quotedNames.withUnsafeBufferPointer { names in
+                PlanRecord.appendFieldsBeforePayload(shard: shard, token: t, lang: UnsafeBufferPointer(rebasing: messageTags[tagRange]), collapseId: collapseId,
+                                                     variant: UnsafeBufferPointer(rebasing: names[variants.nameRanges[Int(p.variant)]]), to: batch.arena)
+            }
+        } else {
+            PlanRecord.appendFieldsBeforePayload(shard: shard, token: t, lang: UnsafeBufferPointer(rebasing: messageTags[tagRange]),
+                                                 collapseId: collapseId, to: batch.arena)
+        }
         let outcome = renderer.render(message: message, row: row, columns: columns, maxBytes: maxPayload, appendingTo: batch.arena,
                                       defaulted: &p.defaulted)
         let failure: Rejection?

@@ -29,6 +29,8 @@ public struct PlanHeader: Equatable, Sendable {
     /// A scheduled campaign: each record carries its moment (`at`), and the
     /// send releases it then. `deliverAt`'s date is the one the plan chose.
     public var schedule: DeliverySchedule?
+    /// A job with variants: every variant, in job order (see PlanFormat+Variants); empty without.
+    public var variants: [PlanVariant] = []
 
     /// What an h2 plan's requests carry besides the token and payload.
     public struct HTTP2Fields: Equatable, Sendable {
@@ -103,6 +105,7 @@ public struct PlanHeader: Equatable, Sendable {
             if h.broadcast { members.append(("broadcast", .bool(true))) }
         }
         if let schedule { members.append(("schedule", Self.json(schedule))) }
+        if !variants.isEmpty { members.append(("variants", PlanVariant.json(variants))) }
         return .object([("header", .object(members))])
     }
 
@@ -142,6 +145,7 @@ public struct PlanHeader: Equatable, Sendable {
             guard let schedule = Self.schedule(s) else { throw .badHeader("schedule must hold deliverAt (localTime, date, window, late, defaultTimeZone) or quietHours (from, to, defaultTimeZone)") }
             self.schedule = schedule
         }
+        if let v = h["variants"] { variants = try PlanVariant.list(v) }
     }
 
     static func json(_ schedule: DeliverySchedule) -> JSONValue {
@@ -238,6 +242,8 @@ public struct PlanRecord: Equatable, Sendable {
     public var at: Int64?
     /// Quiet hours: the device's zone, checked again when the record is released.
     public var timeZone: String?
+    /// A job with variants: the record's variant's name.
+    public var variant: String?
 
     public init(seq: UInt64, shard: Int, token: [UInt8], lang: String, payload: [UInt8], collapseId: String? = nil,
                 at: Int64? = nil, timeZone: String? = nil) {
@@ -251,13 +257,13 @@ public struct PlanRecord: Equatable, Sendable {
         self.collapseId = collapseId
     }
 
-    // A record's line, `{"seq":…[,"at":…[,"tz":"…"]],"shard":…,"token":"…","lang":"…","payload":{…}}\n`,
+    // A record's line, `{"seq":…[,"at":…[,"tz":"…"]],"shard":…,"token":"…","lang":"…"[,"collapse_id":"…"][,"variant":"…"],"payload":{…}}\n`,
     // in parts, so the planner can render the payload in place and number
     // the record later, on another thread (see SeqText). The payload comes
     // last so a reader can take its bytes without parsing them.
     @inline(__always)
     package static func appendFieldsBeforePayload(shard: Int, token: UnsafeBufferPointer<UInt8>, lang: UnsafeBufferPointer<UInt8>,
-                                                  collapseId: [UInt8]? = nil, to out: ByteArena) {
+                                                  collapseId: [UInt8]? = nil, variant: UnsafeBufferPointer<UInt8>? = nil, to out: ByteArena) {
         out.append(#","shard":"#)
         out.append(upTo: 20) { p in
             // Shards are below 65,536.
@@ -283,6 +289,11 @@ public struct PlanRecord: Equatable, Sendable {
             var quoted: [UInt8] = []
             JSONText.appendString(collapseId, to: &quoted)
             quoted.withUnsafeBufferPointer { out.append($0) }
+        }
+        if let variant {
+            // The name is quoted already (letters, digits, '.', '_', '-': nothing to escape).
+            out.append(#","variant":"#)
+            out.append(variant)
         }
         out.append(#","payload":"#)
     }

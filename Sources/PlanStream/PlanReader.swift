@@ -93,6 +93,8 @@ public final class PlanReader {
         public var at: Int64? = nil
         /// Quiet hours: the device's zone (the text inside the JSON string).
         public var timeZone: UnsafeRawBufferPointer? = nil
+        /// A plan with variants: the record's, by index into the header's `variants`; -1 without.
+        public var variant = -1
     }
 
     private var tokenScratch = [UInt8](repeating: 0, count: 128)
@@ -129,9 +131,11 @@ public final class PlanReader {
                 guard let fast = Self.fastView(bytes, token: &tokenScratch) else { return false }
                 try check(seq: fast.seq, shard: fast.shard, tokenCount: fast.tokenCount, payloadCount: fast.payload.count, line: number)
                 try checkSchedule(at: fast.at, line: number)
+                let variant = try checkVariant(fast.variant, line: number)
                 try tokenScratch.withUnsafeBufferPointer { t in
                     try body(RecordView(seq: fast.seq, shard: fast.shard, token: UnsafeBufferPointer(rebasing: t[0..<fast.tokenCount]),
-                                        lang: fast.lang, payload: fast.payload, collapseId: fast.collapseId, at: fast.at, timeZone: fast.timeZone))
+                                        lang: fast.lang, payload: fast.payload, collapseId: fast.collapseId, at: fast.at, timeZone: fast.timeZone,
+                                        variant: variant))
                 }
                 return true
             }
@@ -140,6 +144,8 @@ public final class PlanReader {
                 let record = try lines.withCurrentLine { try Self.genericRecord($0, path: path, line: number) }
                 try check(seq: record.seq, shard: record.shard, tokenCount: record.token.count, payloadCount: record.payload.count, line: number)
                 try checkSchedule(at: record.at, line: number)
+                let variantName = Array((record.variant ?? "").utf8)
+                let variant = try variantName.withUnsafeBytes { try checkVariant(record.variant == nil ? nil : $0, line: number) }
                 var lang = Array(record.lang.utf8)
                 let collapse = record.collapseId.map { Array($0.utf8) }
                 let zone = record.timeZone.map { Array($0.utf8) } ?? []
@@ -151,11 +157,11 @@ public final class PlanReader {
                                 if let collapse {
                                     try collapse.withUnsafeBytes { c in
                                         try body(RecordView(seq: record.seq, shard: record.shard, token: t, lang: UnsafeRawBufferPointer(l), payload: p,
-                                                            collapseId: c, at: record.at, timeZone: tz))
+                                                            collapseId: c, at: record.at, timeZone: tz, variant: variant))
                                     }
                                 } else {
                                     try body(RecordView(seq: record.seq, shard: record.shard, token: t, lang: UnsafeRawBufferPointer(l), payload: p,
-                                                        at: record.at, timeZone: tz))
+                                                        at: record.at, timeZone: tz, variant: variant))
                                 }
                             }
                         }
@@ -165,6 +171,21 @@ public final class PlanReader {
             recordsRead += 1
             return true
         }
+    }
+
+    /// A plan with variants: each record names one of its header's, not a holdout; others name none.
+    private func checkVariant(_ name: UnsafeRawBufferPointer?, line number: Int) throws -> Int {
+        guard let name else {
+            if !header.variants.isEmpty { throw PlanError(path: path, line: number, reason: .badRecord("no \"variant\" in a plan with variants")) }
+            return -1
+        }
+        guard let i = header.variantIndex(name) else {
+            throw PlanError(path: path, line: number, reason: .badRecord("variant \"\(String(decoding: name, as: UTF8.self))\" is not one of the header's variants"))
+        }
+        guard !header.variants[i].holdout else {
+            throw PlanError(path: path, line: number, reason: .badRecord("variant \"\(header.variants[i].name)\" is a holdout: its devices are never sent"))
+        }
+        return i
     }
 
     /// A scheduled plan's records each carry their moment, in order of moment; others carry none.
@@ -211,6 +232,7 @@ public final class PlanReader {
                                 lang: String(decoding: v.lang, as: UTF8.self), payload: Array(v.payload),
                                 collapseId: v.collapseId.map { String(decoding: $0, as: UTF8.self) },
                                 at: v.at, timeZone: v.timeZone.map { String(decoding: $0, as: UTF8.self) })
+            if v.variant >= 0 { record?.variant = header.variants[v.variant].name }
         }
         if let record, PayloadInspector.problem(in: record.payload) != nil {
             throw PlanError(path: path, line: max(number + 1, lineNumber), reason: .badRecord("the payload is not a JSON object with an aps dictionary"))
@@ -239,7 +261,7 @@ public final class PlanReader {
     /// `token`, the payload a slice of `b`.
     static func fastView(_ b: UnsafeRawBufferPointer, token: inout [UInt8])
         -> (seq: UInt64, shard: Int, tokenCount: Int, lang: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, collapseId: UnsafeRawBufferPointer?,
-            at: Int64?, timeZone: UnsafeRawBufferPointer?)? {
+            at: Int64?, timeZone: UnsafeRawBufferPointer?, variant: UnsafeRawBufferPointer?)? {
         var p = 0
         func expect(_ text: StaticString) -> Bool {
             let n = text.utf8CodeUnitCount
@@ -300,12 +322,20 @@ public final class PlanReader {
                   PayloadInspector.isValidUTF8(UnsafeBufferPointer(start: collapseId!.baseAddress?.assumingMemoryBound(to: UInt8.self), count: collapseId!.count)) else { return nil }
             p += 1
         }
+        var variant: UnsafeRawBufferPointer? = nil
+        if expect(#","variant":""#) {
+            let start = p
+            while p < b.count, b[p] != UInt8(ascii: "\""), b[p] != UInt8(ascii: "\\") { p += 1 }
+            guard p < b.count, b[p] == UInt8(ascii: "\"") else { return nil }
+            variant = UnsafeRawBufferPointer(rebasing: b[start..<p])
+            p += 1
+        }
         guard expect(#","payload":"#) else { return nil }
         var end = b.count
         while end > p, b[end - 1] == 0x0A || b[end - 1] == 0x0D { end -= 1 }
         guard end > p, b[end - 1] == UInt8(ascii: "}"), b[p] == UInt8(ascii: "{") else { return nil }
         end -= 1
-        return (seq, Int(shard), count, lang, UnsafeRawBufferPointer(rebasing: b[p..<end]), collapseId, at, timeZone)
+        return (seq, Int(shard), count, lang, UnsafeRawBufferPointer(rebasing: b[p..<end]), collapseId, at, timeZone, variant)
     }
 
     /// Why a collapse id cannot be sent as `apns-collapse-id`: 1 to 64 bytes,
@@ -344,8 +374,15 @@ public final class PlanReader {
             guard let text = z.stringValue else { throw PlanError(path: path, line: line, reason: .badRecord("tz must be a string")) }
             timeZone = text
         }
-        return PlanRecord(seq: UInt64(seq), shard: Int(shard), token: token.bytes, lang: lang, payload: payload.serialized(),
-                          collapseId: collapseId, at: at, timeZone: timeZone)
+        var variant: String? = nil
+        if let v = value["variant"] {
+            guard let text = v.stringValue else { throw PlanError(path: path, line: line, reason: .badRecord("variant must be a string")) }
+            variant = text
+        }
+        var record = PlanRecord(seq: UInt64(seq), shard: Int(shard), token: token.bytes, lang: lang, payload: payload.serialized(),
+                                collapseId: collapseId, at: at, timeZone: timeZone)
+        record.variant = variant
+        return record
     }
 }
 
