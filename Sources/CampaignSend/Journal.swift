@@ -241,6 +241,8 @@ public final class Journal: @unchecked Sendable {
             s.waitingUntil = until
         case .woke:
             s.woke = true
+        case .variants(let list):
+            s.variants = list
         case .ids:
             break   // for the operator and Apple's support; the proof is the done record
         case .end(let outcome):

@@ -37,6 +37,8 @@ public enum JournalRecord: Equatable, Sendable {
     case woke
     /// A broadcast accepted: the ids to quote when asking Apple about it.
     case ids(AnswerIDs)
+    /// A plan with variants: each variant's counts over every run so far (planned, accepted, failed), at each tick and a run's end.
+    case variants([VariantCounts])
 
     /// A broadcast's ids: `apns-request-id` (ours, made from the plan and
     /// the record's seq) and `apns-unique-id` (APNs's, when it gave one).
@@ -119,6 +121,8 @@ public enum JournalRecord: Equatable, Sendable {
         case .ids(let ids):
             return .object([("t", .string("ids")), ("seq", .number(String(ids.seq))), ("request_id", .string(ids.requestID))]
                            + (ids.uniqueID.map { [("unique_id", JSONValue.string($0))] } ?? []))
+        case .variants(let list):
+            return .object([("t", .string("variants")), ("counts", VariantCounts.json(list))])
         case .tick(let k):
             return .object([("t", .string("tick")), ("s", n(k.second)), ("accepted", n(k.accepted)), ("failed", n(k.failed)),
                             ("resent", n(k.resent)), ("connections", n(k.connections))]
@@ -191,6 +195,9 @@ public enum JournalRecord: Equatable, Sendable {
                               connections: int("connections"), open: v["open"]?.integerValue.map { Int($0) },
                               roundTripMilliseconds: v["rtt_ms"]?.doubleValue,
                               resentByKind: Self.kinds(v["resent_by_kind"])))
+        case "variants":
+            guard let list = VariantCounts.list(v["counts"]) else { return nil }
+            self = .variants(list)
         default:
             return nil
         }

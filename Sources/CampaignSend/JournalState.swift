@@ -14,6 +14,8 @@ public struct JournalState: Sendable {
     public var presumed = 0
     public var accepted = 0
     public var failures: [SendFailure] = []
+    /// A plan with variants: the last counts journaled (every run's; none in older journals).
+    public var variants: [VariantCounts] = []
     /// Scheduled notifications skipped as too late (final, not failed).
     public var skipped: [SkippedNotification] = []
     /// Per run (in order), the moments a scheduled send released after waiting (UNIX seconds, when).

@@ -198,6 +198,8 @@ public struct SendReport: Sendable {
     public var nextMomentEndsQuietHours = false
     /// A scheduled plan: the moments released after a wait in this run.
     public var waves = 0
+    /// A plan with variants: each one's planned, accepted and failed, over every run of the send.
+    public var variants: [VariantCounts] = []
 
     /// The whole send: ``wholeSend``, or this run when it is the first.
     public var totals: SendTotals { wholeSend ?? SendTotals(before: nil, run: self) }
@@ -240,7 +242,12 @@ public struct SendReport: Sendable {
                 ("reconnects", n(reconnects)), ("drops", n(drops)), ("shutdowns", n(shutdowns)),
                 ("skipped", n(skipped)), ("deferred_for_quiet_hours", n(deferred)), ("waves", n(waves)),
             ])),
-        ])
+        ] + variantsJSON)
+    }
+
+    /// `"variants":{"A":{"planned":…,"accepted":…,"failed":…},…}`, with variants only.
+    private var variantsJSON: [(key: String, value: JSONValue)] {
+        variants.isEmpty ? [] : [("variants", VariantCounts.json(variants))]
     }
 
     public var text: String {
@@ -269,6 +276,7 @@ public struct SendReport: Sendable {
             s += "\n  (resent: " + wire.resendsExplained
                 + (resentByKind.isEmpty ? "" : ": " + resentByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")) + ")"
         }
+        if !variants.isEmpty { s += "\n  variants (every run): " + VariantCounts.text(variants) }
         if let message { s += "\n  \(message)" }
         return s
     }

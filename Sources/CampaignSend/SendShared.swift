@@ -21,6 +21,8 @@ final class SendShared: @unchecked Sendable {
     let syncer: JournalSyncer
     private let mutex = Lock()
     private var counts = SendReport()
+    /// A plan with variants: each record's, and their counts (set before the workers start).
+    var variants: VariantTally?
     /// The counts so far; the pool counts only connections opened (none before the first).
     var report: SendReport {
         mutex.lock(); defer { mutex.unlock() }
@@ -253,6 +255,7 @@ final class SendShared: @unchecked Sendable {
         }
         counts.accepted += outcome.accepted
         counts.presumed += outcome.presumed
+        variants?.count(outcome)
         let failures = outcome.failures
         for i in failures.indices {
             counts.failedByStatus[failures[i].status, default: 0] += 1

@@ -147,6 +147,7 @@ public final class Sender: @unchecked Sendable {
             try WorkQueue(capacity: queueCapacity * (oneQueue ? settings.connections : 1))
         }
         shared.attach(queues: queues)
+        shared.variants = VariantTally(header: plan.header)
         var gate = ScheduleGate(schedule: plan.header.schedule, dueOnly: dueOnly, holdOpenSeconds: holdOpenSeconds, clock: shared.clock)
         // Quiet hours and `late: skip` are asked again as each frame is taken to be written.
         let release = gate.rule.flatMap { $0.checksWhenDue ? WireRelease(rule: $0, zones: gate.zones, token: transport.tokenInFrame) : nil }
@@ -203,6 +204,7 @@ public final class Sender: @unchecked Sendable {
                                                         resent: c.resends, connections: c.reconnects,
                                                         open: oneQueue ? min(pool.size, c.reconnects) : nil, roundTripMilliseconds: milliseconds,
                                                         resentByKind: c.resentByKind)))
+                if let tally = shared.variants { try? shared.journal.append(.variants(tally.counts)) }
             }
             // A send shorter than a second still tells its round trip: what its last, partial second measured.
             if let r = pool.sample().roundTrip { secondsRoundTrip = min(secondsRoundTrip ?? r, r) }
@@ -220,6 +222,7 @@ public final class Sender: @unchecked Sendable {
 
         var report = SendReport()
         var ordinals = [Int32](repeating: 0, count: plan.header.shards)
+        var reading = shared.variants.map { VariantReading(tally: $0, before: resumeState) }
         var readError: Error? = nil
         // Frames are handed to each connection in batches; a batch goes early
         // when the plan reader is about to wait for input, so a slow upstream
@@ -240,6 +243,11 @@ public final class Sender: @unchecked Sendable {
                     if report.planRecords & 1023 == 0 { published(read: report.planRecords, alreadyDone: report.alreadyDone) }
                     let ordinal = ordinals[record.shard]
                     ordinals[record.shard] += 1
+                    if reading != nil {
+                        reading!.read(shard: record.shard, ordinal: Int(ordinal), headerVariant: record.variant,
+                                      done: resumeState?.done[record.shard]?.contains(Int(ordinal)) == true)
+                        if report.planRecords & 1023 == 0 { reading!.publish() }
+                    }
                     if let done = resumeState?.done[record.shard], done.contains(Int(ordinal)) {
                         report.alreadyDone += 1
                         return
@@ -285,6 +293,7 @@ public final class Sender: @unchecked Sendable {
             _ = staging.handOverAll()
         }
         published(read: report.planRecords, alreadyDone: report.alreadyDone)
+        reading?.publish()
         for q in queues { q.close() }
         let planFullyRead = !shared.isStopping && !cancellation.isCancelled && readError == nil && gate.stoppedAt == nil
         if planFullyRead {
@@ -316,6 +325,10 @@ public final class Sender: @unchecked Sendable {
         report.poolConnections = min(pool.size, counts.reconnects)   // a worker that never connected is no connection
         report.planTotal = planFullyRead ? report.planRecords : planTotal
         report.roundTripMilliseconds = shared.roundTripMilliseconds
+        if let tally = shared.variants {
+            report.variants = tally.counts
+            try? journal.append(.variants(report.variants))
+        }
 
         if let failure = shared.failureReason {
             switch failure {

@@ -1,0 +1,174 @@
+import CampaignIO
+import CampaignJSON
+import PlanStream
+
+/// One variant's counts in a send (every run of it): records planned (read
+/// from the plan), accepted (with the simple format's presumed delivered)
+/// and failed for good. A holdout has no records: the send does not list it.
+public struct VariantCounts: Equatable, Sendable {
+    public var name: String
+    public var planned = 0
+    public var accepted = 0
+    public var failed = 0
+
+    public init(name: String, planned: Int = 0, accepted: Int = 0, failed: Int = 0) {
+        (self.name, self.planned, self.accepted, self.failed) = (name, planned, accepted, failed)
+    }
+
+    /// `{"A":{"planned":N,"accepted":N,"failed":N},…}`, in the plan's order.
+    public static func json(_ list: [VariantCounts]) -> JSONValue {
+        .object(list.map { v in
+            (v.name, .object([("planned", .number(String(v.planned))), ("accepted", .number(String(v.accepted))), ("failed", .number(String(v.failed)))]))
+        })
+    }
+
+    /// Reads ``json(_:)``; nil when it is not that.
+    public static func list(_ value: JSONValue?) -> [VariantCounts]? {
+        guard let members = value?.objectMembers else { return nil }
+        return members.map { name, v in
+            VariantCounts(name: name, planned: Int(v["planned"]?.integerValue ?? 0), accepted: Int(v["accepted"]?.integerValue ?? 0),
+                          failed: Int(v["failed"]?.integerValue ?? 0))
+        }
+    }
+
+    /// `A 450 planned, 440 accepted, 10 failed; B …`.
+    public static func text(_ list: [VariantCounts]) -> String {
+        list.map { "\($0.name) \($0.planned) planned, \($0.accepted) accepted, \($0.failed) failed" }.joined(separator: "; ")
+    }
+}
+
+/// The variant of every record a send has read, by shard and ordinal (one
+/// byte a record), and each variant's counts.
+///
+/// The plan reader writes a record's variant before the record is queued,
+/// so any proof or failure about it finds it; the proofs' thread looks
+/// variants up under the lock. A shard's bytes grow under the lock too, so
+/// a lookup never sees them move; writes below a shard's capacity take no lock.
+final class VariantTally: @unchecked Sendable {
+    let names: [String]
+    /// Header index → index in ``names`` (holdouts have none, and no records).
+    let indexOfHeaderVariant: [Int]
+    private let lock = Lock()
+    private var shards: [UnsafeMutablePointer<UInt8>?]
+    private var capacities: [Int]
+    private var planned: [Int]
+    private var accepted: [Int]
+    private var failed: [Int]
+
+    /// Nil for a plan without variants.
+    init?(header: PlanHeader) {
+        guard !header.variants.isEmpty else { return nil }
+        var names: [String] = [], index: [Int] = []
+        for v in header.variants {
+            index.append(v.holdout ? -1 : names.count)
+            if !v.holdout { names.append(v.name) }
+        }
+        self.names = names
+        indexOfHeaderVariant = index
+        shards = Array(repeating: nil, count: header.shards)
+        capacities = Array(repeating: 0, count: header.shards)
+        planned = Array(repeating: 0, count: names.count)
+        accepted = planned
+        failed = planned
+    }
+
+    deinit { for p in shards { p?.deallocate() } }
+
+    /// The plan reader's thread: record (`shard`, `ordinal`) is of variant `v` (an index in ``names``).
+    @inline(__always)
+    func set(shard: Int, ordinal: Int, variant v: Int) {
+        if ordinal >= capacities[shard] { grow(shard: shard, toHold: ordinal) }
+        shards[shard]![ordinal] = UInt8(truncatingIfNeeded: v)
+    }
+
+    private func grow(shard: Int, toHold ordinal: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        let capacity = max(1024, capacities[shard] * 2, ordinal + 1)
+        let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+        if let old = shards[shard] {
+            bytes.update(from: old, count: capacities[shard])
+            old.deallocate()
+        }
+        shards[shard] = bytes
+        capacities[shard] = capacity
+    }
+
+    private func variant(shard: Int, ordinal: Int) -> Int? {
+        guard shard >= 0, shard < shards.count, ordinal >= 0, ordinal < capacities[shard], let bytes = shards[shard] else { return nil }
+        return Int(bytes[ordinal])
+    }
+
+    /// A proof's accepted, presumed and failed records.
+    func count(_ outcome: ProofOutcome) {
+        lock.lock()
+        defer { lock.unlock() }
+        for (shard, ordinals) in outcome.acceptedOrdinals {
+            for o in ordinals { if let v = variant(shard: Int(shard), ordinal: o) { accepted[v] += 1 } }
+        }
+        for (shard, ordinals) in outcome.presumedOrdinals {
+            for o in ordinals { if let v = variant(shard: Int(shard), ordinal: o) { accepted[v] += 1 } }
+        }
+        for f in outcome.failures {
+            if let v = variant(shard: f.shard, ordinal: f.ordinal) { failed[v] += 1 }
+        }
+    }
+
+    /// The plan reader's counts: planned records read, and those a
+    /// previous run finished, accepted or failed (a resume).
+    func add(planned p: [Int], acceptedBefore a: [Int], failedBefore f: [Int]) {
+        lock.lock()
+        defer { lock.unlock() }
+        for i in names.indices {
+            planned[i] += p[i]
+            accepted[i] += a[i]
+            failed[i] += f[i]
+        }
+    }
+
+    var counts: [VariantCounts] {
+        lock.lock()
+        defer { lock.unlock() }
+        return names.indices.map { VariantCounts(name: names[$0], planned: planned[$0], accepted: accepted[$0], failed: failed[$0]) }
+    }
+}
+
+/// The plan reader's side of a tally: counts kept locally and handed over now and then.
+struct VariantReading {
+    let tally: VariantTally
+    var planned: [Int]
+    var acceptedBefore: [Int]
+    var failedBefore: [Int]
+    /// A resume: the records a previous run failed or skipped, as shard << 32 | ordinal.
+    let failedKeys: Set<Int>
+    let skippedKeys: Set<Int>
+
+    init(tally: VariantTally, before: JournalState?) {
+        self.tally = tally
+        planned = Array(repeating: 0, count: tally.names.count)
+        acceptedBefore = planned
+        failedBefore = planned
+        failedKeys = Set((before?.failures ?? []).map { $0.shard << 32 | $0.ordinal })
+        skippedKeys = Set((before?.skipped ?? []).map { $0.shard << 32 | $0.ordinal })
+    }
+
+    /// A record read: `done` when a previous run finished it.
+    mutating func read(shard: Int, ordinal: Int, headerVariant: Int, done: Bool) {
+        guard headerVariant >= 0 else { return }
+        let v = tally.indexOfHeaderVariant[headerVariant]
+        guard v >= 0 else { return }
+        planned[v] += 1
+        if done {
+            let key = shard << 32 | ordinal
+            if failedKeys.contains(key) { failedBefore[v] += 1 } else if !skippedKeys.contains(key) { acceptedBefore[v] += 1 }
+        } else {
+            tally.set(shard: shard, ordinal: ordinal, variant: v)
+        }
+    }
+
+    /// Hands the counts so far to the tally.
+    mutating func publish() {
+        tally.add(planned: planned, acceptedBefore: acceptedBefore, failedBefore: failedBefore)
+        for i in planned.indices { planned[i] = 0; acceptedBefore[i] = 0; failedBefore[i] = 0 }
+    }
+}
