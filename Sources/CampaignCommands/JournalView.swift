@@ -118,6 +118,7 @@ struct JournalView {
         if let pool {
             out += "  connections: \(pool.open) in the pool at the last second (at most \(pool.peak))\(pool.roundTrip.map { ", round trip \(StatusOutput.milliseconds($0)) ms" } ?? "")\n"
         }
+        if !state.variants.isEmpty { out += "  variants: " + VariantCounts.text(state.variants) + "\n" }
         if state.tornTail { out += "  the last journal record was torn by a crash and is ignored\n" }
         return out
     }
@@ -138,7 +139,7 @@ struct JournalView {
             ("remaining", remaining.map(n) ?? .null), ("resends", n(state.resends)),
             ("resent_by_kind", .object(state.resentByKind.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })), ("reconnects", n(state.reconnects)),
             ("duplicates_risked", n(state.duplicatesRisked)), ("torn_tail", .bool(state.tornTail)),
-        ] + poolMembers + scheduleMembers)
+        ] + poolMembers + scheduleMembers + (state.variants.isEmpty ? [] : [("variants", VariantCounts.json(state.variants))]))
     }
 
     private var poolMembers: [(String, JSONValue)] {

@@ -91,6 +91,23 @@ struct PartsView {
         }
     }
 
+    /// A plan with variants: each one's counts, every part's journal together (in the order first met).
+    var variants: [VariantCounts] {
+        var sum: [VariantCounts] = []
+        for row in rows {
+            for v in row.journal?.state.variants ?? [] {
+                if let i = sum.firstIndex(where: { $0.name == v.name }) {
+                    sum[i].planned += v.planned
+                    sum[i].accepted += v.accepted
+                    sum[i].failed += v.failed
+                } else {
+                    sum.append(v)
+                }
+            }
+        }
+        return sum
+    }
+
     var text: String {
         var out = ""
         let t = totals
@@ -118,6 +135,7 @@ struct PartsView {
         out += "parts: \(count(.complete)) complete, \(count(.running)) running, \(count(.waiting) > 0 ? "\(count(.waiting)) waiting, " : "")\(count(.stopped)) stopped, \(count(.notStarted)) not started\n"
         out += "done: \(t.done) of \(t.recordsKnown ? String(t.records) : "?") (\(t.accepted) accepted, \(t.presumed) presumed, \(t.failed) failed); remaining: \(t.remaining.map(String.init) ?? "unknown")\n"
         out += "resent: \(t.resends), possible duplicates: \(t.duplicates)\n"
+        if !variants.isEmpty { out += "variants: " + VariantCounts.text(variants) + "\n" }
         let commands = rows.compactMap { row in command(for: row).map { (row, $0) } }
         if !commands.isEmpty {
             out += "to finish:\n"
@@ -141,6 +159,9 @@ struct PartsView {
             ("records", t.recordsKnown ? n(t.records) : .null), ("done", n(t.done)), ("accepted", n(t.accepted)),
             ("presumed", n(t.presumed)), ("failed", n(t.failed)), ("remaining", t.remaining.map(n) ?? .null),
             ("resends", n(t.resends)), ("duplicates_risked", n(t.duplicates)),
+        ]
+        if !variants.isEmpty { members.append(("variants", VariantCounts.json(variants))) }
+        members += [
             ("part_status", .array(rows.map { row in
                 var m: [(key: String, value: JSONValue)] = [
                     ("part", row.part.map(n) ?? .null), ("state", .string(row.phase.rawValue)),

@@ -63,6 +63,7 @@ enum StatusPage {
         page += "<h2>\(wire.rateChartHeading)</h2>\n"
             + rateChart(state.timeline, outcomes: state.runOutcomes, running: running, waves: state.waves, runStartedAt: state.runStartedAt, woke: state.runWoke)
         page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, skipped: state.skipped.count, failed: failedByReason)
+        page += variantsTable(state.variants)
         page += "<h2>Connections opened and notifications resent over time (cumulative, per run; each on its own scale)</h2>\n" + countsChart(state.timeline)
         if wire.chartsResendsByKind, let chart = resentByKindChart(state.timeline) {
             page += "<h2>Resent, by why (cumulative, per run): answers that ask for a retry, refused streams, lost connections</h2>\n" + chart
@@ -126,6 +127,7 @@ enum StatusPage {
             page += "<td>\(escape(row.journal?.directory ?? "-"))</td><td><code>\(escape(view.command(for: row) ?? ""))</code></td></tr>\n"
         }
         page += "</table>\n<h2>Outcomes, all parts</h2>\n" + outcomeBars(accepted: t.accepted, presumed: t.presumed, failed: failedByReason)
+        page += variantsTable(view.variants)
         for row in view.rows {
             guard let j = row.journal else { continue }
             page += "<h2>Part \(row.part.map(String.init) ?? "-") · \(escape(j.directory)): notifications made final per second</h2>\n" + rateChart(j.state.timeline)
@@ -271,6 +273,14 @@ enum StatusPage {
             svg += "<text class=\"label\" x=\"\(format(226 + w))\" y=\"\(y + 13)\">\(count)</text>\n"
         }
         return svg + "</svg>\n"
+    }
+
+    /// A plan with variants: each one's planned, accepted and failed (empty without).
+    static func variantsTable(_ variants: [VariantCounts]) -> String {
+        guard !variants.isEmpty else { return "" }
+        var out = "<h2>Variants</h2>\n<table><tr><th>variant</th><th>planned</th><th>accepted</th><th>failed</th></tr>\n"
+        for v in variants { out += "<tr><td>\(escape(v.name))</td><td>\(v.planned)</td><td>\(v.accepted)</td><td>\(v.failed)</td></tr>\n" }
+        return out + "</table>\n"
     }
 
     static func format(_ x: Double) -> String { String(Double(Int(x * 10)) / 10) }

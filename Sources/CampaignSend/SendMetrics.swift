@@ -42,6 +42,15 @@ public enum SendMetrics {
         if let ms = counts.roundTripMilliseconds {
             metric("round_trip_seconds", "gauge", "The shortest round trip to the gateway in the last second measured.", [("", String(ms / 1000))])
         }
+        if !counts.variants.isEmpty {
+            // Every run's, as the journal's variants record counts them.
+            func perVariant(_ value: (VariantCounts) -> Int) -> [(labels: String, value: String)] {
+                counts.variants.map { (",variant=\"\(escaped($0.name))\"", String(value($0))) }
+            }
+            metric("variant_planned", "gauge", "Plan records read, by variant.", perVariant(\.planned))
+            metric("variant_accepted_total", "counter", "Notifications accepted (or presumed delivered), by variant.", perVariant(\.accepted))
+            metric("variant_failed_total", "counter", "Notifications refused for good, by variant.", perVariant(\.failed))
+        }
         if let total = progress.total {
             metric("plan_records", "gauge", "Records in the plan.", [("", String(total))])
         }

@@ -48,7 +48,11 @@ public final class Sender: @unchecked Sendable {
 
     /// The counts so far (accepted, failed by status, resends, possible
     /// duplicates, connections), for metrics.
-    public func counts() -> SendReport { shared.report }
+    public func counts() -> SendReport {
+        var r = shared.report
+        if let tally = shared.variants { r.variants = tally.counts }
+        return r
+    }
 
     /// The whole send so far: what the journal held when this run started, and this run's counts.
     public func wholeSendCounts() -> SendTotals {
