@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+import APNSWire
+import CampaignIO
+import CampaignJSON
+import CampaignSend
+import CampaignTestSupport
+import GatewaySimulator
+
+/// A job with variants planned and sent against the simulator: the holdout
+/// never reaches the gateway, and every count per variant adds up to the whole.
+@Suite(.ownThreads) struct VariantSendTests {
+    static let job = #"""
+    {"campaign":"spring-ab","format":"h2","topic":"com.example.campaign","variants":[
+      {"name":"A","weight":45,"messages":{"en":{"alert":"A {n}"}}},
+      {"name":"B","weight":45,"messages":{"en":{"alert":"B {n}"}}},
+      {"name":"control","weight":10,"holdout":true}]}
+    """#
+
+    /// Plans `count` random devices with the job above; returns the tokens held out.
+    static func plan(count: Int, in dir: TemporaryDirectory, seed: UInt64) throws -> (tokens: Set<String>, holdout: Set<String>) {
+        let (csv, tokens) = randomAudienceCSV(count: count, seed: seed)
+        try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+        try Self.job.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        let run = try PlanProcessTests.run(["plan", "job.json", "audience.csv", "--out", "plan.ndjson", "--shards", "16", "--summary", "summary.json"], in: dir)
+        #expect(run.status == 0, "\(run.err)")
+        #expect(run.err.contains("held out: plan.ndjson.holdout.ndjson"), "\(run.err)")
+        var info = stat()
+        #expect(stat(dir.file("plan.ndjson.holdout.ndjson"), &info) == 0 && info.st_mode & 0o777 == 0o600)
+        let holdout = try String(contentsOfFile: dir.file("plan.ndjson.holdout.ndjson"), encoding: .utf8).split(separator: "\n").map {
+            try #require(JSONValue.parse(String($0))["token"]?.stringValue)
+        }
+        return (tokens, Set(holdout))
+    }
+
+    static func statusJSON(_ dir: TemporaryDirectory, _ journal: String = "journal") throws -> JSONValue {
+        let status = try ChannelsTests.run(["status", journal, "--json"], in: dir)
+        #expect(status.status == 0, "\(status.err)")
+        return try JSONValue.parse(status.out)
+    }
+
+    /// Each variant's counts add up to the whole's; returns them by name.
+    static func expectVariantsAddUp(_ variants: JSONValue?, planned: Int, accepted: Int, failed: Int) -> [String: [Int64]] {
+        var byName: [String: [Int64]] = [:]
+        for (name, v) in variants?.objectMembers ?? [] {
+            byName[name] = [v["planned"]?.integerValue ?? -1, v["accepted"]?.integerValue ?? -1, v["failed"]?.integerValue ?? -1]
+        }
+        #expect(byName.keys.sorted() == ["A", "B"], "a holdout has no records to count in a send")
+        #expect(byName.values.reduce(0) { $0 + $1[0] } == Int64(planned))
+        #expect(byName.values.reduce(0) { $0 + $1[1] } == Int64(accepted))
+        #expect(byName.values.reduce(0) { $0 + $1[2] } == Int64(failed))
+        return byName
+    }
+
+    @Test(.timeLimit(.minutes(2))) func noHoldoutDeviceReachesTheGatewayAndEveryCountPerVariantAddsUp() throws {
+        let dir = TemporaryDirectory("variantsend")
+        let (tokens, holdout) = try Self.plan(count: 4_000, in: dir, seed: 35)
+        #expect(holdout.count > 300 && holdout.count < 500)
+        let planned = tokens.subtracting(holdout)
+        var faults = FaultPlan()
+        let bad = Array(planned.sorted().prefix(7))
+        faults.badTokens = Set(bad.map { DeviceToken(hex: $0)!.bytes })
+        let simulator = try startHTTP2Simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let run = try H2SendTests.send(dir, simulator, ["--report", "report.json", "--metrics", "send.prom"])
+        #expect(run.wait(timeout: 90) == 0, "\(run.stderr)")
+        simulator.stop()
+        let recorded = Set(try H2SendTests.recorded(dir).map(\.token))
+        #expect(recorded.isDisjoint(with: holdout), "a holdout device was sent to")
+        #expect(recorded == planned.subtracting(bad))
+        #expect(run.stderr.contains("variants (every run): A "))
+
+        let report = try JSONValue.parse(Array(FileManager.default.contents(atPath: dir.file("report.json"))!))
+        let fromReport = Self.expectVariantsAddUp(report["variants"], planned: planned.count, accepted: planned.count - bad.count, failed: bad.count)
+        let status = try Self.statusJSON(dir)
+        let fromStatus = Self.expectVariantsAddUp(status["variants"], planned: planned.count, accepted: Int(status["accepted"]!.integerValue!),
+                                                  failed: Int(status["failed"]!.integerValue!))
+        #expect(fromStatus == fromReport)
+        // The plan's summary counted the same devices.
+        let summary = try JSONValue.parse(Array(FileManager.default.contents(atPath: dir.file("summary.json"))!))
+        #expect(summary["per_variant"]?["A"]?["planned"]?.integerValue == fromReport["A"]?[0])
+        #expect(summary["per_variant"]?["control"]?["held_out"]?.integerValue == Int64(holdout.count))
+
+        let metrics = try String(contentsOfFile: dir.file("send.prom"), encoding: .utf8)
+        #expect(metrics.contains("campaign_send_variant_accepted_total{journal=\"journal\",variant=\"A\"} \(fromReport["A"]![1])"), "\(metrics)")
+        #expect(metrics.contains("campaign_send_variant_failed_total{journal=\"journal\",variant=\"B\"} \(fromReport["B"]![2])"))
+        let page = try ChannelsTests.run(["status", "journal", "--html", "page.html"], in: dir)
+        #expect(page.status == 0, "\(page.err)")
+        let html = try String(contentsOfFile: dir.file("page.html"), encoding: .utf8)
+        #expect(html.contains("<h2>Variants</h2>") && html.contains("<tr><td>A</td><td>\(fromReport["A"]![0])</td><td>\(fromReport["A"]![1])</td>"))
+    }
+
+    @Test(.timeLimit(.minutes(3))) func aKilledSendResumedKeepsEachVariantsCountsRight() throws {
+        let dir = TemporaryDirectory("variantkill")
+        let (tokens, holdout) = try Self.plan(count: 8_000, in: dir, seed: 36)
+        let planned = tokens.subtracting(holdout)
+        var faults = FaultPlan()
+        let bad = Array(planned.sorted().prefix(40))
+        faults.badTokens = Set(bad.map { DeviceToken(hex: $0)!.bytes })
+        let simulator = try startHTTP2Simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let start = ["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--rate", "4000"]
+            + SendProcessTests.credentials()
+        let (kills, finished) = try killRepeatedlyThenFinish(kills: 2, delays: 400...1000, seed: 36, next: {
+            let resume = FileManager.default.fileExists(atPath: dir.file("journal/journal.log"))
+            return try CampaignProcess(resume ? ["send", "--resume", "journal", "--report", "report.json"] + SendProcessTests.credentials() : start,
+                                       in: dir.path)
+        }, kill: { $0.kill9() })
+        #expect(kills >= 1 && finished)
+        simulator.stop()
+        #expect(Set(try H2SendTests.recorded(dir).map(\.token)).isDisjoint(with: holdout))
+        let report = try JSONValue.parse(Array(FileManager.default.contents(atPath: dir.file("report.json"))!))
+        let fromReport = Self.expectVariantsAddUp(report["variants"], planned: planned.count, accepted: planned.count - bad.count, failed: bad.count)
+        let status = try Self.statusJSON(dir)
+        #expect(status["accepted"]?.integerValue == Int64(planned.count - bad.count))
+        let fromStatus = Self.expectVariantsAddUp(status["variants"], planned: planned.count, accepted: planned.count - bad.count, failed: bad.count)
+        #expect(fromStatus == fromReport)
+    }
+}
