@@ -97,7 +97,9 @@ struct Validate: ParsableCommand {
             case .invalidChannelID(let name, let v): verdict = "sample \"\(v)\" for {\(name)} is not a channel id (canonical base64)"
             }
             _ = unlimited
-            print("  \(message.tag): \(verdict)")
+            // A job with variants: each message under its variant's name.
+            let variant = jobFile.variants.first { $0.messages.contains(i) }.map { "variant \($0.name), " } ?? ""
+            print("  \(variant)\(message.tag): \(verdict)")
             print("    \(String(decoding: out, as: UTF8.self))")
         }
         let fallback = jobFile.fallback.isEmpty ? "none (devices in other languages are rejected)" : jobFile.fallback.joined(separator: " → ")
