@@ -133,32 +133,47 @@ final class VariantTally: @unchecked Sendable {
     }
 }
 
+extension SendReport {
+    /// These counts with `tally`'s per variant (unchanged without one).
+    func with(_ tally: VariantTally?) -> SendReport {
+        guard let tally else { return self }
+        var r = self
+        r.variants = tally.counts
+        return r
+    }
+}
+
 /// The plan reader's side of a tally: counts kept locally and handed over now and then.
 struct VariantReading {
     let tally: VariantTally
     var planned: [Int]
     var acceptedBefore: [Int]
     var failedBefore: [Int]
-    /// A resume: the records a previous run failed or skipped, as shard << 32 | ordinal.
+    /// A resume: the records a previous run finished; those it failed or skipped, as shard << 32 | ordinal.
+    let done: [Int: OrdinalRanges]
     let failedKeys: Set<Int>
     let skippedKeys: Set<Int>
+    private var sincePublished = 0
 
     init(tally: VariantTally, before: JournalState?) {
         self.tally = tally
         planned = Array(repeating: 0, count: tally.names.count)
         acceptedBefore = planned
         failedBefore = planned
+        done = before?.done ?? [:]
         failedKeys = Set((before?.failures ?? []).map { $0.shard << 32 | $0.ordinal })
         skippedKeys = Set((before?.skipped ?? []).map { $0.shard << 32 | $0.ordinal })
     }
 
-    /// A record read: `done` when a previous run finished it.
-    mutating func read(shard: Int, ordinal: Int, headerVariant: Int, done: Bool) {
+    /// A record read (and, every 1024, the counts handed over).
+    mutating func read(shard: Int, ordinal: Int, headerVariant: Int) {
         guard headerVariant >= 0 else { return }
         let v = tally.indexOfHeaderVariant[headerVariant]
         guard v >= 0 else { return }
         planned[v] += 1
-        if done {
+        sincePublished += 1
+        if sincePublished == 1024 { publish() }
+        if !done.isEmpty, done[shard]?.contains(ordinal) == true {
             let key = shard << 32 | ordinal
             if failedKeys.contains(key) { failedBefore[v] += 1 } else if !skippedKeys.contains(key) { acceptedBefore[v] += 1 }
         } else {
@@ -168,6 +183,7 @@ struct VariantReading {
 
     /// Hands the counts so far to the tally.
     mutating func publish() {
+        sincePublished = 0
         tally.add(planned: planned, acceptedBefore: acceptedBefore, failedBefore: failedBefore)
         for i in planned.indices { planned[i] = 0; acceptedBefore[i] = 0; failedBefore[i] = 0 }
     }

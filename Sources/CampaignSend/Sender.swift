@@ -48,11 +48,7 @@ public final class Sender: @unchecked Sendable {
 
     /// The counts so far (accepted, failed by status, resends, possible
     /// duplicates, connections), for metrics.
-    public func counts() -> SendReport {
-        var r = shared.report
-        if let tally = shared.variants { r.variants = tally.counts }
-        return r
-    }
+    public func counts() -> SendReport { shared.report.with(shared.variants) }
 
     /// The whole send so far: what the journal held when this run started, and this run's counts.
     public func wholeSendCounts() -> SendTotals {
@@ -247,11 +243,7 @@ public final class Sender: @unchecked Sendable {
                     if report.planRecords & 1023 == 0 { published(read: report.planRecords, alreadyDone: report.alreadyDone) }
                     let ordinal = ordinals[record.shard]
                     ordinals[record.shard] += 1
-                    if reading != nil {
-                        reading!.read(shard: record.shard, ordinal: Int(ordinal), headerVariant: record.variant,
-                                      done: resumeState?.done[record.shard]?.contains(Int(ordinal)) == true)
-                        if report.planRecords & 1023 == 0 { reading!.publish() }
-                    }
+                    if reading != nil { reading!.read(shard: record.shard, ordinal: Int(ordinal), headerVariant: record.variant) }
                     if let done = resumeState?.done[record.shard], done.contains(Int(ordinal)) {
                         report.alreadyDone += 1
                         return
@@ -329,10 +321,8 @@ public final class Sender: @unchecked Sendable {
         report.poolConnections = min(pool.size, counts.reconnects)   // a worker that never connected is no connection
         report.planTotal = planFullyRead ? report.planRecords : planTotal
         report.roundTripMilliseconds = shared.roundTripMilliseconds
-        if let tally = shared.variants {
-            report.variants = tally.counts
-            try? journal.append(.variants(report.variants))
-        }
+        report = report.with(shared.variants)
+        if !report.variants.isEmpty { try? journal.append(.variants(report.variants)) }
 
         if let failure = shared.failureReason {
             switch failure {
