@@ -112,6 +112,27 @@ import CampaignTestSupport
         #expect(s.text.contains("variants: A \(s.perVariant[0].count) planned, B \(s.perVariant[1].count) planned, control \(s.heldOut) held out"))
     }
 
+    @Test func aReaderRefusesARecordOfNoVariantOfAnUnknownOneOrOfTheHoldout() throws {
+        let dir = TemporaryDirectory("variants")
+        let run = try Self.plan(rows: 50, in: dir, name: "plan")
+        let text = try String(contentsOfFile: dir.file("plan-0.plan"), encoding: .utf8)
+        #expect(text.contains(#","variant":"A","payload":"#) || text.contains(#","variant":"B","payload":"#))
+        #expect(run.records.allSatisfy { $0.variant == "A" || $0.variant == "B" })
+        let lines = text.split(separator: "\n").map(String.init)
+        for (change, words) in [(#","variant":"C""#, #"variant "C" is not one of the header's variants"#),
+                                (#","variant":"control""#, #"variant "control" is a holdout"#),
+                                ("", #"no "variant" in a plan with variants"#)] {
+            var edited = lines
+            edited[1] = edited[1].replacingOccurrences(of: #","variant":"A""#, with: change).replacingOccurrences(of: #","variant":"B""#, with: change)
+            let path = dir.file("edited.plan")
+            try (edited.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            let reader = try PlanReader(path: path)
+            do { _ = try reader.next(); Issue.record("accepted: \(change)") } catch {
+                #expect("\(error)".contains(words), "\(error)")
+            }
+        }
+    }
+
     @Test func aPlanWithoutVariantsHasNoVariantField() throws {
         let run = try PlanPartsTests.plan(rows: 200, parts: 1)
         let text = try String(contentsOfFile: run.dir.file("whole.plan"), encoding: .utf8)
