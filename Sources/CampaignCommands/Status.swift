@@ -49,7 +49,8 @@ struct Status: ParsableCommand {
             if manifest == nil && named.count == 1 {
                 try single(JournalView(directory: named[0]))
             } else {
-                try parts(PartsView(manifestPath: manifest, journals: named))
+                try parts(PartsView(manifestPath: manifest, journals: named,
+                                    cancelledBeforeStart: journals.map(StatusOutput.cancelledBeforeStart(matching:)) ?? []))
             }
         }
     }

@@ -23,6 +23,15 @@ enum StatusOutput {
         return out.sorted()
     }
 
+    /// The directories a pattern names that hold only `campaign cancel`'s record: parts cancelled before they started.
+    static func cancelledBeforeStart(matching pattern: String) -> [String] {
+        var g = glob_t()
+        defer { globfree(&g) }
+        guard glob(pattern, 0, nil, &g) == 0 else { return [] }
+        return (0..<Int(g.gl_pathc)).compactMap { g.gl_pathv[$0].map { String(cString: $0) } }
+            .filter { access("\($0)/\(Journal.logName)", F_OK) != 0 && JournalCancel.exists(directory: $0) }.sorted()
+    }
+
     /// A broadcast journal's failures name channels by their base64 ids, as `channels list` and the plan's rejects do.
     static func failureLine(_ f: SendFailure, part: Int? = nil, journal: String? = nil, channels: Bool = false) -> String {
         line(token: f.token, part: part, journal: journal, channels: channels, [
