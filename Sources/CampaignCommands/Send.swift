@@ -191,15 +191,15 @@ struct Send: ParsableCommand {
             running.sender?.requestStop()
         }).handle)
         defer { signals.cancel() }
-        // `campaign cancel` journals its record, then signals: stop for good.
+        // `campaign cancel` journals its record, then signals (the watch also looks once a second): stop for good.
         let directory = resume ?? journal!
-        let cancelSignal = SignalWatcher(signals: [CampaignCancel.signal]) {
-            guard JournalCancel.exists(directory: directory) else { return }
+        let cancelWatch = try CancelWatch(directory: directory) {
             printError("campaign send: cancelled: stopping: proving what is in flight")
             waitStop.cancel()
             running.sender?.requestStop()
         }
-        defer { cancelSignal.cancel() }
+        let cancelSignal = SignalWatcher(signals: [CampaignCancel.signal]) { cancelWatch.check() }
+        defer { cancelSignal.cancel(); cancelWatch.stop() }
         // Credentials and the gateway's name are checked once the plan's
         // format is known and before a journal is created: a wrong path,
         // passphrase or host must not leave behind a journal that refuses the

@@ -75,9 +75,12 @@ public enum CampaignCancel {
         if let state = try endUnderLock(directory: directory) {
             return result(state.outcome == .complete ? .completedFirst : .cancelled(stopped: nil, accepted: state.accepted, done: state.doneCount))
         }
-        // A send holds the journal: tell it, and wait for it to end.
+        // A send holds the journal: tell it, and wait for it to end. Only a
+        // process seen holding the lock is signalled (a pid from another
+        // machine sharing the directory could name anything here); any other
+        // finds the record itself within a second (``CancelWatch``).
         let pid = Journal.runningSend(directory: directory) ?? 0
-        if pid > 0 { kill(pid, signal) }
+        if pid > 0, holdsOpen(pid: pid, path: "\(directory)/\(Journal.lockName)") { kill(pid, signal) }
         let deadline = Deadline.after(seconds: waitSeconds)
         while Journal.runningSend(directory: directory) != nil {
             // The send is another process: its lock's release wakes nothing here, so look every 50 ms (bounded).
@@ -99,6 +102,22 @@ public enum CampaignCancel {
             try journal.checkpoint()
         }
         return state
+    }
+
+    /// Whether process `pid` has `path` open (one of its /proc/PID/fd links to it).
+    static func holdsOpen(pid: Int32, path: String) -> Bool {
+        guard let resolved = realpath(path, nil) else { return false }
+        let target = String(cString: resolved)
+        free(resolved)
+        guard let fds = opendir("/proc/\(pid)/fd") else { return false }
+        defer { closedir(fds) }
+        var link = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        while let entry = readdir(fds) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let n = readlink("/proc/\(pid)/fd/\(name)", &link, link.count - 1)
+            if n > 0, String(decoding: link[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) == target { return true }
+        }
+        return false
     }
 
     /// The journal directories of a plan's parts: those `glob` matches that
