@@ -72,15 +72,13 @@ public enum CampaignCancel {
         let before = try Journal.read(directory: directory)
         if before.outcome == .complete { return result(.alreadyComplete) }
         try record.write(directory: directory)
-        if let state = try endUnderLock(directory: directory) {
-            return result(state.outcome == .complete ? .completedFirst : .cancelled(stopped: nil, accepted: state.accepted, done: state.doneCount))
-        }
+        if let state = try endUnderLock(directory: directory) { return try ended(state, stopped: nil) }
         // A send holds the journal: tell it, and wait for it to end. Only a
         // process seen holding the lock is signalled (a pid from another
         // machine sharing the directory could name anything here); any other
         // finds the record itself within a second (``CancelWatch``).
         let pid = Journal.runningSend(directory: directory) ?? 0
-        if pid > 0, holdsOpen(pid: pid, path: "\(directory)/\(Journal.lockName)") { kill(pid, signal) }
+        if pid > 0, pid != getpid(), holdsOpen(pid: pid, path: "\(directory)/\(Journal.lockName)") { kill(pid, signal) }
         let deadline = Deadline.after(seconds: waitSeconds)
         while Journal.runningSend(directory: directory) != nil {
             // The send is another process: its lock's release wakes nothing here, so look every 50 ms (bounded).
@@ -89,7 +87,16 @@ public enum CampaignCancel {
         }
         // It ended: with `cancelled`, or (a race, another version) otherwise: then the end is written here.
         guard let state = try endUnderLock(directory: directory) else { return result(.stillRunning(pid: pid)) }
-        return result(state.outcome == .complete ? .completedFirst : .cancelled(stopped: pid, accepted: state.accepted, done: state.doneCount))
+        return try ended(state, stopped: pid)
+
+        /// A send that completed before the cancel reached it keeps no
+        /// cancel record: it is complete, as `status` and a resume say.
+        func ended(_ state: JournalState, stopped: Int32?) throws -> Result {
+            guard state.outcome == .complete else { return result(.cancelled(stopped: stopped, accepted: state.accepted, done: state.doneCount)) }
+            unlink(JournalCancel.path(directory))
+            try SecureFile.syncDirectory(of: JournalCancel.path(directory))
+            return result(.completedFirst)
+        }
     }
 
     /// Takes the journal's lock and, unless its last run ended complete or

@@ -182,6 +182,8 @@ import LocalTime
         #expect(try PlanProcessTests.run(["status", "--manifest", "plan/manifest.json", "--journals", "j/*", "--html", "parts.html"], in: dir).status == 0)
         #expect(try String(contentsOfFile: dir.file("parts.html"), encoding: .utf8).contains("2 cancelled"))
 
+        let alone = try JSONValue.parse(PlanProcessTests.run(["status", "j/002", "--json"], in: dir).out)
+        #expect(alone["outcome"]?.stringValue == "cancelled" && alone["cancel_reason"]?.stringValue == "wrong audience")
         // The complete part named alone: one sentence, exit 0.
         let complete = try Self.cancel(["j/000"], in: dir)
         #expect(complete.status == 0 && complete.err.contains("there was nothing left to cancel"), "\(complete.err)")

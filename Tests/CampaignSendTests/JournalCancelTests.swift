@@ -6,7 +6,7 @@ import CampaignTestSupport
 
 /// The cancel record and `cancel` on journals no send holds, in-process
 /// (a running send's cancel is a process test: CancelTests).
-@Suite struct JournalCancelTests {
+@Suite(.ownThreads) struct JournalCancelTests {
     static func journal(in dir: TemporaryDirectory, ending: SendOutcome?) throws -> String {
         let path = dir.file("journal")
         let journal = try Journal.create(directory: path, settings: JournalRecordTests.settings, planHeader: .object([]))
@@ -75,3 +75,29 @@ extension JournalCancelTests {
         withExtendedLifetime(journal) {}
     }
 }
+
+extension JournalCancelTests {
+    /// The send holding the journal completes before it notices the cancel
+    /// (here this process holds it, and is not signalled): the journal is
+    /// complete, and keeps no cancel record.
+    @Test(.timeLimit(.minutes(1))) func aSendThatCompletesFirstKeepsNoCancelRecord() throws {
+        let dir = TemporaryDirectory("cancel-race")
+        let path = dir.file("journal")
+        var journal: Journal? = try Journal.create(directory: path, settings: JournalRecordTests.settings, planHeader: .object([]))
+        let outcome = Locked<CampaignCancel.Outcome?>(nil)
+        let thread = Thread {
+            let result = try? CampaignCancel.cancel(directory: path, record: JournalCancel(by: "eve", at: 1, reason: nil), waitSeconds: 20)
+            outcome.set(result?.outcome)
+        }
+        thread.start()
+        #expect(eventually(within: 10) { JournalCancel.exists(directory: path) })
+        try journal!.append(.end(outcome: .complete))
+        try journal!.checkpoint()
+        journal = nil   // the lock goes with it
+        #expect(eventually(within: 20) { outcome.value != nil })
+        #expect(outcome.value == .completedFirst)
+        #expect(!JournalCancel.exists(directory: path))
+        #expect(try Journal.read(directory: path).outcome == .complete)
+    }
+}
+
