@@ -249,6 +249,10 @@ struct Send: ParsableCommand {
             let metricsFile = run.settings.metricsPath.map { MetricsFile(sender: sender, path: $0, journal: run.journal.directory) }
             var report = try run.run(sender)
             if report.outcome == .cancelled { report.message = CampaignCancel.endedMessage(directory: directory) }
+            // A scheduled run that ended as the cancel came: the send ends cancelled, not waiting.
+            if report.outcome == .scheduled, let cancelled = try CampaignCancel.endWaitIfCancelled(journal: run.journal) {
+                (report.outcome, report.message) = (.cancelled, cancelled)
+            }
             progress?.stop()
             let waits = report.outcome == .scheduled && !dueOnly && report.nextMoment != nil && !waitStop.isCancelled
             metricsFile?.stop(waiting: waits)

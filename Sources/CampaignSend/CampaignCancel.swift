@@ -172,9 +172,9 @@ extension CampaignCancel {
         "\(JournalCancel.read(directory: directory)?.sentence ?? "cancelled"): nothing more is sent; what was sent stays counted"
     }
 
-    /// A scheduled send's wait between runs ended by a signal: when the
-    /// journal was cancelled, journals `end` `cancelled` (fsynced) and
-    /// returns the run's message; nil for any other stop.
+    /// A scheduled send's run ended `scheduled`, or its wait between runs
+    /// ended by a signal: when the journal was cancelled, journals `end`
+    /// `cancelled` (fsynced) and returns the run's message; nil otherwise.
     public static func endWaitIfCancelled(journal: Journal) throws -> String? {
         guard JournalCancel.exists(directory: journal.directory) else { return nil }
         try journal.append(.end(outcome: .cancelled))
