@@ -51,7 +51,7 @@ struct Cancel: ParsableCommand {
                 let parts = try CampaignCancel.partDirectories(manifest: manifest, glob: journals)
                 targets += parts.directories
                 for part in parts.unplaced {
-                    printError("campaign cancel: part \(String(format: "%03d", part)) has no journal among \(journals), and the pattern does not end in /* to tell where it goes: cancel it by name when it has one")
+                    printError("campaign cancel: part \(String(format: "%03d", part)) has no journal among \(journals), and no directory for it can be made there (the pattern does not end in /*, or DIR/\(String(format: "%03d", part)) holds another journal): cancel it by name when it has one")
                 }
             }
             var stillRunning = false

@@ -147,8 +147,10 @@ public enum CampaignCancel {
         }
         var unplaced: [Int] = []
         for entry in manifest.parts where !seen.contains(entry.part) {
-            if pattern.hasSuffix("/*") {
-                found.append(("\(pattern.dropLast(2))/\(String(format: "%03d", entry.part))", true))
+            let path = "\(pattern.dropLast(2))/\(String(format: "%03d", entry.part))"
+            // Never a directory holding a journal of something else (another planning run's part).
+            if pattern.hasSuffix("/*"), access("\(path)/\(Journal.logName)", F_OK) != 0 {
+                found.append((path, true))
             } else {
                 unplaced.append(entry.part)
             }

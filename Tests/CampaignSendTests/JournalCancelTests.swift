@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import CampaignJSON
 import CampaignTestSupport
+import PlanStream
 @testable import CampaignSend
 
 /// The cancel record and `cancel` on journals no send holds, in-process
@@ -101,3 +102,20 @@ extension JournalCancelTests {
     }
 }
 
+
+extension JournalCancelTests {
+    @Test func aManifestsPartsAreFoundStartedOrNotAndAnotherRunsJournalIsLeftAlone() throws {
+        let dir = TemporaryDirectory("cancel-manifest")
+        let manifest = PlanManifest(campaign: "c", campaignHash: "abcd", format: "h2", shards: 4, created: 1, rowsRead: 3, rejected: 0,
+                                    parts: (0..<3).map { PlanManifest.Entry(part: $0, file: "part-00\($0).plan", records: 1, crc32: "0") })
+        try Data(manifest.json.serialized()).write(to: URL(fileURLWithPath: dir.file("manifest.json")))
+        // j/001 holds a journal of something else (no part header).
+        _ = try Journal.create(directory: dir.file("j/001"), settings: JournalRecordTests.settings, planHeader: .object([]))
+        let found = try CampaignCancel.partDirectories(manifest: dir.file("manifest.json"), glob: dir.file("j/*"))
+        #expect(found.directories.map(\.0) == [dir.file("j/000"), dir.file("j/002")])
+        #expect(found.directories.allSatisfy { $0.1 })
+        #expect(found.unplaced == [1])
+        let noSlash = try CampaignCancel.partDirectories(manifest: dir.file("manifest.json"), glob: dir.file("j/0*"))
+        #expect(noSlash.directories.isEmpty && noSlash.unplaced == [0, 1, 2])
+    }
+}
