@@ -9,14 +9,14 @@ public struct Campaign: ParsableCommand {
         Stages: plan an audience export into notifications (`plan`, checked with \
         `validate`), send them over parallel TLS connections with a resumable journal \
         (`send`; HTTP/2 with a provider token or certificate, sized to the distance \
-        from Apple), and tell how far a send got (`status`). `channels` manages \
+        from Apple), stop one for good (`cancel`), and tell how far a send got (`status`). `channels` manages \
         broadcast channels for Live Activities. `feedback` keeps the \
         suppression store; `simulator` runs a local APNs (both protocols) for \
         testing, `certs` writes development certificates for it, and `token` \
         prints a provider token.
         """,
         version: "0.1.0",
-        subcommands: [Plan.self, Validate.self, Send.self, Status.self, Channels.self, Feedback.self, Certs.self, Simulator.self, Token.self]
+        subcommands: [Plan.self, Validate.self, Send.self, Cancel.self, Status.self, Channels.self, Feedback.self, Certs.self, Simulator.self, Token.self]
     )
 
     public init() {}

@@ -7,7 +7,8 @@ import PlanStream
 /// One journal as `status` tells it.
 struct JournalView {
     /// `waiting`: a scheduled send alive between runs (it holds the journal's lock).
-    enum Phase: String { case complete, running, waiting, stopped, notStarted = "not started" }
+    /// `cancelled`: `campaign cancel`'s record and no send holding the journal (one still stopping is running).
+    enum Phase: String { case complete, running, waiting, stopped, cancelled, notStarted = "not started" }
 
     let directory: String
     let state: JournalState
@@ -39,7 +40,7 @@ struct JournalView {
 
     var phase: Phase {
         if state.outcome == .complete { return .complete }
-        guard running != nil else { return .stopped }
+        guard running != nil else { return state.cancel != nil ? .cancelled : .stopped }
         return state.outcome == nil ? .running : .waiting
     }
 
@@ -69,6 +70,10 @@ struct JournalView {
     var outcomeText: String {
         let pid = running.map { $0 > 0 ? " (pid \($0))" : "" } ?? ""
         switch (phase, state.outcome) {
+        case (.cancelled, _):
+            return state.cancel.map { $0.sentence + ": nothing more is sent" } ?? "cancelled"
+        case (.running, _) where state.cancel != nil:
+            return "running\(pid), \(state.cancel!.sentence): stopping"
         case (.waiting, _):
             return "scheduled: waiting\(pid) for its next run" + (state.waitingUntil.map { " at \(utcText(Int64($0)))" } ?? "")
         case (.running, _):
@@ -127,7 +132,11 @@ struct JournalView {
         func n(_ v: Int) -> JSONValue { .number(String(v)) }
         return .object([
             // A run with no end record and no process: killed (or crashed).
-            ("outcome", .string(state.outcome?.rawValue ?? (running != nil ? "running" : "killed"))), ("phase", .string(phase.rawValue)),
+            ("outcome", .string(phase == .cancelled ? "cancelled" : state.outcome?.rawValue ?? (running != nil ? "running" : "killed"))),
+            ("phase", .string(phase.rawValue)),
+            ("cancelled_by", state.cancel.map { .string($0.by) } ?? .null),
+            ("cancelled_at", state.cancel.map { .string(utcText(Int64($0.at))) } ?? .null),
+            ("cancel_reason", state.cancel?.reason.map { .string($0) } ?? .null),
             ("pid", running.map { .number(String($0)) } ?? .null), ("resume", resumeCommand.map { .string($0) } ?? .null),
             ("waiting_until", state.waitingUntil.map { .string(utcText(Int64($0))) } ?? .null), ("runs", n(state.runs)),
             ("plan", state.settings.planPath.map { .string($0) } ?? .string("spooled")),

@@ -11,8 +11,10 @@ struct PartsView {
         var plan: String?
         var planRecords: Int?
         var journal: JournalView?
+        /// A part cancelled before its send started (its directory holds only the cancel record).
+        var cancelledBeforeStart: String?
 
-        var phase: JournalView.Phase { journal?.phase ?? .notStarted }
+        var phase: JournalView.Phase { journal?.phase ?? (cancelledBeforeStart != nil ? .cancelled : .notStarted) }
     }
 
     var manifest: PlanManifest?
@@ -20,7 +22,8 @@ struct PartsView {
     var rows: [Row] = []
     var warnings: [String] = []
 
-    init(manifestPath: String?, journals: [String]) throws {
+    /// `cancelledBeforeStart`: directories `JOURNALS/NNN` holding only a cancel record (part NNN).
+    init(manifestPath: String?, journals: [String], cancelledBeforeStart: [String] = []) throws {
         if let manifestPath {
             let m = try PlanManifest.load(path: manifestPath)
             manifest = m
@@ -49,6 +52,10 @@ struct PartsView {
             } else {
                 rows.append(Row(part: part?.index, plan: view.state.settings.planPath, planRecords: view.state.planRecords, journal: view))
             }
+        }
+        for directory in cancelledBeforeStart {
+            guard manifest != nil, let n = Int(directory.split(separator: "/").last ?? ""), rows.indices.contains(n), rows[n].journal == nil else { continue }
+            rows[n].cancelledBeforeStart = directory
         }
         if manifest == nil {
             rows.sort { ($0.part ?? -1, $0.journal?.directory ?? "") < ($1.part ?? -1, $1.journal?.directory ?? "") }
@@ -87,7 +94,7 @@ struct PartsView {
         case .notStarted:
             guard let plan = row.plan, let part = row.part else { return nil }
             return "campaign send \(plan) --journal JOURNALS/\(String(format: "%03d", part)) (with the gateway and credentials of the other parts)"
-        case .complete, .running, .waiting: return nil
+        case .complete, .running, .waiting, .cancelled: return nil
         }
     }
 
@@ -125,14 +132,14 @@ struct PartsView {
                 records.map(String.init) ?? "?",
                 String(s?.doneCount ?? 0), String(s?.accepted ?? 0), String(s?.failures.count ?? 0),
                 records.map { String(max(0, $0 - (s?.doneCount ?? 0))) } ?? "?",
-                row.journal?.directory ?? "-",
+                row.journal?.directory ?? row.cancelledBeforeStart ?? "-",
             ])
         }
         let widths = header.indices.map { c in table.map { $0[c].count }.max() ?? 0 }
         for line in table {
             out += "  " + line.enumerated().map { c, v in c == line.count - 1 ? v : v.padding(toLength: widths[c], withPad: " ", startingAt: 0) }.joined(separator: "  ") + "\n"
         }
-        out += "parts: \(count(.complete)) complete, \(count(.running)) running, \(count(.waiting) > 0 ? "\(count(.waiting)) waiting, " : "")\(count(.stopped)) stopped, \(count(.notStarted)) not started\n"
+        out += "parts: \(count(.complete)) complete, \(count(.running)) running, \(count(.waiting) > 0 ? "\(count(.waiting)) waiting, " : "")\(count(.stopped)) stopped, \(count(.cancelled) > 0 ? "\(count(.cancelled)) cancelled, " : "")\(count(.notStarted)) not started\n"
         out += "done: \(t.done) of \(t.recordsKnown ? String(t.records) : "?") (\(t.accepted) accepted, \(t.presumed) presumed, \(t.failed) failed); remaining: \(t.remaining.map(String.init) ?? "unknown")\n"
         out += "resent: \(t.resends), possible duplicates: \(t.duplicates)\n"
         if !variants.isEmpty { out += "variants: " + VariantCounts.text(variants) + "\n" }
@@ -155,7 +162,7 @@ struct PartsView {
         }
         members += [
             ("parts", n(rows.count)), ("complete", n(count(.complete))), ("running", n(count(.running))), ("waiting", n(count(.waiting))),
-            ("stopped", n(count(.stopped))), ("not_started", n(count(.notStarted))),
+            ("stopped", n(count(.stopped))), ("cancelled", n(count(.cancelled))), ("not_started", n(count(.notStarted))),
             ("records", t.recordsKnown ? n(t.records) : .null), ("done", n(t.done)), ("accepted", n(t.accepted)),
             ("presumed", n(t.presumed)), ("failed", n(t.failed)), ("remaining", t.remaining.map(n) ?? .null),
             ("resends", n(t.resends)), ("duplicates_risked", n(t.duplicates)),
@@ -167,7 +174,7 @@ struct PartsView {
                     ("part", row.part.map(n) ?? .null), ("state", .string(row.phase.rawValue)),
                     ("plan", row.plan.map { .string($0) } ?? .null),
                     ("plan_records", (row.planRecords ?? row.journal?.state.planRecords).map(n) ?? .null),
-                    ("journal", row.journal.map { .string($0.directory) } ?? .null),
+                    ("journal", (row.journal?.directory ?? row.cancelledBeforeStart).map { .string($0) } ?? .null),
                     ("command", command(for: row).map { .string($0) } ?? .null),
                 ]
                 // The journal's own fields after these (its "plan" is where it remembers the plan).

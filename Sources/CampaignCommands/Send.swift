@@ -126,13 +126,18 @@ struct Send: ParsableCommand {
 
     func run() throws {
         try reportingErrors(as: "send") {
-            guard let (report, reportPath) = try send() else { return }   // already complete: nothing done
+            let sent: (SendReport, String?)?
+            do { sent = try send() } catch let cancelled as CancelledJournal {
+                printError("campaign send: \(cancelled)")   // exit 0: cron's next run must not alarm anyone
+                return
+            }
+            guard let (report, reportPath) = sent else { return }   // already complete: nothing done
             printError(report.text)
             if let path = reportPath {
                 try writeOutput(report.json.serialized() + [0x0A], to: path)
             }
             switch report.outcome {
-            case .complete, .scheduled: return
+            case .complete, .scheduled, .cancelled: return
             case .incompletePlan: throw CampaignExit.incompletePlan
             case .interrupted: throw CampaignExit.interrupted
             case .gaveUp: throw CampaignExit.unavailable
@@ -146,6 +151,8 @@ struct Send: ParsableCommand {
 
     /// The run's report, and where it goes (`--report`, or on a resume the send's first `--report`).
     private func send() throws -> (SendReport, String?)? {
+        // A cancelled journal (or a part cancelled before it started): one sentence, nothing sent.
+        try CancelledJournal.refuse(directory: resume ?? journal!)
         let start: SendSession.Start
         var settings: SendSettings
         if let dir = resume {
@@ -184,6 +191,15 @@ struct Send: ParsableCommand {
             running.sender?.requestStop()
         }).handle)
         defer { signals.cancel() }
+        // `campaign cancel` journals its record, then signals (the watch also looks once a second): stop for good.
+        let directory = resume ?? journal!
+        let cancelWatch = try CancelWatch(directory: directory) {
+            printError("campaign send: cancelled: stopping: proving what is in flight")
+            waitStop.cancel()
+            running.sender?.requestStop()
+        }
+        let cancelSignal = SignalWatcher(signals: [CampaignCancel.signal]) { cancelWatch.check() }
+        defer { cancelSignal.cancel(); cancelWatch.stop() }
         // Credentials and the gateway's name are checked once the plan's
         // format is known and before a journal is created: a wrong path,
         // passphrase or host must not leave behind a journal that refuses the
@@ -227,10 +243,16 @@ struct Send: ParsableCommand {
             sender.dueOnly = dueOnly
             sender.holdOpenSeconds = run.settings.holdOpenSeconds
             running.sender = sender
-            if waitStop.isCancelled { sender.requestStop() }
+            sender.stoppedAs = { JournalCancel.exists(directory: directory) ? .cancelled : .interrupted }
+            if waitStop.isCancelled || JournalCancel.exists(directory: directory) { sender.requestStop() }
             let progress = isatty(2) == 1 ? ProgressLine(sender: sender) : nil
             let metricsFile = run.settings.metricsPath.map { MetricsFile(sender: sender, path: $0, journal: run.journal.directory) }
             var report = try run.run(sender)
+            if report.outcome == .cancelled { report.message = CampaignCancel.endedMessage(directory: directory) }
+            // A scheduled run that ended as the cancel came: the send ends cancelled, not waiting.
+            if report.outcome == .scheduled, let cancelled = try CampaignCancel.endWaitIfCancelled(journal: run.journal) {
+                (report.outcome, report.message) = (.cancelled, cancelled)
+            }
             progress?.stop()
             let waits = report.outcome == .scheduled && !dueOnly && report.nextMoment != nil && !waitStop.isCancelled
             metricsFile?.stop(waiting: waits)
@@ -241,6 +263,11 @@ struct Send: ParsableCommand {
             let wake = ScheduledRunWait.wake(after: report, next: next, holdOpenSeconds: sender.holdOpenSeconds, now: wallClockSeconds())
             printError("campaign send: waiting until \(utcText(next)) for the next notifications (connections closed; a signal ends the wait, and --resume goes on)")
             if try !ScheduledRunWait.wait(until: wake, journal: run.journal, stop: waitStop) {
+                if let cancelled = try CampaignCancel.endWaitIfCancelled(journal: run.journal) {
+                    (report.outcome, report.message) = (.cancelled, cancelled)
+                    metricsFile?.write(running: false)
+                    return (report, run.settings.reportPath)
+                }
                 report.outcome = .interrupted
                 report.message = "stopped while waiting for \(utcText(next)); `campaign send --resume \(run.journal.directory)` goes on"
                 metricsFile?.write(running: false)

@@ -46,10 +46,13 @@ struct Status: ParsableCommand {
     func run() throws {
         try reportingErrors(as: "status") {
             let named = directories + (try journals.map(StatusOutput.journals(matching:)) ?? [])
-            if manifest == nil && named.count == 1 {
+            if manifest == nil, named.count == 1, let line = StatusOutput.cancelledBeforeStart(directory: named[0], json: json) {
+                print(line)   // a part cancelled before its send started: a cancel record, no journal
+            } else if manifest == nil && named.count == 1 {
                 try single(JournalView(directory: named[0]))
             } else {
-                try parts(PartsView(manifestPath: manifest, journals: named))
+                try parts(PartsView(manifestPath: manifest, journals: named,
+                                    cancelledBeforeStart: journals.map(StatusOutput.cancelledBeforeStart(matching:)) ?? []))
             }
         }
     }

@@ -23,6 +23,25 @@ enum StatusOutput {
         return out.sorted()
     }
 
+    /// The directories a pattern names that hold only `campaign cancel`'s record: parts cancelled before they started.
+    static func cancelledBeforeStart(matching pattern: String) -> [String] {
+        var g = glob_t()
+        defer { globfree(&g) }
+        guard glob(pattern, 0, nil, &g) == 0 else { return [] }
+        return (0..<Int(g.gl_pathc)).compactMap { g.gl_pathv[$0].map { String(cString: $0) } }
+            .filter { access("\($0)/\(Journal.logName)", F_OK) != 0 && JournalCancel.exists(directory: $0) }.sorted()
+    }
+
+    /// `status DIR` of a directory holding only a cancel record: one line (text or JSON); nil for any other.
+    static func cancelledBeforeStart(directory: String, json: Bool) -> String? {
+        guard access("\(directory)/\(Journal.logName)", F_OK) != 0, let c = JournalCancel.read(directory: directory) else { return nil }
+        guard json else { return "journal: \(directory)\n  outcome: \(c.sentence) before its send started: nothing is sent" }
+        return String(decoding: JSONValue.object([
+            ("outcome", .string("cancelled")), ("phase", .string("cancelled")), ("cancelled_by", .string(c.by)),
+            ("cancelled_at", .string(utcText(Int64(c.at)))), ("cancel_reason", c.reason.map { .string($0) } ?? .null), ("runs", .number("0")),
+        ]).serialized(), as: UTF8.self)
+    }
+
     /// A broadcast journal's failures name channels by their base64 ids, as `channels list` and the plan's rejects do.
     static func failureLine(_ f: SendFailure, part: Int? = nil, journal: String? = nil, channels: Bool = false) -> String {
         line(token: f.token, part: part, journal: journal, channels: channels, [

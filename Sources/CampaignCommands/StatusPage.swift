@@ -111,10 +111,10 @@ enum StatusPage {
         h1{font-size:20px}h2{font-size:16px;margin-top:2em}
         table{border-collapse:collapse}td,th{padding:2px 12px 2px 0;text-align:left}th{color:#666;font-weight:normal}
         svg{background:#fafafa;border:1px solid #ddd}.axis{stroke:#999;stroke-width:1}.label{font-size:11px;fill:#555}
-        .complete{color:#2a9a4a}.stopped{color:#c03030}.running{color:#2a7ab0}
+        .complete{color:#2a9a4a}.stopped{color:#c03030}.running{color:#2a7ab0}.cancelled{color:#8a5a00}
         </style></head><body>
         <h1>\(escape(title))</h1>
-        <p>\(view.count(.complete)) complete, \(view.count(.running)) running, \(view.count(.stopped)) stopped, \(view.count(.notStarted)) not started ·
+        <p>\(view.count(.complete)) complete, \(view.count(.running)) running, \(view.count(.stopped)) stopped, \(view.count(.cancelled) > 0 ? "\(view.count(.cancelled)) cancelled, " : "")\(view.count(.notStarted)) not started ·
         done \(t.done) of \(t.recordsKnown ? String(t.records) : "?") (\(t.accepted) accepted, \(t.presumed) presumed, \(t.failed) failed) ·
         resent \(t.resends), possible duplicates \(t.duplicates)</p>
         <table><tr><th>part</th><th>state</th><th>records</th><th>done</th><th>failed</th><th>journal</th><th>to finish</th></tr>

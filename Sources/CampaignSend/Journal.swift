@@ -173,6 +173,7 @@ public final class Journal: @unchecked Sendable {
         }
         if let tornAt { result.tornTail = true; result.tornOffset = tornAt }
         result.closeUnendedRun()
+        result.cancel = JournalCancel.read(directory: directory)
         return result
     }
 

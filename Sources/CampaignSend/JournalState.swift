@@ -31,6 +31,8 @@ public struct JournalState: Sendable {
     public var runs = 0
     /// How the last run ended; nil while running or after a crash.
     public var outcome: SendOutcome?
+    /// `campaign cancel`'s record (the directory's `cancel` file), when it was cancelled.
+    public var cancel: JournalCancel?
     /// The last record was torn (a crash mid-write) and was ignored.
     public var tornTail = false
     /// Where the torn record starts, to cut it off before appending.

@@ -89,12 +89,14 @@ public enum SendOutcome: RawRepresentable, Hashable, Sendable {
     /// A scheduled campaign: what was due is final; the rest waits for its
     /// moment (``SendReport/nextMoment``); `--resume` goes on.
     case scheduled
+    /// `campaign cancel` stopped it for good: what was sent stays counted, nothing more is sent.
+    case cancelled
     /// A word a journal holds that this version does not know (another
     /// version wrote it); no run of this version ends so. Shown as it is.
     case unrecognized(String)
 
     /// Every outcome a run of this version can end with.
-    public static let known: [SendOutcome] = [.complete, .interrupted, .incompletePlan, .gaveUp, .credentials, .malformed, .scheduled]
+    public static let known: [SendOutcome] = [.complete, .interrupted, .incompletePlan, .gaveUp, .credentials, .malformed, .scheduled, .cancelled]
 
     /// The word reports and journals use; any other word is ``unrecognized(_:)``.
     public init(rawValue: String) {
@@ -110,6 +112,7 @@ public enum SendOutcome: RawRepresentable, Hashable, Sendable {
         case .credentials: "credentials"
         case .malformed: "malformed"
         case .scheduled: "scheduled"
+        case .cancelled: "cancelled"
         case .unrecognized(let word): word
         }
     }

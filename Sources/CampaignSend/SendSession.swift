@@ -44,6 +44,7 @@ public final class SendSession {
     public init(_ start: Start, prepare: (PlanHeader, inout SendSettings) throws -> Void = { _, _ in }) throws {
         switch start {
         case .new(let planPath, let directory, var settings):
+            try CancelledJournal.refuse(directory: directory)
             if planPath == "-" {
                 try SecureFile.makeDirectory(directory, mode: 0o700)   // the spool goes in it
                 settings.planPath = nil
@@ -67,6 +68,7 @@ public final class SendSession {
             state = nil
             carried = 0
         case .resume(let directory, let replan, let movedPlan, let adjust):
+            try CancelledJournal.refuse(directory: directory)
             var (opened, replayed) = try Journal.resume(directory: directory)
             let scanned: Int?
             if let movedPlan {

@@ -120,6 +120,8 @@ public final class Sender: @unchecked Sendable {
     /// A scheduled plan: send only what is due now, then end with outcome
     /// `scheduled` (`send --due-only`, for cron).
     public var dueOnly = false
+    /// The outcome of a run that stopped when asked (`cancelled` once the journal was cancelled).
+    public var stoppedAs: @Sendable () -> SendOutcome = { .interrupted }
     /// A scheduled plan: the longest wait for the next moment with the
     /// connections open; a later moment ends the run (`scheduled`) and the
     /// caller starts the next one when it comes.
@@ -339,7 +341,7 @@ public final class Sender: @unchecked Sendable {
             }
             report.message = failure.description + (notes.isEmpty ? "" : " (" + notes.joined(separator: "; ") + ")")
         } else if shared.journalFailure != nil || cancellation.isCancelled || shared.isStopping {
-            report.outcome = .interrupted
+            report.outcome = shared.journalFailure == nil ? stoppedAs() : .interrupted
         } else if let next = gate.nextMoment, readError == nil {
             report.outcome = .scheduled
             report.nextMoment = next
