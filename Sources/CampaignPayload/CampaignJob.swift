@@ -3,6 +3,7 @@ import AudienceIngest
 import CampaignIO
 import CampaignJSON
 import LocalTime
+import SendLedger
 
 /// A job file that cannot be used, naming the file and the key.
 public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -96,10 +97,12 @@ public struct CampaignJob: Sendable {
     /// `"broadcast": true`: a Live Activity update per channel of the audience
     /// (its `channel_id` column), sent to `/4/broadcasts/apps/<topic>`; see CampaignJob+Broadcast.
     public var broadcast = false
+    /// `frequencyCap`: at most `max` notifications of the job's scope per device per window (CampaignJob+Rules).
+    public var frequencyCap: FrequencyCap? = nil
 
     public static let knownKeys: Set<String> = [
         "campaign", "format", "maxPayload", "expiresIn", "priority", "fallback", "messages", "custom", "samples",
-        "topic", "pushType", "collapseId", "columns", "deliverAt", "quietHours", "broadcast",
+        "topic", "pushType", "collapseId", "columns", "deliverAt", "quietHours", "broadcast", "frequencyCap",
     ]
 
     /// The push types of the HTTP/2 provider API.
@@ -269,6 +272,7 @@ public struct CampaignJob: Sendable {
         }
 
         schedule = try Self.schedule(json, fail: fail)
+        frequencyCap = try Self.frequencyCap(json, fail: fail)
         columns.tokenKind = broadcast ? .channel : .device
 
         samples = [:]

@@ -27,6 +27,8 @@ public struct PlanOptions: Sendable {
     public var campaignHash = ""
     /// `plan --column`: mappings that override the job's `columns`.
     public var columns = ColumnMapping()
+    /// `plan --ledger`: the campaign rules and what the send ledger says (see LedgerRules).
+    public var rules: LedgerRules? = nil
 
     public init(now: UInt32) { self.now = now }
 }
@@ -88,6 +90,7 @@ public final class Planner {
         } else {
             zones = nil
         }
+        header.frequencyCap = job.frequencyCap
         renderer = PayloadRenderer(job: job, now: options.now, nowAtMoment: job.schedule != nil)
         selector = job.selector
         // An eighth over the estimate: it comes from the file's first lines and
@@ -223,6 +226,10 @@ public final class Planner {
                         continue
                     }
                     seen.insert(t, hash: p.tokenHash)
+                    if let rules = options.rules, let (code, reason) = rules.verdict(t) {
+                        try reject(batch, i, code, reason)
+                        continue
+                    }
                     let line = UnsafeBufferPointer(rebasing: arena[Int(p.lineStart)..<Int(p.lineEnd)])
                     if let spill {
                         try spill.append(key: spill.key(zone: p.zone, part: p.part), line: line)

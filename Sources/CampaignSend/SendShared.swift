@@ -37,6 +37,8 @@ final class SendShared: @unchecked Sendable {
     /// `--rate`, over every connection; nil without a limit.
     let rate: SharedRate?
     private var sentBelow: [Int32: Int32] = [:]
+    /// `send --ledger`: accepted notifications go to the ledger before the journal (SendLedgerRecorder).
+    var ledger: LedgerRecorder?
     /// Suppressions answered in this run (410, binary status 8), in order; under the mutex.
     private var feedbackTokens: [([UInt8], UInt32)] = []
 
@@ -261,6 +263,7 @@ final class SendShared: @unchecked Sendable {
             if let at = failures[i].unregisteredAt { feedbackTokens.append((failures[i].token, at)) }
         }
         do {
+            try ledger?.accepted(outcome)
             for f in failures { try journal.append(.fail(f)) }
             for ids in outcome.answerIDs { try journal.append(.ids(ids)) }
             for (shard, ordinals) in outcome.acceptedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: false) }

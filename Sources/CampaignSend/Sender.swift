@@ -139,6 +139,7 @@ public final class Sender: @unchecked Sendable {
         let started = Deadline.now()
         // The run's wall-clock start, for the page (its ticks count seconds from here).
         try journal.append(.clock(unixSeconds: Int(time(nil))))
+        let ledger = try LedgerRecorder.start(settings: settings, journal: journal, header: plan.header, resumeState: resumeState, shared: shared)
         if let warning = transport.warning { logger("warning: \(warning)") }
         // One queue that every connection takes from (HTTP/2: streams stand
         // alone), and then the pool may grow; or one queue per connection.
@@ -240,7 +241,9 @@ public final class Sender: @unchecked Sendable {
                     if report.planRecords & 1023 == 0 { published(read: report.planRecords, alreadyDone: report.alreadyDone) }
                     let ordinal = ordinals[record.shard]
                     ordinals[record.shard] += 1
-                    if let done = resumeState?.done[record.shard], done.contains(Int(ordinal)) {
+                    let isDone = resumeState?.done[record.shard]?.contains(Int(ordinal)) ?? false
+                    try ledger?.note(shard: record.shard, ordinal: ordinal, token: record.token, alreadyDone: isDone)
+                    if isDone {
                         report.alreadyDone += 1
                         return
                     }
@@ -265,10 +268,12 @@ public final class Sender: @unchecked Sendable {
                                                                   token: Array(record.token), moment: at, skippedAt: now))
                             return
                         }
-                        if let wave = gate.takeWave() {
+                        let wave = gate.takeWave()
+                        if let wave {
                             try? journal.append(.wave(moment: Int(wave), unixSeconds: Int(time(nil))))
                             report.waves += 1
                         }
+                        if let ledger, ledger.skipsAtRelease(record, ordinal: ordinal, freshWave: wave != nil, shared: shared) { return }
                     }
                     let queue = connections == 1 ? 0 : transport.queue(forShard: record.shard, parts: parts, queues: connections)
                     pushed = staging.append(to: queue, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal,
@@ -350,6 +355,7 @@ public final class Sender: @unchecked Sendable {
         try journal.append(.end(outcome: report.outcome))
         try journal.checkpoint()
         try updateFeedbackStore()
+        try ledger?.finish()
         report.seconds = Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9
         report.wholeSend = SendTotals(before: resumeState, run: report)
         return report

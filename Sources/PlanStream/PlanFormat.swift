@@ -5,6 +5,7 @@ import APNSWire
 import CampaignIO
 import CampaignJSON
 import LocalTime
+import SendLedger
 
 /// The first line of a plan: `{"header":{…}}`.
 public struct PlanHeader: Equatable, Sendable {
@@ -29,6 +30,8 @@ public struct PlanHeader: Equatable, Sendable {
     /// A scheduled campaign: each record carries its moment (`at`), and the
     /// send releases it then. `deliverAt`'s date is the one the plan chose.
     public var schedule: DeliverySchedule?
+    /// The job's `frequencyCap` (its scope names the campaign's in the send ledger; a scheduled send checks the cap again at release).
+    public var frequencyCap: FrequencyCap?
 
     /// What an h2 plan's requests carry besides the token and payload.
     public struct HTTP2Fields: Equatable, Sendable {
@@ -103,6 +106,9 @@ public struct PlanHeader: Equatable, Sendable {
             if h.broadcast { members.append(("broadcast", .bool(true))) }
         }
         if let schedule { members.append(("schedule", Self.json(schedule))) }
+        if let c = frequencyCap {
+            members.append(("frequencyCap", .object([("max", .number(String(c.max))), ("per", .number(String(c.perSeconds))), ("scope", .string(c.scope))])))
+        }
         return .object([("header", .object(members))])
     }
 
@@ -141,6 +147,12 @@ public struct PlanHeader: Equatable, Sendable {
         if let s = h["schedule"] {
             guard let schedule = Self.schedule(s) else { throw .badHeader("schedule must hold deliverAt (localTime, date, window, late, defaultTimeZone) or quietHours (from, to, defaultTimeZone)") }
             self.schedule = schedule
+        }
+        if let c = h["frequencyCap"] {
+            guard let max = c["max"]?.integerValue, max > 0, let per = c["per"]?.integerValue, per > 0, let scope = c["scope"]?.stringValue else {
+                throw .badHeader("frequencyCap must hold max, per (seconds) and scope")
+            }
+            frequencyCap = FrequencyCap(max: Int(max), perSeconds: Int(per), scope: scope)
         }
     }
 
