@@ -24,6 +24,51 @@ def timed(cmd):
 
 def median(xs): return statistics.median(xs)
 
+LEDGER_ROWS = int(os.environ.get("LEDGER_ROWS", str(BIG or ROWS)))
+LEDGER_CAMPAIGNS = int(os.environ.get("LEDGER_CAMPAIGNS", "30"))
+
+def ledger_bench():
+    """plan --ledger: LEDGER_ROWS rows against a ledger of the same devices
+    reached by LEDGER_CAMPAIGNS campaigns of one scope (one a day, the newest
+    an hour ago: every device has 1 in the 24 h window, under a cap of 2, so
+    both plans write the same records), beside the same plan without a ledger;
+    runs alternating. Goal: within 2x the time, under 1.5 GB peak RSS."""
+    audience = f"{OUT}/audience-{LEDGER_ROWS}.csv"
+    ledger = f"{OUT}/ledger-{LEDGER_ROWS}x{LEDGER_CAMPAIGNS}"
+    if not os.path.exists(audience): sh(f"{B} audience --rows {LEDGER_ROWS} --seed 1 > {audience}")
+    # Rewritten each time: its newest campaign must be inside the cap's window.
+    sh(f"rm -rf {ledger}")
+    gen = json.loads(sh(f"{B} ledger --devices {LEDGER_ROWS} --campaigns {LEDGER_CAMPAIGNS} --seed 1 --out {ledger}").stdout)
+    job = json.load(open("jobs/spring.json"))
+    job["frequencyCap"] = {"max": 2, "per": "24h", "scope": "marketing"}
+    json.dump(job, open(f"{OUT}/spring-capped.json", "w"))
+    plain, capped = [], []
+    for _ in range(RUNS):
+        plain.append(timed(f"{C} plan jobs/spring.json {audience} --out /dev/null --rejects {OUT}/rejects-ledger.ndjson")[:2])
+        s, m, _, err = timed(f"{C} plan {OUT}/spring-capped.json {audience} --out /dev/null --rejects {OUT}/rejects-ledger.ndjson --ledger {ledger}")
+        assert f"{LEDGER_ROWS} planned" in err and f"{gen['entries']} entries read" in err, err
+        capped.append((s, m))
+    t0, t1 = median([p[0] for p in plain]), median([c[0] for c in capped])
+    return {"rows": LEDGER_ROWS, "campaigns": LEDGER_CAMPAIGNS, "entries": gen["entries"], "bytes_per_entry": gen["bytes_per_entry"],
+            "ledger_bytes": sum(os.path.getsize(f"{ledger}/{f}") for f in os.listdir(ledger)),
+            "generate_seconds": gen["seconds"],
+            "plan_seconds": round(t0, 2), "plan_ledger_seconds": round(t1, 2), "ratio": round(t1 / t0, 2),
+            "plan_peak_rss_mb": round(max(p[1] for p in plain), 1), "plan_ledger_peak_rss_mb": round(max(c[1] for c in capped), 1)}
+
+def ledger_rows(r):
+    row(f"plan {r['rows']:,} rows, no ledger, s / peak MB", f"{r['plan_seconds']} / {r['plan_peak_rss_mb']}")
+    row(f"  with a ledger of {r['entries']:,} entries ({r['ledger_bytes'] >> 20} MiB)", f"{r['plan_ledger_seconds']} / {r['plan_ledger_peak_rss_mb']}")
+    row("  ledger time ratio (goal <= 2x, < 1536 MB)", f"{r['ratio']}x")
+
+def row(name, value): print(f"{name:45} {value:>14}")
+
+if sys.argv[1:] == ["ledger"]:
+    # `python3 scripts/bench.py ledger`: only this measurement.
+    r = ledger_bench()
+    json.dump(r, open(f"{OUT}/ledger.json", "w"), indent=2)
+    ledger_rows(r)
+    sys.exit(0)
+
 results = {"machine": {"cores": os.cpu_count()}, "rows": ROWS, "runs": RUNS}
 print(f"generating audiences ({ROWS:,} rows, and {BIG:,} for memory)…", file=sys.stderr)
 a_csv, a_nd, a_big = f"{OUT}/audience-{ROWS}.csv", f"{OUT}/audience-{ROWS}.ndjson", f"{OUT}/audience-{BIG}.csv"
@@ -136,9 +181,10 @@ if BIG > 0:
     results[f"plan_scheduled_rss_mb_{BIG // 1000000}m"] = round(m, 1)
     results["plan_scheduled_big_rows_per_second"] = round(BIG / s)
 
+print("ledger…", file=sys.stderr)
+results["plan_ledger"] = ledger_bench()
 json.dump(results, open(f"{OUT}/results.json", "w"), indent=2)
 print(f"\n{'measure':45} {'value':>14}")
-def row(name, value): print(f"{name:45} {value:>14}")
 row("plan CSV to a file (fsynced), rows/s", f"{results['plan_csv']['rows_per_second']:,}")
 row("plan CSV to /dev/null, rows/s", f"{results['plan_csv_no_file']['rows_per_second']:,}")
 row("libcsv tokenizing alone, rows/s", f"{results['libcsv_tokenize_rows_per_second']:,}")
@@ -155,4 +201,5 @@ row("plan | send, 2 connections, /s", f"{results['plan_pipe_send_per_second']:,}
 for k, v in results.items():
     if k.startswith("plan_rss_mb"): row(f"plan peak RSS, {k.split('_')[-1]} unique tokens, MB", v)
     if k.startswith("plan_scheduled_rss_mb"): row(f"plan peak RSS, scheduled, {k.split('_')[-1]} tokens, MB", v)
+ledger_rows(results["plan_ledger"])
 print(f"\nwritten: {OUT}/results.json", file=sys.stderr)
