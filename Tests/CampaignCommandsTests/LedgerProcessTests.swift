@@ -161,4 +161,36 @@ import GatewaySimulator
         #expect(last.summary?["rejected_by_reason"]?["frequency_capped"]?.integerValue == 20_000, "\(last.stderr)")
         simulator.stop()
     }
+
+    @Test func aScheduledSendChecksTheCapAgainAtRelease() throws {
+        let dir = TemporaryDirectory("ledger-release")
+        let simulator = try SendProcessTests.simulator(in: dir)
+        defer { simulator.stop() }
+        // Planned in the morning for the evening: quiet hours that do not hold now, so each record is released at once.
+        let hour = Int(Date().timeIntervalSince1970) / 3600 % 24
+        let quiet = String(format: #""quietHours":{"from":"%02d:00","to":"%02d:00","defaultTimeZone":"UTC"}"#, (hour + 3) % 24, (hour + 4) % 24)
+        try #"{"campaign":"evening",\#(quiet),"frequencyCap":{"max":1,"per":"24h","scope":"marketing"},"messages":{"en":{"alert":"Hello {n}"}}}"#
+            .write(toFile: dir.file("evening.json"), atomically: true, encoding: .utf8)
+        try Self.audience(0..<200, to: dir.file("evening.csv"))
+        let planned = try Self.plan("evening", in: dir)
+        #expect(planned.status == 0 && planned.summary?["planned"]?.integerValue == 200, "\(planned.stderr)")
+        // Meanwhile another campaign of the scope reaches half of them.
+        try Self.audience(0..<100, to: dir.file("flash.csv"))
+        try Self.job("flash", cap: 1, to: dir.file("flash.json"))
+        #expect(try Self.plan("flash", in: dir).status == 0)
+        #expect(try Self.send("flash.plan", journal: "j-flash", in: dir, port: simulator.port).wait(timeout: 120) == 0)
+        // At release, those are skipped (final, the rule as reason); the others go.
+        let evening = try Self.send("evening.plan", journal: "j-evening", in: dir, port: simulator.port, extra: ["--report", "evening.json.report"])
+        #expect(evening.wait(timeout: 120) == 0, "\(evening.stderr)")
+        let report = try JSONValue.parse(String(contentsOfFile: dir.file("evening.json.report"), encoding: .utf8))
+        #expect(report["outcome"]?.stringValue == "complete")
+        #expect(report["accepted"]?.integerValue == 100 && report["skipped"]?.integerValue == 100, "\(report)")
+        let state = try Journal.read(directory: dir.file("j-evening"))
+        #expect(state.skipped.count == 100 && state.skipped.allSatisfy { $0.rule == "frequency_capped" })
+        #expect(Set(state.skipped.map { $0.token.map { String(format: "%02x", $0) }.joined() }) == Set((0..<100).map(Self.token)))
+        simulator.stop()
+        var perDevice: [String: Int] = [:]
+        for t in try SendProcessTests.recorded(dir) { perDevice[t, default: 0] += 1 }
+        #expect(perDevice.count == 200 && perDevice.values.max() == 1)
+    }
 }
