@@ -176,6 +176,7 @@ public final class Planner {
         }
 
         let lookahead = 8
+        let rules = options.rules   // read once: through `options`, each row would retain its tables
         // The table is used from a local for the run: through the class's
         // property, every lookup retained and released its storage.
         var seen = TokenSet()
@@ -226,7 +227,7 @@ public final class Planner {
                         continue
                     }
                     seen.insert(t, hash: p.tokenHash)
-                    if let rules = options.rules, let (code, reason) = rules.verdict(t) {
+                    if let rules, let (code, reason) = rules.verdict(t) {
                         try reject(batch, i, code, reason)
                         continue
                     }
