@@ -37,8 +37,7 @@ final class SendShared: @unchecked Sendable {
     /// `--rate`, over every connection; nil without a limit.
     let rate: SharedRate?
     private var sentBelow: [Int32: Int32] = [:]
-    /// `send --ledger`: accepted notifications go to the ledger before the journal (SendLedgerRecorder).
-    var ledger: LedgerRecorder?
+    var ledger: LedgerRecorder?   // `send --ledger`: what a proof accepted goes there before the journal
     /// Suppressions answered in this run (410, binary status 8), in order; under the mutex.
     private var feedbackTokens: [([UInt8], UInt32)] = []
 
