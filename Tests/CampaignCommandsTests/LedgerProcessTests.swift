@@ -193,4 +193,23 @@ import GatewaySimulator
         for t in try SendProcessTests.recorded(dir) { perDevice[t, default: 0] += 1 }
         #expect(perDevice.count == 200 && perDevice.values.max() == 1)
     }
+
+    @Test func thePartsOfAPlanEachAppendTheirOwnSegmentAndThePlanReadsThemAll() throws {
+        let dir = TemporaryDirectory("ledger-parts")
+        let simulator = try SendProcessTests.simulator(in: dir)
+        defer { simulator.stop() }
+        try Self.audience(0..<600, to: dir.file("split.csv"))
+        try Self.job("split", to: dir.file("split.json"))
+        let plan = try CampaignProcess(["plan", "split.json", "split.csv", "--parts", "3", "--out", "parts", "--ledger", "ledger"], in: dir.path)
+        #expect(plan.wait(timeout: 120) == 0, "\(plan.stderr)")
+        for k in 0..<3 {
+            let part = try Self.send("parts/part-00\(k).plan", journal: "journals/00\(k)", in: dir, port: simulator.port)
+            #expect(part.wait(timeout: 120) == 0, "\(part.stderr)")
+        }
+        let segments = try FileManager.default.contentsOfDirectory(atPath: dir.file("ledger")).filter { $0.hasSuffix(".seg") }
+        #expect(segments.count == 3)
+        let again = try Self.plan("split", in: dir)
+        #expect(again.summary?["rejected_by_reason"]?["already_sent"]?.integerValue == 600, "\(again.stderr)")
+        #expect(again.stderr.contains("3 segments, 600 entries read"))
+    }
 }
