@@ -33,7 +33,9 @@ def ledger_bench():
     an hour ago: every device has 1 in the 24 h window, under a cap of 2, so
     both plans write the same records), beside the same plan without a ledger;
     runs alternating. Goal: within 2x the time, under 1.5 GB peak RSS."""
-    audience = f"{OUT}/audience-{LEDGER_ROWS}.csv"
+    # Seed 1, as `campaign-bench ledger --seed 1`: the ledger's devices are the audience's
+    # (the memory section's audience of the same size has seed 3: another file).
+    audience = f"{OUT}/audience-{LEDGER_ROWS}-seed1.csv"
     ledger = f"{OUT}/ledger-{LEDGER_ROWS}x{LEDGER_CAMPAIGNS}"
     if not os.path.exists(audience): sh(f"{B} audience --rows {LEDGER_ROWS} --seed 1 > {audience}")
     # Rewritten each time: its newest campaign must be inside the cap's window.
@@ -42,6 +44,12 @@ def ledger_bench():
     job = json.load(open("jobs/spring.json"))
     job["frequencyCap"] = {"max": 2, "per": "24h", "scope": "marketing"}
     json.dump(job, open(f"{OUT}/spring-capped.json", "w"))
+    # Check that they are: the first 1,000 rows under a cap of 1 are all capped.
+    job["frequencyCap"]["max"] = 1
+    json.dump(job, open(f"{OUT}/spring-cap1.json", "w"))
+    sh(f"head -n 1001 {audience} > {OUT}/audience-1000-seed1.csv")
+    err = sh(f"{C} plan {OUT}/spring-cap1.json {OUT}/audience-1000-seed1.csv --out /dev/null --rejects {OUT}/rejects-ledger.ndjson --ledger {ledger}").stderr
+    assert "frequency_capped 1000" in err, err
     plain, capped = [], []
     for _ in range(RUNS):
         plain.append(timed(f"{C} plan jobs/spring.json {audience} --out /dev/null --rejects {OUT}/rejects-ledger.ndjson")[:2])
