@@ -133,6 +133,7 @@ struct Plan: ParsableCommand {
                                                      allowRepeat: allowRepeat, now: options.now)
                 let v = options.rules!.view
                 printError("plan: ledger \(ledger): \(v.segments) segment\(v.segments == 1 ? "" : "s"), \(v.entriesRead) entries read, \(v.devices) devices concerned"
+                           + (v.segmentsSkipped > 0 ? ", \(v.segmentsSkipped) segment\(v.segmentsSkipped == 1 ? "" : "s") of other campaigns skipped (nothing of the scope in the window)" : "")
                            + (v.tornSegments > 0 ? " (\(v.tornSegments) with a torn tail, ignored from there)" : ""))
             } else if let cap = jobFile.frequencyCap {
                 printError("plan: warning: the job's frequencyCap (\(cap.max) per \(cap.perSeconds) s, scope \(cap.scope)) is not applied without --ledger DIR")

@@ -24,7 +24,7 @@ public enum LedgerMaintenance {
             defer { close(fd) }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { result.busy += 1; continue }
             var out = LedgerFormat.fileHeader()
-            var kept = 0, dropped = 0
+            var kept = 0, dropped = 0, newest: UInt32 = 0
             LedgerScanner.scan(fd: fd) { kind, payload in
                 switch kind {
                 case .names:
@@ -34,7 +34,8 @@ public enum LedgerMaintenance {
                     let count = payload.count / LedgerFormat.entryBytes
                     for i in 0..<count {
                         let e = UnsafeRawBufferPointer(rebasing: payload[(i * 16)..<(i * 16 + 16)])
-                        if e.loadUnaligned(fromByteOffset: 12, as: UInt32.self).littleEndian >= cutoff { keep += e; kept += 1 } else { dropped += 1 }
+                        let t = e.loadUnaligned(fromByteOffset: 12, as: UInt32.self).littleEndian
+                        if t >= cutoff { keep += e; kept += 1; newest = max(newest, t) } else { dropped += 1 }
                     }
                     if !keep.isEmpty { out += LedgerFormat.block(kind: .entries, payload: keep) }
                 }
@@ -46,6 +47,8 @@ public enum LedgerMaintenance {
                 result.removed += 1
             } else if dropped > 0 {
                 do { try SecureFile.write(out, to: path, mode: 0o600) } catch { throw LedgerError(path: path, reason: "\(error)") }
+                // Its time stays its newest entry's, so plans may still skip it by time (LedgerReader.canSkip).
+                setModificationTime(path, seconds: newest + 1)
                 result.rewritten += 1
             }
         }
@@ -96,4 +99,10 @@ public enum LedgerMaintenance {
         }
         return s
     }
+}
+
+/// Sets a file's access and modification times to `seconds` (UNIX).
+public func setModificationTime(_ path: String, seconds: UInt32) {
+    var times = [timespec(tv_sec: Int(seconds), tv_nsec: 0), timespec(tv_sec: Int(seconds), tv_nsec: 0)]
+    _ = utimensat(AT_FDCWD, path, &times, 0)
 }

@@ -19,6 +19,8 @@ public struct LedgerView: Sendable {
     public internal(set) var segments = 0
     /// Segments whose tail was torn or corrupt (ignored from there on).
     public internal(set) var tornSegments = 0
+    /// Segments not read past their names: another campaign, and nothing of the cap's scope and window.
+    public internal(set) var segmentsSkipped = 0
 
     public init(expected: Int = 0) {
         var bits: UInt64 = 4
@@ -118,7 +120,7 @@ public enum LedgerReader {
         final class Part: @unchecked Sendable {
             var hashes: [UInt64] = []
             var flags: [UInt8] = []   // bit 7: this campaign; bit 0: counted
-            var read = 0, torn = 0
+            var read = 0, torn = 0, skipped = 0
             var failure: LedgerError?
         }
         let parts = (0..<n).map { _ in Part() }
@@ -128,6 +130,7 @@ public enum LedgerReader {
                 let fd = open(files[f], O_RDONLY | O_CLOEXEC)
                 guard fd >= 0 else { part.failure = LedgerError(path: files[f], reason: "cannot be read: \(String(cString: strerror(errno)))"); return }
                 defer { close(fd) }
+                if Self.canSkip(fd: fd, me: me, scope: scope, cutoff: cutoff) { part.skipped += 1; continue }
                 var inScope = Set<UInt32>()
                 // Blocks hold one campaign's entries: the scope is looked up once per run of one id.
                 var lastID: UInt32 = 0, lastInScope = false, haveLast = false
@@ -173,10 +176,40 @@ public enum LedgerReader {
             view.entriesRead += part.read
             view.entriesKept += part.hashes.count
             view.tornSegments += part.torn
+            view.segmentsSkipped += part.skipped
             part.hashes = []
             part.flags = []
         }
         view.segments = files.count
         return view
+    }
+
+    /// How far a segment's time may lag its entries' (its file's modification
+    /// time, set by another machine's clock on shared storage) before a plan trusts it.
+    public static let clockSkewSeconds: UInt32 = 3600
+
+    /// Whether the segment open at `fd` holds nothing a plan needs, by its
+    /// first names block (a segment is one send: one campaign) and its
+    /// modification time (no entry is newer: each is written as it is made;
+    /// prune keeps the newest entry's time): not this campaign, and not of
+    /// the cap's scope or older than its window (less the clock skew).
+    static func canSkip(fd: Int32, me: UInt32, scope: String?, cutoff: UInt32?) -> Bool {
+        var head = [UInt8](repeating: 0, count: LedgerFormat.fileHeaderBytes + LedgerFormat.blockHeaderBytes)
+        guard pread(fd, &head, head.count, 0) == head.count,
+              head.withUnsafeBytes({ LedgerFormat.isFileHeader($0) }),
+              head[LedgerFormat.fileHeaderBytes] == LedgerFormat.BlockKind.names.rawValue else { return false }
+        let length = head.withUnsafeBytes { Int($0.loadUnaligned(fromByteOffset: LedgerFormat.fileHeaderBytes + 4, as: UInt32.self).littleEndian) }
+        let expected = head.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: LedgerFormat.fileHeaderBytes + 8, as: UInt32.self).littleEndian }
+        guard length <= 1 << 20 else { return false }
+        var payload = [UInt8](repeating: 0, count: length)
+        guard pread(fd, &payload, length, off_t(head.count)) == length else { return false }
+        var crc = CRC32()
+        crc.update(payload)
+        guard crc.value == expected, let names = payload.withUnsafeBytes({ LedgerFormat.parseNames($0) }), !names.isEmpty else { return false }
+        if names.contains(where: { $0.id == me }) { return false }
+        guard let scope, let cutoff, names.contains(where: { $0.scope == scope }) else { return true }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return false }
+        return Int64(st.st_mtim.tv_sec) + Int64(clockSkewSeconds) < Int64(cutoff)
     }
 }

@@ -8,7 +8,7 @@ import CampaignIO
 import SendLedger
 
 func writeLedger(_ args: ArraySlice<String>) throws {
-    var devices = 1_000_000, campaigns = 30, seed: UInt64 = 42, out = "ledger", scope = "marketing"
+    var devices = 1_000_000, campaigns = 30, seed: UInt64 = 42, out = "ledger", scope = "marketing", touch = false
     parseOptions(args) { name, value in
         switch name {
         case "--devices": devices = Int(value())!
@@ -16,6 +16,7 @@ func writeLedger(_ args: ArraySlice<String>) throws {
         case "--seed": seed = UInt64(value())!
         case "--out": out = value()
         case "--scope": scope = value()
+        case "--touch": touch = true
         default: fatalError("unknown option \(name)")
         }
     }
@@ -32,8 +33,12 @@ func writeLedger(_ args: ArraySlice<String>) throws {
     let started = Date()
     for k in 0..<campaigns {
         let name = "bench-\(k)"
-        let writer = try LedgerSegmentWriter(directory: out, name: "bench-\(String(format: "%016x", k)).seg", campaign: name, scope: scope)
-        try writer.append(hashes: hashes, seconds: now - 3600 - UInt32(campaigns - 1 - k) * 86_400)
+        let file = "bench-\(String(format: "%016x", k)).seg"
+        let writer = try LedgerSegmentWriter(directory: out, name: file, campaign: name, scope: scope)
+        let at = now - 3600 - UInt32(campaigns - 1 - k) * 86_400
+        try writer.append(hashes: hashes, seconds: at)
+        // As a send leaves it: the segment's time is its last entry's (--touch: now, as if every one were recent).
+        if !touch { setModificationTime("\(out)/\(file)", seconds: at + 1) }
     }
     let entries = devices * campaigns
     print("{\"devices\":\(devices),\"campaigns\":\(campaigns),\"entries\":\(entries),\"bytes_per_entry\":\(LedgerFormat.entryBytes),\"seconds\":\(String(format: "%.3f", Date().timeIntervalSince(started)))}")

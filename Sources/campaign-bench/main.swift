@@ -131,7 +131,7 @@ default:
            campaign-bench csv-tokenize FILE
            campaign-bench writer --port P --certs DIR [--plan FILE | --notifications N]
            campaign-bench h2-sessions [--requests N] [--streams S]
-           campaign-bench ledger [--devices N] [--campaigns K] [--seed S] [--out DIR] [--scope NAME]
+           campaign-bench ledger [--devices N] [--campaigns K] [--seed S] [--out DIR] [--scope NAME] [--touch]
     """)
     exit(64)
 }

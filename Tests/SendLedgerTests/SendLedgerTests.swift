@@ -131,4 +131,36 @@ import CampaignTestSupport
         #expect(v.flags(7 &* 0x9E37_79B9) == 0x7F)
         #expect(v.flags(123_456_789) == 0)
     }
+
+    @Test func segmentsOfOtherCampaignsOutsideTheWindowAreSkippedByTheirTime() throws {
+        let dir = TemporaryDirectory("ledger-skip")
+        let ledger = dir.file("ledger")
+        let now: UInt32 = 1_800_000_000
+        let cap = FrequencyCap(max: 1, perSeconds: 86_400, scope: "marketing")
+        func write(_ name: String, campaign: String, scope: String, at: UInt32) throws {
+            let w = try LedgerSegmentWriter(directory: ledger, name: name, campaign: campaign, scope: scope)
+            try w.append(hashes: [7], seconds: at)
+            setModificationTime("\(ledger)/\(name)", seconds: at + 1)
+        }
+        try write("h-old.seg", campaign: "old", scope: "marketing", at: now - 3 * 86_400)
+        try write("h-other.seg", campaign: "receipt", scope: "transactional", at: now - 60)
+        try write("h-mine.seg", campaign: "promo", scope: "marketing", at: now - 30 * 86_400)
+        try write("h-new.seg", campaign: "new", scope: "marketing", at: now - 3600)
+        let view = try LedgerReader.load(directory: ledger, filter: .init(campaign: "promo", cap: cap, now: now))
+        // Read: this campaign's (however old) and the scope's within the window; skipped: the rest, unread.
+        #expect(view.segmentsSkipped == 2 && view.entriesRead == 2)
+        #expect(view.flags(7) == LedgerView.reachedBit | 1)
+        // Within the clock skew of the window's start, a segment is read.
+        setModificationTime("\(ledger)/h-old.seg", seconds: now - 86_400 - LedgerReader.clockSkewSeconds / 2)
+        let skewed = try LedgerReader.load(directory: ledger, filter: .init(campaign: "promo", cap: cap, now: now))
+        #expect(skewed.segmentsSkipped == 1 && skewed.entriesRead == 3)
+        // A prune keeps a segment's time its newest entry's.
+        let w = try LedgerSegmentWriter(directory: ledger, name: "h-two.seg", campaign: "two", scope: "marketing")
+        try w.append(hashes: [8], seconds: now - 10 * 86_400)
+        try w.append(hashes: [9], seconds: now - 5 * 86_400)
+        _ = consume w
+        _ = try LedgerMaintenance.prune(directory: ledger, olderThan: now - 7 * 86_400)
+        let mtime = try #require(FileManager.default.attributesOfItem(atPath: "\(ledger)/h-two.seg")[.modificationDate] as? Date)
+        #expect(UInt32(mtime.timeIntervalSince1970) == now - 5 * 86_400 + 1)
+    }
 }
