@@ -63,7 +63,7 @@ let package = Package(
         // Time zones from the system's tz database, and when a scheduled campaign reaches each device.
         .target(name: "LocalTime", dependencies: ["CampaignIO"]),
         // The send ledger: which campaigns reached which devices, when (segments of 16-byte entries); the frequency cap rule.
-        .target(name: "SendLedger", dependencies: ["CampaignIO"], swiftSettings: hotPath),
+        .target(name: "SendLedger", dependencies: ["CampaignIO", "CIOShims"], swiftSettings: hotPath),
 
         // Audience rows, job files and payloads, the suppression store, the plan stream.
         .target(name: "AudienceIngest", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"], swiftSettings: hotPath),

@@ -19,6 +19,12 @@ public struct LedgerRules: Sendable {
         return LedgerRules(view: view, campaign: campaign, cap: cap, allowRepeat: allowRepeat)
     }
 
+    /// Starts loading what ``verdict(_:)`` will read for `token` (the planner asks a few rows ahead).
+    @inline(__always)
+    func prefetch(_ token: UnsafeBufferPointer<UInt8>) {
+        if !view.isEmpty { view.prefetch(LedgerFormat.tokenHash(token)) }
+    }
+
     /// Why the device of `token` is dropped, or nil to plan it.
     @inline(__always)
     func verdict(_ token: UnsafeBufferPointer<UInt8>) -> (RejectCode, String)? {

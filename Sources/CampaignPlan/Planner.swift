@@ -195,6 +195,7 @@ public final class Planner {
                     if i + lookahead < count, prepared[i + lookahead].kind != .rejectedOutright {
                         let ahead = prepared[i + lookahead]
                         seen.prefetch(width: Int(ahead.tokenCount), hash: ahead.tokenHash)
+                        rules?.prefetch(UnsafeBufferPointer(rebasing: arena[Int(ahead.tokenStart)..<Int(ahead.tokenStart + ahead.tokenCount)]))
                     }
                     let p = prepared[i]
                     if p.kind == .rejectedOutright {

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CampaignIO
+internal import CIOShims
 
 /// What a plan (or a scheduled send at release time) needs of a ledger: per
 /// device, whether this campaign reached it, and how many notifications of
@@ -68,6 +69,14 @@ public struct LedgerView: Sendable {
                 i = (i + 1) & mask
             }
         }
+    }
+
+    /// Starts loading the slot `hash` leads to, for a ``flags(_:)`` a few rows later.
+    @inline(__always)
+    public func prefetch(_ hash: UInt64) {
+        let i = home(hash)
+        keys.withUnsafeBufferPointer { campaign_prefetch($0.baseAddress! + i) }
+        values.withUnsafeBufferPointer { campaign_prefetch($0.baseAddress! + i) }
     }
 
     private mutating func grow() {
