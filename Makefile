@@ -141,7 +141,7 @@ demo: deps
 	bash scripts/demo.sh
 
 # (feedback →) plan → send for one campaign; see scripts/nightly.sh for the
-# variables (PARTS=N: the plan in N parts, sent by deploy/parallel.sh, JOBS at
+# variables (LEDGER=DIR: the app's send ledger, README "Campaign rules"; PARTS=N: the plan in N parts, sent by deploy/parallel.sh, JOBS at
 # a time). With BIN=/path/to/campaign (an installed binary) nothing is built or
 # installed: it runs under cron's bare environment without a Swift toolchain.
 nightly: $(if $(BIN),,nightly-build)

@@ -62,17 +62,19 @@ let package = Package(
 
         // Time zones from the system's tz database, and when a scheduled campaign reaches each device.
         .target(name: "LocalTime", dependencies: ["CampaignIO"]),
+        // The send ledger: which campaigns reached which devices, when (segments of 16-byte entries); the frequency cap rule.
+        .target(name: "SendLedger", dependencies: ["CampaignIO", "CIOShims"], swiftSettings: hotPath),
 
         // Audience rows, job files and payloads, the suppression store, the plan stream.
         .target(name: "AudienceIngest", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"], swiftSettings: hotPath),
-        .target(name: "CampaignPayload", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "LocalTime"], swiftSettings: hotPath),
+        .target(name: "CampaignPayload", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "LocalTime", "SendLedger"], swiftSettings: hotPath),
         .target(name: "FeedbackStore", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"]),
         // The plan stream: header, records, trailer; its writer and verifying reader.
-        .target(name: "PlanStream", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "LocalTime"], swiftSettings: hotPath),
+        .target(name: "PlanStream", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "LocalTime", "SendLedger"], swiftSettings: hotPath),
 
         // The planner: de-duplication and the reading, preparing and planning stages.
         .target(name: "CampaignPlan", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload",
-                                                     "FeedbackStore", "PlanStream", "CIOShims", "LocalTime"], swiftSettings: hotPath),
+                                                     "FeedbackStore", "PlanStream", "CIOShims", "LocalTime", "SendLedger"], swiftSettings: hotPath),
 
         // Transport: sockets, TLS over OpenSSL (client and server), identities, development certificates.
         .target(name: "CampaignTLS", dependencies: ["CampaignIO", "COpenSSL", "COpenSSLShims"]),
@@ -80,7 +82,7 @@ let package = Package(
         .target(name: "CampaignHTTP2", dependencies: ["CNGHTTP2"]),
         // The sender: sessions, the transport seam, the binary transport, the journal.
         .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
-                                                     "CampaignHTTP2", "FeedbackStore", "LocalTime"], swiftSettings: hotPath),
+                                                     "CampaignHTTP2", "FeedbackStore", "LocalTime", "SendLedger"], swiftSettings: hotPath),
 
         // The gateway and feedback simulator, startable in-process on port 0.
         .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "CampaignHTTP2"]),
@@ -90,13 +92,13 @@ let package = Package(
             name: "CampaignCommands",
             dependencies: [
                 "APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream",
-                "CampaignTLS", "CampaignSend", "FeedbackStore", "GatewaySimulator", "LocalTime",
+                "CampaignTLS", "CampaignSend", "FeedbackStore", "GatewaySimulator", "LocalTime", "SendLedger",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(name: "campaign", dependencies: ["CampaignCommands"]),
         // Measurements for `make bench`; release builds only.
-        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "CampaignIO", "CampaignPlan", "PlanStream", "CampaignSend", "CampaignTLS", "GatewaySimulator", "CampaignHTTP2"]),
+        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "CampaignIO", "SendLedger", "CampaignPlan", "PlanStream", "CampaignSend", "CampaignTLS", "GatewaySimulator", "CampaignHTTP2"]),
         // The parsers of untrusted input as fuzz targets, and `campaign-fuzz`,
         // which replays inputs through them (or, built by `make fuzz`, runs libFuzzer).
         .target(name: "CampaignFuzzTargets", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream"]),
@@ -106,10 +108,11 @@ let package = Package(
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire", "CampaignIO"]),
         .testTarget(name: "CampaignIOTests", dependencies: ["CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),
+        .testTarget(name: "SendLedgerTests", dependencies: ["SendLedger", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "LocalTimeTests", dependencies: ["LocalTime", "CampaignTestSupport"]),
         .testTarget(name: "CampaignFuzzTargetsTests", dependencies: ["CampaignFuzzTargets"], exclude: []),
         .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
-        .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "PlanStream", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport", "LocalTime"]),
+        .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "SendLedger", "PlanStream", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport", "LocalTime"]),
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignIO", "CampaignTestSupport"]),
@@ -121,7 +124,7 @@ let package = Package(
         .testTarget(
             name: "CampaignCommandsTests",
             dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream",
-                           "CampaignPayload", "CampaignSend", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime"]
+                           "CampaignPayload", "CampaignSend", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime", "SendLedger"]
         ),
     ]
 )

@@ -9,7 +9,8 @@
 #   parallel options, e.g. -j 4 (parts at a time), -S host1,host2 (ssh hosts),
 #                 --retries 2
 #   send options: the gateway and credentials, as for `campaign send`
-#                 (--gateway HOST:PORT or --environment, --cert/--key/--ca, --rate, …)
+#                 (--gateway HOST:PORT or --environment, --cert/--key/--ca, --rate,
+#                 --ledger DIR: the app's send ledger, on the shared filesystem, …)
 #
 # Each part is its own `campaign send`, with --journal JOURNAL_DIR/k on its
 # first run and --resume JOURNAL_DIR/k (the plan named, so a plan directory
@@ -22,6 +23,8 @@
 # PLAN_DIR and JOURNAL_DIR must be the same paths on every host (a shared
 # filesystem), since any host may take any part and a later run may resume a
 # part on another host. The plan directory holds tokens: keep it 0700.
+# --ledger DIR (a send option) must be a shared path too: each part's send
+# appends its own segment (<host>-<journal id>.seg), no lock spans hosts.
 #
 # Exit status: parallel's: 0 when every part completed, else the number of
 # parts that failed (up to 101). Run it again to resume them.
@@ -29,7 +32,7 @@
 # beside this script).
 set -euo pipefail
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
 [ $# -ge 2 ] || usage
 plans=$1 journals=$2
 shift 2

@@ -24,6 +24,74 @@ def timed(cmd):
 
 def median(xs): return statistics.median(xs)
 
+LEDGER_ROWS = int(os.environ.get("LEDGER_ROWS", str(BIG or ROWS)))
+LEDGER_CAMPAIGNS = int(os.environ.get("LEDGER_CAMPAIGNS", "30"))
+
+def ledger_bench():
+    """plan --ledger: LEDGER_ROWS rows against a ledger of the same devices
+    reached by LEDGER_CAMPAIGNS campaigns of one scope (one a day, the newest
+    an hour ago: every device has 1 in the 24 h window, under a cap of 2, so
+    every plan writes the same records), beside the same plan without a
+    ledger; runs alternating. Two ledgers: as sends leave it (each segment's
+    time its last entry's: plan reads the newest segment and skips the other
+    29 by their names and time), and the worst case, every segment touched
+    now (plan reads all 300 M entries). Goal: within 2x the time, under 1.5 GB."""
+    # Seed 1, as `campaign-bench ledger --seed 1`: the ledger's devices are the audience's
+    # (the memory section's audience of the same size has seed 3: another file).
+    audience = f"{OUT}/audience-{LEDGER_ROWS}-seed1.csv"
+    ledger = f"{OUT}/ledger-{LEDGER_ROWS}x{LEDGER_CAMPAIGNS}"
+    if not os.path.exists(audience): sh(f"{B} audience --rows {LEDGER_ROWS} --seed 1 > {audience}")
+    # Rewritten each time: its newest campaign must be inside the cap's window.
+    sh(f"rm -rf {ledger}")
+    gen = json.loads(sh(f"{B} ledger --devices {LEDGER_ROWS} --campaigns {LEDGER_CAMPAIGNS} --seed 1 --out {ledger}").stdout)
+    segments = [f"{ledger}/{f}" for f in sorted(os.listdir(ledger))]
+    as_left = {f: os.stat(f).st_mtime for f in segments}
+    def set_times(now):
+        for f in segments:
+            t = time.time() if now else as_left[f]
+            os.utime(f, (t, t))
+    job = json.load(open("jobs/spring.json"))
+    job["frequencyCap"] = {"max": 1, "per": "24h", "scope": "marketing"}
+    json.dump(job, open(f"{OUT}/spring-cap1.json", "w"))
+    # Check that they are: the first 1,000 rows under a cap of 1 are all capped.
+    sh(f"head -n 1001 {audience} > {OUT}/audience-1000-seed1.csv")
+    err = sh(f"{C} plan {OUT}/spring-cap1.json {OUT}/audience-1000-seed1.csv --out /dev/null --rejects {OUT}/rejects-ledger.ndjson --ledger {ledger}").stderr
+    assert "frequency_capped 1000" in err, err
+    job["frequencyCap"]["max"] = 2
+    json.dump(job, open(f"{OUT}/spring-capped.json", "w"))
+    plain, capped, worst = [], [], []
+    for _ in range(RUNS):
+        plain.append(timed(f"{C} plan jobs/spring.json {audience} --out /dev/null --rejects {OUT}/rejects-ledger.ndjson")[:2])
+        for touched, into in ((False, capped), (True, worst)):
+            set_times(touched)
+            s, m, _, err = timed(f"{C} plan {OUT}/spring-capped.json {audience} --out /dev/null --rejects {OUT}/rejects-ledger.ndjson --ledger {ledger}")
+            read = gen["entries"] if touched else gen["entries"] // LEDGER_CAMPAIGNS
+            assert f"{LEDGER_ROWS} planned" in err and f"{read} entries read" in err, err
+            into.append((s, m))
+    t0, t1, t2 = (median([x[0] for x in xs]) for xs in (plain, capped, worst))
+    return {"rows": LEDGER_ROWS, "campaigns": LEDGER_CAMPAIGNS, "entries": gen["entries"], "bytes_per_entry": gen["bytes_per_entry"],
+            "ledger_bytes": sum(os.path.getsize(f) for f in segments), "generate_seconds": gen["seconds"],
+            "plan_seconds": round(t0, 2), "plan_peak_rss_mb": round(max(p[1] for p in plain), 1),
+            "plan_ledger_seconds": round(t1, 2), "ratio": round(t1 / t0, 2), "plan_ledger_peak_rss_mb": round(max(c[1] for c in capped), 1),
+            "plan_ledger_all_read_seconds": round(t2, 2), "ratio_all_read": round(t2 / t0, 2),
+            "plan_ledger_all_read_peak_rss_mb": round(max(c[1] for c in worst), 1)}
+
+def ledger_rows(r):
+    row(f"plan {r['rows']:,} rows, no ledger, s / peak MB", f"{r['plan_seconds']} / {r['plan_peak_rss_mb']}")
+    row(f"  ledger of {r['entries']:,} entries ({r['ledger_bytes'] >> 20} MiB)", f"{r['plan_ledger_seconds']} / {r['plan_ledger_peak_rss_mb']}")
+    row("    (as sends leave it: 1 segment read) ratio", f"{r['ratio']}x")
+    row("  every segment recent: all entries read", f"{r['plan_ledger_all_read_seconds']} / {r['plan_ledger_all_read_peak_rss_mb']}")
+    row("    ratio (goal <= 2x, < 1536 MB)", f"{r['ratio_all_read']}x")
+
+def row(name, value): print(f"{name:45} {value:>14}")
+
+if sys.argv[1:] == ["ledger"]:
+    # `python3 scripts/bench.py ledger`: only this measurement.
+    r = ledger_bench()
+    json.dump(r, open(f"{OUT}/ledger.json", "w"), indent=2)
+    ledger_rows(r)
+    sys.exit(0)
+
 results = {"machine": {"cores": os.cpu_count()}, "rows": ROWS, "runs": RUNS}
 print(f"generating audiences ({ROWS:,} rows, and {BIG:,} for memory)…", file=sys.stderr)
 a_csv, a_nd, a_big = f"{OUT}/audience-{ROWS}.csv", f"{OUT}/audience-{ROWS}.ndjson", f"{OUT}/audience-{BIG}.csv"
@@ -136,9 +204,10 @@ if BIG > 0:
     results[f"plan_scheduled_rss_mb_{BIG // 1000000}m"] = round(m, 1)
     results["plan_scheduled_big_rows_per_second"] = round(BIG / s)
 
+print("ledger…", file=sys.stderr)
+results["plan_ledger"] = ledger_bench()
 json.dump(results, open(f"{OUT}/results.json", "w"), indent=2)
 print(f"\n{'measure':45} {'value':>14}")
-def row(name, value): print(f"{name:45} {value:>14}")
 row("plan CSV to a file (fsynced), rows/s", f"{results['plan_csv']['rows_per_second']:,}")
 row("plan CSV to /dev/null, rows/s", f"{results['plan_csv_no_file']['rows_per_second']:,}")
 row("libcsv tokenizing alone, rows/s", f"{results['libcsv_tokenize_rows_per_second']:,}")
@@ -155,4 +224,5 @@ row("plan | send, 2 connections, /s", f"{results['plan_pipe_send_per_second']:,}
 for k, v in results.items():
     if k.startswith("plan_rss_mb"): row(f"plan peak RSS, {k.split('_')[-1]} unique tokens, MB", v)
     if k.startswith("plan_scheduled_rss_mb"): row(f"plan peak RSS, scheduled, {k.split('_')[-1]} tokens, MB", v)
+ledger_rows(results["plan_ledger"])
 print(f"\nwritten: {OUT}/results.json", file=sys.stderr)

@@ -2,7 +2,7 @@
 # make nightly JOB=jobs/x.json AUDIENCE=path (ENVIRONMENT=sandbox|production | GATEWAY=host:port [FEEDBACK=host:port])
 #              (AUTH_KEY=AuthKey_KID.p8 KEY_ID=… TEAM_ID=… | CERT=… [KEY=…] [PASSPHRASE_ENV=VAR]) [CA=…]
 #              [PLAN_ARGS='--delimiter ;'] [SEND_ARGS='--connections 8'] [OUT=out] [BIN=/usr/local/bin/campaign]
-#              [PARTS=N [JOBS=J] [HOSTS=host1,host2]]
+#              [PARTS=N [JOBS=J] [HOSTS=host1,host2]] [LEDGER=/srv/ledger/app]
 #
 # (feedback →) plan → send, with everything under $OUT/<campaign>/<UTC date>/ and
 # the suppression store at $OUT/<campaign>/suppressed.ndjson. An h2 job (what
@@ -16,6 +16,9 @@
 # resumes the parts that did not finish. PLAN_ARGS and SEND_ARGS are split on
 # spaces and passed to plan and send. Needs only bash, coreutils, flock and
 # the campaign binary (BIN): it runs under cron's bare environment.
+# LEDGER=DIR: the app's send ledger (one directory per app, shared by all its
+# campaigns): plan drops devices already reached by this campaign and those at
+# the job's frequencyCap; send records what was accepted (README "Campaign rules").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${JOB:?JOB=jobs/….json is required}" "${AUDIENCE:?AUDIENCE=… is required}"
@@ -24,6 +27,8 @@ out=${OUT:-out}
 [ -x "$bin" ] || { echo "nightly: $bin is not an executable campaign binary (make release, or BIN=/path/to/campaign)" >&2; exit 69; }
 read -r -a plan_args <<< "${PLAN_ARGS:-}"
 read -r -a send_args <<< "${SEND_ARGS:-}"
+ledger_args=()
+if [ -n "${LEDGER:-}" ]; then mkdir -p "$LEDGER"; ledger_args=(--ledger "$(cd "$LEDGER" && pwd)"); fi
 
 format=$("$bin" validate "$JOB" --format)
 if [ -n "${AUTH_KEY:-}" ]; then
@@ -59,13 +64,13 @@ if [ "$format" != h2 ]; then
 fi
 
 if [ -n "${PARTS:-}" ]; then
-  send_options=("${gateway[@]}" "${credentials[@]}" --feedback-store "$(cd "$base" && pwd)/suppressed.ndjson" "${send_args[@]}")
+  send_options=("${gateway[@]}" "${credentials[@]}" --feedback-store "$(cd "$base" && pwd)/suppressed.ndjson" "${ledger_args[@]}" "${send_args[@]}")
   engine=(-j "${JOBS:-$PARTS}")
   [ -n "${HOSTS:-}" ] && engine+=(-S "$HOSTS")
   if [ -f "$dir/parts/manifest.json" ]; then
     echo "nightly: today's parts exist: resuming those not complete"
   else
-    "$bin" plan "$JOB" "$AUDIENCE" --parts "$PARTS" --out "$dir/parts" --summary "$dir/plan-summary.json" --feedback-store "$store" "${plan_args[@]}"
+    "$bin" plan "$JOB" "$AUDIENCE" --parts "$PARTS" --out "$dir/parts" --summary "$dir/plan-summary.json" --feedback-store "$store" "${ledger_args[@]}" "${plan_args[@]}"
   fi
   CAMPAIGN="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")" bash deploy/parallel.sh "$dir/parts" "$dir/journals" "${engine[@]}" -- "${send_options[@]}"
   exit 0
@@ -76,8 +81,8 @@ if [ -s "$dir/journal/journal.log" ]; then
   "$bin" send --resume "$dir/journal" "${credentials[@]}" "${send_args[@]}"
 else
   "$bin" plan "$JOB" "$AUDIENCE" --out "$dir/plan.ndjson" --rejects "$dir/rejects.ndjson" \
-    --summary "$dir/plan-summary.json" --feedback-store "$store" "${plan_args[@]}"
+    --summary "$dir/plan-summary.json" --feedback-store "$store" "${ledger_args[@]}" "${plan_args[@]}"
   "$bin" send "$dir/plan.ndjson" --journal "$dir/journal" "${gateway[@]}" "${credentials[@]}" \
-    --feedback-store "$store" --report "$dir/report.json" "${send_args[@]}"
+    --feedback-store "$store" --report "$dir/report.json" "${ledger_args[@]}" "${send_args[@]}"
 fi
 "$bin" status "$dir/journal"

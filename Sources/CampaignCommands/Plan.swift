@@ -52,7 +52,13 @@ struct Plan: ParsableCommand {
     @Option(help: ArgumentHelp("A CSV audience's field separator: , ; | or \\t for a tab.", valueName: "char"))
     var delimiter = ","
 
-    @Option(help: ArgumentHelp("Exit 65 (the plan and summary still written) when more than this fraction of the rows was rejected.", valueName: "R"))
+    @Option(help: ArgumentHelp("The app's send ledger (a directory; sends write it with send --ledger): drop devices this campaign already reached (already_sent) and those at the job's frequencyCap (frequency_capped), listed in the rejects.", valueName: "dir"))
+    var ledger: String?
+
+    @Flag(help: "With --ledger: send again to devices this campaign already reached (the frequencyCap still applies).")
+    var allowRepeat = false
+
+    @Option(help: ArgumentHelp("Exit 65 (the plan and summary still written) when more than this fraction of the rows was rejected (campaign rules' drops do not count).", valueName: "R"))
     var maxRejectRate = 0.5
 
     @Option(name: .customLong("column"), help: ArgumentHelp("Read NAME (token, lang, registered_at or a variable of the job) from the export's column SOURCE (NDJSON: a key, or a nested key as user.first_name). Repeatable; overrides the job's \"columns\".", valueName: "NAME=SOURCE"))
@@ -122,6 +128,16 @@ struct Plan: ParsableCommand {
             options.maxPayload = maxPayload
             options.expectedRows = AudienceFile.estimatedRows(audience) ?? 0
             options.columns = columnOverrides
+            if let ledger {
+                options.rules = try LedgerRules.load(directory: ledger, campaign: jobFile.campaign, cap: jobFile.frequencyCap,
+                                                     allowRepeat: allowRepeat, now: options.now)
+                let v = options.rules!.view
+                printError("plan: ledger \(ledger): \(v.segments) segment\(v.segments == 1 ? "" : "s"), \(v.entriesRead) entries read, \(v.devices) devices concerned"
+                           + (v.segmentsSkipped > 0 ? ", \(v.segmentsSkipped) segment\(v.segmentsSkipped == 1 ? "" : "s") of other campaigns skipped (nothing of the scope in the window)" : "")
+                           + (v.tornSegments > 0 ? " (\(v.tornSegments) with a torn tail, ignored from there)" : ""))
+            } else if let cap = jobFile.frequencyCap {
+                printError("plan: warning: the job's frequencyCap (\(cap.max) per \(cap.perSeconds) s, scope \(cap.scope)) is not applied without --ledger DIR")
+            }
             if let parts {
                 options.parts = parts
                 options.campaignHash = try campaignHash(created: options.now)
@@ -161,8 +177,8 @@ struct Plan: ParsableCommand {
             if let summary {
                 try writeOutput(result.json.serialized() + [0x0A], to: summary)
             }
-            if result.rowsRead > 0, Double(result.rejectedTotal) > maxRejectRate * Double(result.rowsRead) {
-                printError("campaign plan: \(result.rejectedTotal) of \(result.rowsRead) rows were rejected, more than --max-reject-rate \(maxRejectRate) allows; see \(rejectsPath)")
+            if result.rowsRead > 0, Double(result.rejectedTotal - result.droppedByRules) > maxRejectRate * Double(result.rowsRead) {
+                printError("campaign plan: \(result.rejectedTotal - result.droppedByRules) of \(result.rowsRead) rows were rejected, more than --max-reject-rate \(maxRejectRate) allows; see \(rejectsPath)")
                 throw CampaignExit.incompletePlan
             }
         }

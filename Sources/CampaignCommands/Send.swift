@@ -78,6 +78,9 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("Record unregistered devices in this suppression store, with when they stopped being valid: HTTP/2 410 answers, binary status 8; for a broadcast plan, channels APNs answers ChannelNotRegistered (a dead-channel store).", valueName: "file"))
     var feedbackStore: String?
 
+    @Option(help: ArgumentHelp("The app's send ledger (a directory, shared by every part and machine): each accepted notification is recorded in this send's own segment, for plan --ledger's campaign rules; a scheduled plan's frequencyCap is checked again at release.", valueName: "dir"))
+    var ledger: String?
+
     @Option(help: ArgumentHelp("Prove acceptance after every N notifications per connection (costs a reconnect each; default 0: by time and at the end).", valueName: "n"))
     var checkpointEvery: Int?
 
@@ -295,6 +298,7 @@ struct Send: ParsableCommand {
         if let v = checkpointEvery { settings.checkpointEvery = v }
         if let v = checkpointSeconds { settings.checkpointMilliseconds = Int((v * 1000).rounded()) }
         if let v = feedbackStore { settings.feedbackStore = absolutePath(v) }
+        if let v = ledger { settings.ledger = absolutePath(v) }
         if let v = answerTimeout { settings.answerTimeoutSeconds = v }
         if let v = outageLimit { settings.outageLimitSeconds = v }
         if let v = streams { settings.streams = v }

@@ -3,6 +3,7 @@ import AudienceIngest
 import CampaignIO
 import CampaignJSON
 import LocalTime
+import SendLedger
 
 /// A job file that cannot be used, naming the file and the key.
 public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -98,10 +99,12 @@ public struct CampaignJob: Sendable {
     public var broadcast = false
     /// `variants`: shares of the audience with messages of their own, or held out (see CampaignJob+Variants).
     public var variants: [JobVariant] = []
+    /// `frequencyCap`: at most `max` notifications of the job's scope per device per window (CampaignJob+Rules).
+    public var frequencyCap: FrequencyCap? = nil
 
     public static let knownKeys: Set<String> = [
         "campaign", "format", "maxPayload", "expiresIn", "priority", "fallback", "messages", "custom", "samples",
-        "topic", "pushType", "collapseId", "columns", "deliverAt", "quietHours", "broadcast",
+        "topic", "pushType", "collapseId", "columns", "deliverAt", "quietHours", "broadcast", "frequencyCap",
         "variants",
     ]
 
@@ -273,6 +276,7 @@ public struct CampaignJob: Sendable {
         }
 
         schedule = try Self.schedule(json, fail: fail)
+        frequencyCap = try Self.frequencyCap(json, fail: fail)
         columns.tokenKind = broadcast ? .channel : .device
 
         samples = [:]

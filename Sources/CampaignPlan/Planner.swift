@@ -27,6 +27,8 @@ public struct PlanOptions: Sendable {
     public var campaignHash = ""
     /// `plan --column`: mappings that override the job's `columns`.
     public var columns = ColumnMapping()
+    /// `plan --ledger`: the campaign rules and what the send ledger says (see LedgerRules).
+    public var rules: LedgerRules? = nil
 
     public init(now: UInt32) { self.now = now }
 }
@@ -92,6 +94,7 @@ public final class Planner {
         }
         variants = PlanVariants(job: job)
         header.variants = PlanVariants.header(job)
+        header.frequencyCap = job.frequencyCap
         renderer = PayloadRenderer(job: job, now: options.now, nowAtMoment: job.schedule != nil)
         selector = job.selector
         // An eighth over the estimate: it comes from the file's first lines and
@@ -179,6 +182,7 @@ public final class Planner {
         }
 
         let lookahead = 8
+        let rules = options.rules   // read once: through `options`, each row would retain its tables
         // The table is used from a local for the run: through the class's
         // property, every lookup retained and released its storage.
         var seen = TokenSet()
@@ -197,6 +201,7 @@ public final class Planner {
                     if i + lookahead < count, prepared[i + lookahead].kind != .rejectedOutright {
                         let ahead = prepared[i + lookahead]
                         seen.prefetch(width: Int(ahead.tokenCount), hash: ahead.tokenHash)
+                        rules?.prefetch(UnsafeBufferPointer(rebasing: arena[Int(ahead.tokenStart)..<Int(ahead.tokenStart + ahead.tokenCount)]))
                     }
                     let p = prepared[i]
                     if p.kind == .rejectedOutright {
@@ -238,6 +243,10 @@ public final class Planner {
                         continue
                     }
                     seen.insert(t, hash: p.tokenHash)
+                    if let rules, let (code, reason) = rules.verdict(t) {
+                        try reject(batch, i, code, reason)
+                        continue
+                    }
                     let line = UnsafeBufferPointer(rebasing: arena[Int(p.lineStart)..<Int(p.lineEnd)])
                     if let spill {
                         try spill.append(key: spill.key(zone: p.zone, part: p.part), line: line)

@@ -31,6 +31,13 @@ public enum RejectCode: String, CaseIterable, Sendable {
     case invalidChannel = "invalid_channel"
     /// A broadcast with a nonzero `expiresIn` to a channel whose `storage` column says it stores nothing: APNs would refuse it.
     case channelStoresNothing = "channel_stores_nothing"
+    /// A campaign rule (`plan --ledger`): the device already had the job's `frequencyCap` of its scope within the window.
+    case frequencyCapped = "frequency_capped"
+    /// A campaign rule (`plan --ledger`): the ledger shows this campaign already reached the device (`--allow-repeat` sends again).
+    case alreadySent = "already_sent"
+
+    /// Dropped by a campaign rule: not a bad row, so not counted toward `--max-reject-rate`.
+    public var isCampaignRule: Bool { self == .frequencyCapped || self == .alreadySent }
 }
 
 /// Writes the rejects file: NDJSON `{"line":N,"token":"hex","code":"…","reason":"…"}`
@@ -86,6 +93,8 @@ public struct PlanSummary: Sendable, Equatable {
     public var seconds = 0.0
 
     public var rejectedTotal: Int { rejected.values.reduce(0, +) }
+    /// Rows dropped by campaign rules (``RejectCode/isCampaignRule``), part of ``rejectedTotal``.
+    public var droppedByRules: Int { rejected.filter { $0.key.isCampaignRule }.values.reduce(0, +) }
 
     public var json: JSONValue {
         func counts(_ d: [String: Int]) -> JSONValue {
@@ -115,6 +124,10 @@ public struct PlanSummary: Sendable, Equatable {
     public var text: String {
         var lines = ["plan: \(rowsRead) rows read, \(planned) planned, \(rejectedTotal) rejected\(perVariant.isEmpty ? "" : ", \(heldOut) held out") in \(format3(seconds)) s"]
         if !rejected.isEmpty {
+            if droppedByRules > 0 {
+                lines.append("  campaign rules (not bad rows, not counted toward --max-reject-rate): " + rejected.filter { $0.key.isCampaignRule }
+                    .sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))
+            }
             lines.append("  rejected: " + rejected.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))
         }
         if !perLanguage.isEmpty {

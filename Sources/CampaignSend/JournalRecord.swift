@@ -111,7 +111,8 @@ public enum JournalRecord: Equatable, Sendable {
             var token: [UInt8] = []
             HexEncoding.append(k.token, to: &token)
             return .object([("t", .string("skip")), ("seq", .number(String(k.seq))), ("shard", n(k.shard)), ("ordinal", n(k.ordinal)),
-                            ("token", .string(String(decoding: token, as: UTF8.self))), ("at", n(Int(k.moment))), ("skipped_at", n(Int(k.skippedAt)))])
+                            ("token", .string(String(decoding: token, as: UTF8.self))), ("at", n(Int(k.moment))), ("skipped_at", n(Int(k.skippedAt)))]
+                           + (k.rule.map { [("rule", .string($0))] } ?? []))
         case .wave(let moment, let seconds):
             return .object([("t", .string("wave")), ("moment", n(moment)), ("at", n(seconds))])
         case .wait(let until):
@@ -185,9 +186,11 @@ public enum JournalRecord: Equatable, Sendable {
             guard let seq = v["seq"]?.integerValue, let request = v["request_id"]?.stringValue else { return nil }
             self = .ids(AnswerIDs(seq: UInt64(clamping: seq), requestID: request, uniqueID: v["unique_id"]?.stringValue))
         case "skip":
-            self = .skip(SkippedNotification(seq: UInt64(clamping: int("seq")), shard: int("shard"), ordinal: int("ordinal"),
-                                             token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [],
-                                             moment: Int64(int("at")), skippedAt: Int64(int("skipped_at"))))
+            var skipped = SkippedNotification(seq: UInt64(clamping: int("seq")), shard: int("shard"), ordinal: int("ordinal"),
+                                              token: v["token"]?.stringValue.flatMap { DeviceToken(hex: $0)?.bytes } ?? [],
+                                              moment: Int64(int("at")), skippedAt: Int64(int("skipped_at")))
+            skipped.rule = v["rule"]?.stringValue
+            self = .skip(skipped)
         case "wave":
             self = .wave(moment: int("moment"), unixSeconds: int("at"))
         case "tick":

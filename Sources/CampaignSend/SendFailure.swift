@@ -172,6 +172,8 @@ public struct SkippedNotification: Equatable, Sendable {
     /// Its moment and when it was skipped (UNIX seconds).
     public var moment: Int64
     public var skippedAt: Int64
+    /// Skipped by a campaign rule at release (`frequency_capped`), not for being late.
+    public var rule: String? = nil
 
     public init(seq: UInt64, shard: Int, ordinal: Int, token: [UInt8], moment: Int64, skippedAt: Int64) {
         (self.seq, self.shard, self.ordinal, self.token, self.moment, self.skippedAt) = (seq, shard, ordinal, token, moment, skippedAt)
@@ -179,6 +181,7 @@ public struct SkippedNotification: Equatable, Sendable {
 
     /// "late by 4 h 10 min (its moment was 2026-12-01T14:00:00Z)".
     public var reason: String {
+        if let rule { return "skipped: \(rule) at release (the send ledger shows the device at the job's frequencyCap)" }
         let late = max(0, skippedAt - moment)
         let words = late >= 3600 ? "\(late / 3600) h \(late % 3600 / 60) min" : "\(late / 60) min \(late % 60) s"
         return "skipped: late by \(words), past the job's window (late: skip)"

@@ -34,6 +34,8 @@ public struct SendSettings: Equatable, Sendable {
     public var key: String?
     public var caFile: String?
     public var feedbackStore: String?
+    /// `--ledger DIR`: the app's send ledger, where accepted notifications are recorded (SendLedgerRecorder).
+    public var ledger: String?
     /// HTTP/2: the most streams in flight per connection (never above the server's limit).
     public var streams = 1000
     /// HTTP/2: a connection with streams open and nothing read for this long
@@ -91,7 +93,7 @@ public struct SendSettings: Equatable, Sendable {
             ("streams", n(streams)), ("auth_key", s(authKey)), ("key_id", s(keyID)), ("team_id", s(teamID)),
         ]) + (maxConnections.map { [("max_connections", n($0))] } ?? [])
           + (proxy.map { [("proxy", .string($0.description)), ("proxy_user_env", s(proxyUserVariable))] } ?? [])
-          + (reportPath.map { [("report", .string($0))] } ?? []) + (metricsPath.map { [("metrics", .string($0))] } ?? [])
+          + (reportPath.map { [("report", .string($0))] } ?? []) + (ledger.map { [("ledger", .string($0))] } ?? []) + (metricsPath.map { [("metrics", .string($0))] } ?? [])
           + (holdOpenSeconds == 60 ? [] : [("hold_open", .number(String(holdOpenSeconds)))]) + (answerTimeoutSeconds == 30 && outageLimitSeconds == 120 ? [] : [
             ("answer_timeout", .number(String(answerTimeoutSeconds))), ("outage_limit", .number(String(outageLimitSeconds))),
         ]))
@@ -111,6 +113,7 @@ public struct SendSettings: Equatable, Sendable {
         key = v["key"]?.stringValue
         caFile = v["ca"]?.stringValue
         feedbackStore = v["feedback_store"]?.stringValue
+        ledger = v["ledger"]?.stringValue
         streams = Int(v["streams"]?.integerValue ?? 1000)
         authKey = v["auth_key"]?.stringValue
         keyID = v["key_id"]?.stringValue

@@ -39,6 +39,7 @@ final class SendShared: @unchecked Sendable {
     /// `--rate`, over every connection; nil without a limit.
     let rate: SharedRate?
     private var sentBelow: [Int32: Int32] = [:]
+    var ledger: LedgerRecorder?   // `send --ledger`: what a proof accepted goes there before the journal
     /// Suppressions answered in this run (410, binary status 8), in order; under the mutex.
     private var feedbackTokens: [([UInt8], UInt32)] = []
 
@@ -264,6 +265,7 @@ final class SendShared: @unchecked Sendable {
             if let at = failures[i].unregisteredAt { feedbackTokens.append((failures[i].token, at)) }
         }
         do {
+            try ledger?.accepted(outcome)
             for f in failures { try journal.append(.fail(f)) }
             for ids in outcome.answerIDs { try journal.append(.ids(ids)) }
             for (shard, ordinals) in outcome.acceptedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: false) }
@@ -355,45 +357,5 @@ final class SendShared: @unchecked Sendable {
     var deferredAtTheWire: (count: Int, until: Int64?) {
         mutex.lock(); defer { mutex.unlock() }
         return (wireDeferred, wireDeferredUntil)
-    }
-}
-
-/// Where a send is: running, stopping on a signal, failed (it gives up:
-/// 69, 77, …), or unable to journal (74). Every way out of running starts
-/// the grace for answers to what is in flight (``SendShared/stopGraceSeconds``).
-enum SendRunState {
-    case running
-    case stopping(since: UInt64)
-    case failed(SendFailureReason, since: UInt64)
-    /// Nothing more can be journaled: it outranks a failure (what the
-    /// journal holds is what a resume knows).
-    case journalBroken(any Error, since: UInt64)
-
-    enum Event {
-        case stopRequested
-        case failed(SendFailureReason)
-        case journalBroke(any Error)
-    }
-
-    /// When the stop began; nil while running.
-    var since: UInt64? {
-        switch self {
-        case .running: nil
-        case .stopping(let t), .failed(_, let t), .journalBroken(_, let t): t
-        }
-    }
-
-    /// The state after `event` at monotonic time `t`: the first failure is
-    /// kept, a broken journal outranks everything, and the stop's start never moves.
-    func next(_ event: Event, at t: UInt64) -> SendRunState {
-        let since = self.since ?? t
-        switch (self, event) {
-        case (.journalBroken, _): return self
-        case (_, .journalBroke(let error)): return .journalBroken(error, since: since)
-        case (.failed, _): return self
-        case (_, .failed(let reason)): return .failed(reason, since: since)
-        case (.running, .stopRequested): return .stopping(since: t)
-        case (.stopping, .stopRequested): return self
-        }
     }
 }

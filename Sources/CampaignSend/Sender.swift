@@ -15,9 +15,9 @@ public final class Sender: @unchecked Sendable {
     public let settings: SendSettings
     public let journal: Journal
     public let cancellation: CancellationPipe
-    private let shared: SendShared
-    private let resumeState: JournalState?
-    private let logger: @Sendable (String) -> Void
+    let shared: SendShared
+    let resumeState: JournalState?
+    let logger: @Sendable (String) -> Void
 
     /// - Parameters:
     ///   - resumeState: the replayed journal when resuming; its final notifications are skipped.
@@ -33,6 +33,12 @@ public final class Sender: @unchecked Sendable {
         shared = try SendShared(journal: journal, context: context, cancellation: cancellation,
                                 workers: settings.connections, rate: settings.rate, maxConnectAttempts: maxConnectAttempts, logger: logger)
     }
+
+    /// Seconds between merges of new suppressions into the store while a run sends.
+    static let storeMergeSeconds = 30
+    /// How many of the run's suppressions are in the store (``mergeSuppressions()``), under `storeMutex`.
+    var mergedSuppressions = 0
+    let storeMutex = Lock()
 
     /// Stop taking new notifications, prove what is in flight, then return. Safe from any thread.
     public func requestStop() { shared.requestStop() }
@@ -141,6 +147,7 @@ public final class Sender: @unchecked Sendable {
         let started = Deadline.now()
         // The run's wall-clock start, for the page (its ticks count seconds from here).
         try journal.append(.clock(unixSeconds: Int(time(nil))))
+        let ledger = try LedgerRecorder.start(settings: settings, journal: journal, header: plan.header, resumeState: resumeState, shared: shared)
         if let warning = transport.warning { logger("warning: \(warning)") }
         // One queue that every connection takes from (HTTP/2: streams stand
         // alone), and then the pool may grow; or one queue per connection.
@@ -246,7 +253,9 @@ public final class Sender: @unchecked Sendable {
                     let ordinal = ordinals[record.shard]
                     ordinals[record.shard] += 1
                     if reading != nil { reading!.read(shard: record.shard, ordinal: Int(ordinal), headerVariant: record.variant) }
-                    if let done = resumeState?.done[record.shard], done.contains(Int(ordinal)) {
+                    let isDone = resumeState?.done[record.shard]?.contains(Int(ordinal)) ?? false
+                    try ledger?.note(shard: record.shard, ordinal: ordinal, token: record.token, alreadyDone: isDone)
+                    if isDone {
                         report.alreadyDone += 1
                         return
                     }
@@ -271,10 +280,12 @@ public final class Sender: @unchecked Sendable {
                                                                   token: Array(record.token), moment: at, skippedAt: now))
                             return
                         }
-                        if let wave = gate.takeWave() {
+                        let wave = gate.takeWave()
+                        if let wave {
                             try? journal.append(.wave(moment: Int(wave), unixSeconds: Int(time(nil))))
                             report.waves += 1
                         }
+                        if let ledger, ledger.skipsAtRelease(record, ordinal: ordinal, freshWave: wave != nil, shared: shared) { return }
                     }
                     let queue = connections == 1 ? 0 : transport.queue(forShard: record.shard, parts: parts, queues: connections)
                     pushed = staging.append(to: queue, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal,
@@ -359,43 +370,9 @@ public final class Sender: @unchecked Sendable {
         try journal.append(.end(outcome: report.outcome))
         try journal.checkpoint()
         try updateFeedbackStore()
+        try ledger?.finish()
         report.seconds = Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9
         report.wholeSend = SendTotals(before: resumeState, run: report)
         return report
-    }
-
-    /// Seconds between merges of new suppressions into the store while a run sends.
-    static let storeMergeSeconds = 30
-    private var mergedSuppressions = 0
-    private let storeMutex = Lock()
-
-    /// Merges the suppressions answered since the last merge; a failure is
-    /// logged (the journal holds them, and the run's end merges again).
-    private func mergeSuppressions() {
-        guard let path = settings.feedbackStore else { return }
-        storeMutex.lock()
-        defer { storeMutex.unlock() }
-        var cursor = mergedSuppressions
-        let new = shared.suppressions(after: &cursor)
-        guard !new.isEmpty else { return }
-        do {
-            try FeedbackStore.update(path: path) { store in for (token, ts) in new { store.record(token: token, timestamp: ts) } }
-            mergedSuppressions = cursor
-        } catch {
-            logger("cannot update the suppression store yet: \(error)")
-        }
-    }
-
-    /// Every suppression the journal holds, from every run (a run killed
-    /// before its end left its 410s in the journal only), and this run's.
-    private func updateFeedbackStore() throws {
-        guard let path = settings.feedbackStore else { return }
-        var cursor = 0
-        let all = (resumeState?.suppressions ?? []) + shared.suppressions(after: &cursor)
-        guard !all.isEmpty else { return }
-        // Under the store's lock: the parts of one plan may share it.
-        try FeedbackStore.update(path: path) { store in
-            for (token, ts) in all { store.record(token: token, timestamp: ts) }
-        }
     }
 }

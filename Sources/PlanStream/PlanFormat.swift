@@ -5,6 +5,7 @@ import APNSWire
 import CampaignIO
 import CampaignJSON
 import LocalTime
+import SendLedger
 
 /// The first line of a plan: `{"header":{…}}`.
 public struct PlanHeader: Equatable, Sendable {
@@ -31,6 +32,8 @@ public struct PlanHeader: Equatable, Sendable {
     public var schedule: DeliverySchedule?
     /// A job with variants: every variant, in job order (see PlanFormat+Variants); empty without.
     public var variants: [PlanVariant] = []
+    /// The job's `frequencyCap` (its scope names the campaign's in the send ledger; a scheduled send checks the cap again at release).
+    public var frequencyCap: FrequencyCap?
 
     /// What an h2 plan's requests carry besides the token and payload.
     public struct HTTP2Fields: Equatable, Sendable {
@@ -106,6 +109,9 @@ public struct PlanHeader: Equatable, Sendable {
         }
         if let schedule { members.append(("schedule", Self.json(schedule))) }
         if !variants.isEmpty { members.append(("variants", PlanVariant.json(variants))) }
+        if let c = frequencyCap {
+            members.append(("frequencyCap", .object([("max", .number(String(c.max))), ("per", .number(String(c.perSeconds))), ("scope", .string(c.scope))])))
+        }
         return .object([("header", .object(members))])
     }
 
@@ -146,6 +152,12 @@ public struct PlanHeader: Equatable, Sendable {
             self.schedule = schedule
         }
         if let v = h["variants"] { variants = try PlanVariant.list(v) }
+        if let c = h["frequencyCap"] {
+            guard let max = c["max"]?.integerValue, max > 0, let per = c["per"]?.integerValue, per > 0, let scope = c["scope"]?.stringValue else {
+                throw .badHeader("frequencyCap must hold max, per (seconds) and scope")
+            }
+            frequencyCap = FrequencyCap(max: Int(max), perSeconds: Int(per), scope: scope)
+        }
     }
 
     static func json(_ schedule: DeliverySchedule) -> JSONValue {

@@ -122,6 +122,8 @@ case "writer":
     try runWriter(Array(arguments.dropFirst()))
 case "h2-sessions":
     try runH2Sessions(Array(arguments.dropFirst()))
+case "ledger":
+    try writeLedger(arguments.dropFirst())
 default:
     print("""
     usage: campaign-bench simulator [--notifications N] [--connections C] [--record] [--format F] [--runs R]
@@ -129,6 +131,7 @@ default:
            campaign-bench csv-tokenize FILE
            campaign-bench writer --port P --certs DIR [--plan FILE | --notifications N]
            campaign-bench h2-sessions [--requests N] [--streams S]
+           campaign-bench ledger [--devices N] [--campaigns K] [--seed S] [--out DIR] [--scope NAME] [--touch]
     """)
     exit(64)
 }

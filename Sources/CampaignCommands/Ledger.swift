@@ -1,0 +1,83 @@
+import ArgumentParser
+import Foundation
+import CampaignIO
+import LocalTime
+import SendLedger
+
+/// `campaign ledger`: the send ledger's upkeep.
+struct Ledger: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Prune or describe a send ledger (the directory send --ledger records accepted notifications in, and plan --ledger reads).",
+        discussion: """
+        A ledger is a directory of segments, one per send (<host>-<journal id>.seg), \
+        16 bytes per accepted notification. See README.md, "Campaign rules".
+        """,
+        subcommands: [LedgerPrune.self, LedgerStats.self]
+    )
+}
+
+struct LedgerPrune: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prune",
+        abstract: "Rewrite every segment without entries older than a duration (atomically: a new file renamed over it); a segment left empty is removed."
+    )
+
+    @Argument(help: "The ledger directory.")
+    var directory: String
+
+    @Option(help: ArgumentHelp("Drop entries older than this: 90d, 36h, or seconds.", valueName: "duration"))
+    var olderThan: String
+
+    func validate() throws {
+        guard let s = parseDuration(olderThan), s > 0 else { throw ValidationError("--older-than must be a duration such as 90d, 36h or 3600.") }
+        _ = s
+    }
+
+    func run() throws {
+        try reportingErrors(as: "ledger prune") {
+            let cutoff = UInt32(clamping: Int(Date().timeIntervalSince1970) - parseDuration(olderThan)!)
+            let r = try LedgerMaintenance.prune(directory: directory, olderThan: cutoff)
+            printError("ledger prune: \(r.segments) segments, \(r.rewritten) rewritten, \(r.removed) removed (no entry left), \(r.busy) in use by a send (left for the next prune); \(r.entriesDropped) entries dropped, \(r.entriesKept) kept")
+        }
+    }
+}
+
+struct LedgerStats: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "stats", abstract: "Segments, bytes, entries, and per campaign its scope, entries and time span.")
+
+    @Argument(help: "The ledger directory.")
+    var directory: String
+
+    func run() throws {
+        try reportingErrors(as: "ledger stats") {
+            let s = try LedgerMaintenance.stats(directory: directory)
+            var lines = ["\(directory): \(s.segments) segments, \(s.bytes) bytes, \(s.entries) entries (\(LedgerFormat.entryBytes) bytes each)"
+                         + (s.tornSegments > 0 ? ", \(s.tornSegments) with a torn tail (ignored from there)" : "")]
+            for c in s.campaigns.values.sorted(by: { $0.name < $1.name }) {
+                let span = c.entries == 0 ? "" : " \(utcText(Int64(c.oldest))) … \(utcText(Int64(c.newest)))"
+                lines.append("  \(c.name)\(c.scope.isEmpty ? "" : " (scope \(c.scope))"): \(c.entries) entries\(span)")
+            }
+            print(lines.joined(separator: "\n"))
+        }
+    }
+}
+
+/// "90d", "36h", "90m", "45s", "1h30m" or seconds.
+func parseDuration(_ text: String) -> Int? {
+    if let n = Int(text), n >= 0 { return n }
+    var total = 0, number = "", units = 0
+    for c in text {
+        if c.isASCII, c.isNumber { number.append(c); continue }
+        guard let n = Int(number) else { return nil }
+        switch c {
+        case "d": total += n * 86_400
+        case "h": total += n * 3600
+        case "m": total += n * 60
+        case "s": total += n
+        default: return nil
+        }
+        number = ""
+        units += 1
+    }
+    return number.isEmpty && units > 0 ? total : nil
+}

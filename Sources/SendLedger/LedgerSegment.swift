@@ -1,0 +1,145 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CampaignIO
+
+/// Appends one send's entries to its own segment of a ledger directory.
+/// Each append is one block written with one write(2): a killed process
+/// leaves it with the kernel (``sync()`` makes it survive a power loss); a
+/// torn last block is cut off when the segment is opened again.
+public final class LedgerSegmentWriter: @unchecked Sendable {
+    public let path: String
+    public let campaign: UInt32
+    private let fd: Int32
+    private let lock = Lock()
+    /// Entries appended by this process.
+    public private(set) var appended = 0
+
+    /// Opens (creating the directory and segment, 0600) the segment `name`
+    /// of `directory`, cuts off a torn tail, and writes the campaign's names block.
+    public init(directory: String, name: String, campaign: String, scope: String) throws(LedgerError) {
+        if mkdir(directory, 0o700) != 0, errno != EEXIST {
+            throw LedgerError(path: directory, reason: "cannot be created: \(String(cString: strerror(errno)))")
+        }
+        path = "\(directory)/\(name)"
+        self.campaign = LedgerFormat.nameID(campaign)
+        // Held open and locked (flock: this machine's prune skips it) for the send;
+        // a prune that renamed a new file over it meanwhile: open that one.
+        var opened: Int32 = -1
+        while true {
+            opened = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard opened >= 0 else { throw LedgerError(path: path, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
+            _ = flock(opened, LOCK_EX)
+            var mine = stat(), named = stat()
+            if fstat(opened, &mine) == 0, stat(path, &named) == 0, mine.st_ino == named.st_ino { break }
+            close(opened)
+        }
+        fd = opened
+        do {
+            let good = LedgerScanner.validLength(fd: fd)
+            if good == 0 {
+                _ = ftruncate(fd, 0)
+                try write(LedgerFormat.fileHeader(), at: 0)
+            } else {
+                _ = ftruncate(fd, off_t(good))
+            }
+            try write(LedgerFormat.block(kind: .names, payload: LedgerFormat.namesPayload([(self.campaign, campaign, scope)])),
+                      at: Int(lseek(fd, 0, SEEK_END)))
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
+    deinit { close(fd) }
+
+    private func write(_ bytes: [UInt8], at offset: Int) throws(LedgerError) {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, bytes.count - done, off_t(offset + done)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw LedgerError(path: path, reason: "cannot be written: \(String(cString: strerror(errno)))")
+            }
+            done += n
+        }
+    }
+
+    /// Appends entries (token hash, UNIX seconds) of this campaign, in blocks of at most 65,536.
+    public func append(hashes: [UInt64], seconds: UInt32) throws(LedgerError) {
+        guard !hashes.isEmpty else { return }
+        lock.lock()
+        defer { lock.unlock() }
+        var start = 0
+        while start < hashes.count {
+            let end = min(hashes.count, start + LedgerFormat.maxEntriesPerBlock)
+            var payload: [UInt8] = []
+            payload.reserveCapacity((end - start) * LedgerFormat.entryBytes)
+            for h in hashes[start..<end] { LedgerFormat.appendEntry(hash: h, campaign: campaign, seconds: seconds, to: &payload) }
+            try write(LedgerFormat.block(kind: .entries, payload: payload), at: Int(lseek(fd, 0, SEEK_END)))
+            start = end
+        }
+        appended += hashes.count
+    }
+
+    /// fsyncs what was appended.
+    public func sync() throws(LedgerError) {
+        guard fsync(fd) == 0 else { throw LedgerError(path: path, reason: "cannot be synced: \(String(cString: strerror(errno)))") }
+    }
+}
+
+/// Reads a segment's blocks in order, with a bounded buffer.
+public enum LedgerScanner {
+    /// Calls `body` with each whole, checked block of the segment open at `fd`
+    /// (from offset 0); stops at the first torn or corrupt one. Returns the
+    /// length of the valid prefix (0: not a segment).
+    @discardableResult
+    public static func scan(fd: Int32, checkCRC: Bool = true,
+                            _ body: (LedgerFormat.BlockKind, UnsafeRawBufferPointer) -> Void = { _, _ in }) -> Int {
+        let capacity = 8 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        defer { buffer.deallocate() }
+        var filled = 0, consumed = 0, fileOffset = 0
+        var eof = false
+        func refill() {
+            if consumed > 0 {
+                memmove(buffer, buffer + consumed, filled - consumed)
+                filled -= consumed
+                consumed = 0
+            }
+            while !eof && filled < capacity {
+                let n = pread(fd, buffer + filled, capacity - filled, off_t(fileOffset))
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { eof = true; break }
+                filled += n
+                fileOffset += n
+            }
+        }
+        refill()
+        guard filled >= LedgerFormat.fileHeaderBytes,
+              LedgerFormat.isFileHeader(UnsafeRawBufferPointer(start: buffer, count: LedgerFormat.fileHeaderBytes)) else { return 0 }
+        consumed = LedgerFormat.fileHeaderBytes
+        var valid = consumed
+        while true {
+            if filled - consumed < LedgerFormat.blockHeaderBytes + LedgerFormat.maxBlockPayload && !eof { refill() }
+            guard filled - consumed >= LedgerFormat.blockHeaderBytes else { break }
+            let h = buffer + consumed
+            guard let kind = LedgerFormat.BlockKind(rawValue: h.load(as: UInt8.self)) else { break }
+            let length = Int(h.loadUnaligned(fromByteOffset: 4, as: UInt32.self).littleEndian)
+            guard length <= LedgerFormat.maxBlockPayload, filled - consumed >= LedgerFormat.blockHeaderBytes + length,
+                  kind != .entries || length % LedgerFormat.entryBytes == 0 else { break }
+            let payload = UnsafeRawBufferPointer(start: h + LedgerFormat.blockHeaderBytes, count: length)
+            if checkCRC {
+                var crc = CRC32()
+                crc.update(payload)
+                guard crc.value == h.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian else { break }
+            }
+            body(kind, payload)
+            consumed += LedgerFormat.blockHeaderBytes + length
+            valid += LedgerFormat.blockHeaderBytes + length
+        }
+        return valid
+    }
+
+    static func validLength(fd: Int32) -> Int { scan(fd: fd) }
+}

@@ -1,0 +1,215 @@
+import Foundation
+import Testing
+import CampaignIO
+import CampaignJSON
+import PlanStream
+import CampaignSend
+import CampaignTestSupport
+import GatewaySimulator
+
+/// The send ledger and the campaign rules that read it, as an operator runs
+/// them: `plan --ledger`, `send --ledger`, against the simulator's record.
+@Suite(.ownThreads) struct LedgerProcessTests {
+    /// A device's token: the same index is the same device in every audience.
+    static func token(_ i: Int) -> String { String(format: "%016llx%016llx%016llx%016llx", 0x1ED6E7, i, i &* 7919, i ^ 0x5A5A) }
+
+    static func audience(_ indices: some Sequence<Int>, to path: String) throws {
+        var csv = "token,lang,n\n"
+        for i in indices { csv += "\(token(i)),en,\(i)\n" }
+        try csv.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    static func job(_ campaign: String, cap: Int? = 2, to path: String) throws {
+        let rule = cap.map { #","frequencyCap":{"max":\#($0),"per":"24h","scope":"marketing"}"# } ?? ""
+        try #"{"campaign":"\#(campaign)"\#(rule),"messages":{"en":{"alert":"Hello {n}"}}}"#.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    /// Plans `campaign` (its job and audience files in `dir`) with the ledger; the exit status and the summary.
+    static func plan(_ campaign: String, in dir: TemporaryDirectory, extra: [String] = []) throws -> (status: Int32?, summary: JSONValue?, stderr: String) {
+        let run = try CampaignProcess(["plan", "\(campaign).json", "\(campaign).csv", "--out", "\(campaign).plan", "--ledger", "ledger",
+                                       "--summary", "\(campaign).summary.json"] + extra, in: dir.path)
+        let status = run.wait(timeout: 120)
+        let summary = try? JSONValue.parse(String(contentsOfFile: dir.file("\(campaign).summary.json"), encoding: .utf8))
+        return (status, summary, run.stderr)
+    }
+
+    static func send(_ plan: String, journal: String, in dir: TemporaryDirectory, port: Int, extra: [String] = []) throws -> CampaignProcess {
+        try CampaignProcess(["send", plan, "--journal", journal, "--gateway", "127.0.0.1:\(port)", "--ledger", "ledger"] + extra
+                            + SendProcessTests.credentials(), in: dir.path)
+    }
+
+    /// The rejects file's lines with `code`, as tokens.
+    static func rejected(_ campaign: String, code: String, in dir: TemporaryDirectory) throws -> [String] {
+        let text = (try? String(contentsOfFile: dir.file("\(campaign).plan.rejects.ndjson"), encoding: .utf8)) ?? ""
+        return try text.split(separator: "\n").compactMap { line in
+            let v = try JSONValue.parse(String(line))
+            return v["code"]?.stringValue == code ? v["token"]?.stringValue : nil
+        }
+    }
+
+    @Test func threeJobsInOneScopeUnderACapOfTwoNeverReachADeviceAThirdTime() throws {
+        let dir = TemporaryDirectory("ledger-three")
+        let simulator = try SendProcessTests.simulator(in: dir)
+        defer { simulator.stop() }
+        // Evening: 0..<400 twice, then 0..<500: the third campaign reaches only 400..<500.
+        try Self.audience(0..<400, to: dir.file("eve-a.csv"))
+        try Self.audience(100..<400, to: dir.file("eve-b.csv"))
+        try Self.audience(0..<500, to: dir.file("eve-c.csv"))
+        for name in ["eve-a", "eve-b", "eve-c"] { try Self.job(name, to: dir.file("\(name).json")) }
+        var capped: [String: Int] = [:]
+        for name in ["eve-a", "eve-b", "eve-c"] {
+            let (status, summary, stderr) = try Self.plan(name, in: dir)
+            // eve-c drops 300 of 500 rows (60%): rule drops are not bad rows, so --max-reject-rate 0.5 lets it through.
+            #expect(status == 0, "\(stderr)")
+            capped[name] = Int(summary?["rejected_by_reason"]?["frequency_capped"]?.integerValue ?? 0)
+            let sent = try Self.send("\(name).plan", journal: "j-\(name)", in: dir, port: simulator.port)
+            #expect(sent.wait(timeout: 120) == 0, "\(sent.stderr)")
+        }
+        #expect(capped == ["eve-a": 0, "eve-b": 0, "eve-c": 300])
+        // Each drop is listed with the rule as its reason.
+        let listed = try Self.rejected("eve-c", code: "frequency_capped", in: dir)
+        #expect(Set(listed) == Set((100..<400).map(Self.token)))
+        let reasons = try String(contentsOfFile: dir.file("eve-c.plan.rejects.ndjson"), encoding: .utf8)
+        #expect(reasons.contains("frequency capped: 2 notifications of scope marketing in the last 1 d, the cap is 2"))
+        simulator.stop()
+        let recorded = try SendProcessTests.recorded(dir)
+        var perDevice: [String: Int] = [:]
+        for t in recorded { perDevice[t, default: 0] += 1 }
+        #expect(perDevice.values.max() == 2)
+        #expect(recorded.count == 400 + 300 + 200)
+        #expect(perDevice[Self.token(450)] == 1 && perDevice[Self.token(50)] == 2 && perDevice[Self.token(150)] == 2)
+    }
+
+    @Test func aReplanSentToANewJournalSendsNothingAgainUnlessAllowRepeat() throws {
+        let dir = TemporaryDirectory("ledger-repeat")
+        let simulator = try SendProcessTests.simulator(in: dir)
+        defer { simulator.stop() }
+        try Self.audience(0..<300, to: dir.file("promo.csv"))
+        try Self.job("promo", cap: nil, to: dir.file("promo.json"))
+        #expect(try Self.plan("promo", in: dir).status == 0)
+        #expect(try Self.send("promo.plan", journal: "j1", in: dir, port: simulator.port).wait(timeout: 120) == 0)
+        // A fresh export with 50 new devices, planned again: only those are planned.
+        try Self.audience(0..<350, to: dir.file("promo.csv"))
+        let again = try Self.plan("promo", in: dir)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.summary?["planned"]?.integerValue == 50)
+        #expect(again.summary?["rejected_by_reason"]?["already_sent"]?.integerValue == 300)
+        #expect(Set(try Self.rejected("promo", code: "already_sent", in: dir)) == Set((0..<300).map(Self.token)))
+        #expect(try Self.send("promo.plan", journal: "j2", in: dir, port: simulator.port).wait(timeout: 120) == 0)
+        #expect(try SendProcessTests.recorded(dir).count == 350)
+        // --allow-repeat: everyone again.
+        let repeated = try Self.plan("promo", in: dir, extra: ["--allow-repeat"])
+        #expect(repeated.status == 0)
+        #expect(repeated.summary?["planned"]?.integerValue == 350)
+        #expect(try Self.send("promo.plan", journal: "j3", in: dir, port: simulator.port).wait(timeout: 120) == 0)
+        simulator.stop()
+        let recorded = try SendProcessTests.recorded(dir)
+        #expect(recorded.count == 700)
+        #expect(Set(recorded) == Set((0..<350).map(Self.token)))
+    }
+
+    /// The tokens the journal holds as accepted: final ordinals that are not failures or skips.
+    static func journaledAccepted(journal: String, plan: String) throws -> Set<String> {
+        let state = try Journal.read(directory: journal)
+        let notAccepted = Set(state.failures.map { "\($0.shard)/\($0.ordinal)" } + state.skipped.map { "\($0.shard)/\($0.ordinal)" })
+        let reader = try PlanReader(source: FileSource(path: plan), path: plan)
+        var ordinals: [Int: Int] = [:]
+        var accepted = Set<String>()
+        while let record = try reader.next() {
+            let ordinal = ordinals[record.shard, default: 0]
+            ordinals[record.shard] = ordinal + 1
+            if state.done[record.shard]?.contains(ordinal) == true, !notAccepted.contains("\(record.shard)/\(ordinal)") {
+                accepted.insert(record.token.map { String(format: "%02x", $0) }.joined())
+            }
+        }
+        return accepted
+    }
+
+    @Test func aSendKilledMidwayLeavesInTheLedgerEveryNotificationItJournaledAsAccepted() throws {
+        let dir = TemporaryDirectory("ledger-kill")
+        let simulator = try SendProcessTests.simulator(in: dir)
+        defer { simulator.stop() }
+        try Self.audience(0..<20_000, to: dir.file("night.csv"))
+        try Self.job("night", to: dir.file("night.json"))
+        #expect(try Self.plan("night", in: dir).status == 0)
+        let run = try Self.send("night.plan", journal: "journal", in: dir, port: simulator.port,
+                                extra: ["--connections", "2", "--rate", "4000", "--checkpoint-seconds", "0.2"])
+        // Killed once a few thousand were accepted (bounded wait on the simulator's count).
+        #expect(eventually(within: 60) { simulator.currentStatistics().accepted >= 3000 })
+        run.kill9()
+        let accepted = try Self.journaledAccepted(journal: dir.file("journal"), plan: dir.file("night.plan"))
+        #expect(accepted.count >= 1000 && accepted.count < 20_000, "\(accepted.count) accepted before the kill")
+        // Another campaign of the scope with a cap of 1: every device the journal shows reached is capped.
+        try Self.audience(0..<20_000, to: dir.file("later.csv"))
+        try Self.job("later", cap: 1, to: dir.file("later.json"))
+        let later = try Self.plan("later", in: dir)
+        #expect(later.status == 0, "\(later.stderr)")
+        let capped = Set(try Self.rejected("later", code: "frequency_capped", in: dir))
+        #expect(accepted.subtracting(capped).isEmpty, "\(accepted.subtracting(capped).count) accepted notifications missing from the ledger")
+        // Nothing the gateway did not accept is in the ledger.
+        #expect(capped.subtracting(try SendProcessTests.recorded(dir)).isEmpty)
+        // A power loss before the segment's fsync, as the worst case: its entries gone.
+        let segments = try FileManager.default.contentsOfDirectory(atPath: dir.file("ledger")).filter { $0.hasSuffix(".seg") }
+        #expect(segments.count == 1)
+        let segment = dir.file("ledger/\(segments[0])")
+        #expect(truncate(segment, 16 + 16 + 4 + 2 + "night".utf8.count + 2 + "marketing".utf8.count) == 0)
+        // The resume merges what the journal holds and the segment lacks, then sends the rest.
+        let resumed = try CampaignProcess(["send", "--resume", "journal"] + SendProcessTests.credentials(), in: dir.path)
+        #expect(resumed.wait(timeout: 120) == 0, "\(resumed.stderr)")
+        #expect(resumed.stderr.contains("\(accepted.count) notifications the journal holds as accepted were missing from the ledger and were added"))
+        let last = try Self.plan("later", in: dir)
+        #expect(last.summary?["rejected_by_reason"]?["frequency_capped"]?.integerValue == 20_000, "\(last.stderr)")
+        simulator.stop()
+    }
+
+    @Test func aScheduledSendChecksTheCapAgainAtRelease() throws {
+        let dir = TemporaryDirectory("ledger-release")
+        let simulator = try SendProcessTests.simulator(in: dir)
+        defer { simulator.stop() }
+        // Planned in the morning for the evening: quiet hours that do not hold now, so each record is released at once.
+        let hour = Int(Date().timeIntervalSince1970) / 3600 % 24
+        let quiet = String(format: #""quietHours":{"from":"%02d:00","to":"%02d:00","defaultTimeZone":"UTC"}"#, (hour + 3) % 24, (hour + 4) % 24)
+        try #"{"campaign":"evening",\#(quiet),"frequencyCap":{"max":1,"per":"24h","scope":"marketing"},"messages":{"en":{"alert":"Hello {n}"}}}"#
+            .write(toFile: dir.file("evening.json"), atomically: true, encoding: .utf8)
+        try Self.audience(0..<200, to: dir.file("evening.csv"))
+        let planned = try Self.plan("evening", in: dir)
+        #expect(planned.status == 0 && planned.summary?["planned"]?.integerValue == 200, "\(planned.stderr)")
+        // Meanwhile another campaign of the scope reaches half of them.
+        try Self.audience(0..<100, to: dir.file("flash.csv"))
+        try Self.job("flash", cap: 1, to: dir.file("flash.json"))
+        #expect(try Self.plan("flash", in: dir).status == 0)
+        #expect(try Self.send("flash.plan", journal: "j-flash", in: dir, port: simulator.port).wait(timeout: 120) == 0)
+        // At release, those are skipped (final, the rule as reason); the others go.
+        let evening = try Self.send("evening.plan", journal: "j-evening", in: dir, port: simulator.port, extra: ["--report", "evening.json.report"])
+        #expect(evening.wait(timeout: 120) == 0, "\(evening.stderr)")
+        let report = try JSONValue.parse(String(contentsOfFile: dir.file("evening.json.report"), encoding: .utf8))
+        #expect(report["outcome"]?.stringValue == "complete")
+        #expect(report["accepted"]?.integerValue == 100 && report["skipped"]?.integerValue == 100, "\(report)")
+        let state = try Journal.read(directory: dir.file("j-evening"))
+        #expect(state.skipped.count == 100 && state.skipped.allSatisfy { $0.rule == "frequency_capped" })
+        #expect(Set(state.skipped.map { $0.token.map { String(format: "%02x", $0) }.joined() }) == Set((0..<100).map(Self.token)))
+        simulator.stop()
+        var perDevice: [String: Int] = [:]
+        for t in try SendProcessTests.recorded(dir) { perDevice[t, default: 0] += 1 }
+        #expect(perDevice.count == 200 && perDevice.values.max() == 1)
+    }
+
+    @Test func thePartsOfAPlanEachAppendTheirOwnSegmentAndThePlanReadsThemAll() throws {
+        let dir = TemporaryDirectory("ledger-parts")
+        let simulator = try SendProcessTests.simulator(in: dir)
+        defer { simulator.stop() }
+        try Self.audience(0..<600, to: dir.file("split.csv"))
+        try Self.job("split", to: dir.file("split.json"))
+        let plan = try CampaignProcess(["plan", "split.json", "split.csv", "--parts", "3", "--out", "parts", "--ledger", "ledger"], in: dir.path)
+        #expect(plan.wait(timeout: 120) == 0, "\(plan.stderr)")
+        for k in 0..<3 {
+            let part = try Self.send("parts/part-00\(k).plan", journal: "journals/00\(k)", in: dir, port: simulator.port)
+            #expect(part.wait(timeout: 120) == 0, "\(part.stderr)")
+        }
+        let segments = try FileManager.default.contentsOfDirectory(atPath: dir.file("ledger")).filter { $0.hasSuffix(".seg") }
+        #expect(segments.count == 3)
+        let again = try Self.plan("split", in: dir)
+        #expect(again.summary?["rejected_by_reason"]?["already_sent"]?.integerValue == 600, "\(again.stderr)")
+        #expect(again.stderr.contains("3 segments, 600 entries read"))
+    }
+}
