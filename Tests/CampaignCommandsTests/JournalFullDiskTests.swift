@@ -18,14 +18,15 @@ struct JournalFullDiskTests {
 
     /// Runs inside the namespace, in the test's directory: mounts the tmpfs
     /// on `fs` (exit 90 when it cannot), notes when it filled (a watcher
-    /// polling its free blocks), sends, grows it, resumes, copies the journal out.
+    /// polling its free blocks and the send's first ENOSPC, whichever comes
+    /// first: a write larger than the space left fails with blocks still free), sends, grows it, resumes, copies the journal out.
     /// Piped, the spool was cut where the disk filled: the resume is the
     /// documented `plan | send --resume --replan`.
     static let script = #"""
     set -u
     campaign=$1 size=$2 piped=$3; shift 3
     mount -t tmpfs -o size="$size",mode=0700 tmpfs fs || exit 90
-    ( while [ "$(stat -f -c %a fs)" != 0 ]; do sleep 0.01; done; date +%s.%N > full-at ) &
+    ( while [ "$(stat -f -c %a fs)" != 0 ] && ! grep -qs "No space left on device" first.err; do sleep 0.01; done; date +%s.%N > full-at ) &
     watcher=$!
     if [ "$piped" = yes ]; then
         "$campaign" plan job.json audience.csv --rejects rejects.ndjson 2> plan.err | "$campaign" send --journal fs/journal "$@" 2> first.err
@@ -34,6 +35,8 @@ struct JournalFullDiskTests {
     fi
     echo $? > first.status
     date +%s.%N > first-end
+    # The watcher sees a failure the send wrote just before it ended: a moment to note it (bounded), then it goes.
+    for _ in $(seq 100); do kill -0 $watcher 2>/dev/null || break; sleep 0.01; done
     kill $watcher 2>/dev/null
     mount -o remount,size=16m fs || exit 91
     if [ "$piped" = yes ]; then
