@@ -70,14 +70,14 @@ import GatewaySimulator
         #expect(recorded == planned.subtracting(bad))
         #expect(run.stderr.contains("variants (every run): A "))
 
-        let report = try JSONValue.parse(Array(FileManager.default.contents(atPath: dir.file("report.json"))!))
+        let report = try JSONValue.parse(Array(try #require(FileManager.default.contents(atPath: dir.file("report.json")), "no report: the send never finished")))
         let fromReport = Self.expectVariantsAddUp(report["variants"], planned: planned.count, accepted: planned.count - bad.count, failed: bad.count)
         let status = try Self.statusJSON(dir)
         let fromStatus = Self.expectVariantsAddUp(status["variants"], planned: planned.count, accepted: Int(status["accepted"]!.integerValue!),
                                                   failed: Int(status["failed"]!.integerValue!))
         #expect(fromStatus == fromReport)
         // The plan's summary counted the same devices.
-        let summary = try JSONValue.parse(Array(FileManager.default.contents(atPath: dir.file("summary.json"))!))
+        let summary = try JSONValue.parse(Array(try #require(FileManager.default.contents(atPath: dir.file("summary.json")))))
         #expect(summary["per_variant"]?["A"]?["planned"]?.integerValue == fromReport["A"]?[0])
         #expect(summary["per_variant"]?["control"]?["held_out"]?.integerValue == Int64(holdout.count))
 
@@ -99,7 +99,7 @@ import GatewaySimulator
         faults.badTokens = Set(bad.map { DeviceToken(hex: $0)!.bytes })
         let simulator = try startHTTP2Simulator(in: dir, faults: faults)
         defer { simulator.stop() }
-        let start = ["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--rate", "4000"]
+        let start = ["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--rate", "4000", "--report", "report.json"]
             + SendProcessTests.credentials()
         let (kills, finished) = try killRepeatedlyThenFinish(kills: 2, delays: 400...1000, seed: 36, next: {
             let resume = FileManager.default.fileExists(atPath: dir.file("journal/journal.log"))
@@ -109,7 +109,7 @@ import GatewaySimulator
         #expect(kills >= 1 && finished)
         simulator.stop()
         #expect(Set(try H2SendTests.recorded(dir).map(\.token)).isDisjoint(with: holdout))
-        let report = try JSONValue.parse(Array(FileManager.default.contents(atPath: dir.file("report.json"))!))
+        let report = try JSONValue.parse(Array(try #require(FileManager.default.contents(atPath: dir.file("report.json")), "no report: the send never finished")))
         let fromReport = Self.expectVariantsAddUp(report["variants"], planned: planned.count, accepted: planned.count - bad.count, failed: bad.count)
         let status = try Self.statusJSON(dir)
         #expect(status["accepted"]?.integerValue == Int64(planned.count - bad.count))
