@@ -99,6 +99,9 @@ final class LedgerRecorder: @unchecked Sendable {
     }
 
     func sync() throws { try writer.sync() }
+
+    /// The run is over: the segment closed and unlocked (the next run of a waiting send opens it again).
+    func close() { writer.close() }
 }
 
 extension LedgerRecorder {

@@ -148,6 +148,8 @@ public final class Sender: @unchecked Sendable {
         // The run's wall-clock start, for the page (its ticks count seconds from here).
         try journal.append(.clock(unixSeconds: Int(time(nil))))
         let ledger = try LedgerRecorder.start(settings: settings, journal: journal, header: plan.header, resumeState: resumeState, shared: shared)
+        // However the run ends: a waiting scheduled send's next run locks the segment again (it hung on its own lock).
+        defer { ledger?.close() }
         if let warning = transport.warning { logger("warning: \(warning)") }
         // One queue that every connection takes from (HTTP/2: streams stand
         // alone), and then the pool may grow; or one queue per connection.

@@ -10,7 +10,7 @@ import CampaignIO
 public final class LedgerSegmentWriter: @unchecked Sendable {
     public let path: String
     public let campaign: UInt32
-    private let fd: Int32
+    private var fd: Int32
     private let lock = Lock()
     /// Entries appended by this process.
     public private(set) var appended = 0
@@ -29,10 +29,20 @@ public final class LedgerSegmentWriter: @unchecked Sendable {
         while true {
             opened = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard opened >= 0 else { throw LedgerError(path: path, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
-            _ = flock(opened, LOCK_EX)
+            // Bounded: a segment another process holds (this journal's send
+            // still running) is an error, never a wait without end.
+            var waited = 0
+            while flock(opened, LOCK_EX | LOCK_NB) != 0 {
+                guard (errno == EWOULDBLOCK || errno == EINTR), waited < 200 else {
+                    Glibc.close(opened)
+                    throw LedgerError(path: path, reason: "is held by another send on this machine for 10 s (is a send of the same journal still running?)")
+                }
+                usleep(50_000)
+                waited += 1
+            }
             var mine = stat(), named = stat()
             if fstat(opened, &mine) == 0, stat(path, &named) == 0, mine.st_ino == named.st_ino { break }
-            close(opened)
+            Glibc.close(opened)
         }
         fd = opened
         do {
@@ -46,12 +56,21 @@ public final class LedgerSegmentWriter: @unchecked Sendable {
             try write(LedgerFormat.block(kind: .names, payload: LedgerFormat.namesPayload([(self.campaign, campaign, scope)])),
                       at: Int(lseek(fd, 0, SEEK_END)))
         } catch {
-            close(fd)
+            Glibc.close(fd)
             throw error
         }
     }
 
-    deinit { close(fd) }
+    deinit { close() }
+
+    /// Closes the segment (and releases its lock); appends after this fail.
+    /// A send closes it at the end of each run: a waiting scheduled send's
+    /// next run opens it again.
+    public func close() {
+        lock.lock()
+        defer { lock.unlock() }
+        if fd >= 0 { Glibc.close(fd); fd = -1 }
+    }
 
     private func write(_ bytes: [UInt8], at offset: Int) throws(LedgerError) {
         var done = 0
@@ -70,6 +89,7 @@ public final class LedgerSegmentWriter: @unchecked Sendable {
         guard !hashes.isEmpty else { return }
         lock.lock()
         defer { lock.unlock() }
+        guard fd >= 0 else { throw LedgerError(path: path, reason: "was closed at the end of its run") }
         var start = 0
         while start < hashes.count {
             let end = min(hashes.count, start + LedgerFormat.maxEntriesPerBlock)
@@ -84,6 +104,9 @@ public final class LedgerSegmentWriter: @unchecked Sendable {
 
     /// fsyncs what was appended.
     public func sync() throws(LedgerError) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard fd >= 0 else { return }
         guard fsync(fd) == 0 else { throw LedgerError(path: path, reason: "cannot be synced: \(String(cString: strerror(errno)))") }
     }
 }

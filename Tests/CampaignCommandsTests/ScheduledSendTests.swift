@@ -140,6 +140,23 @@ import LocalTime
         #expect(html.contains("Schedule") && html.contains("wave "))
     }
 
+    /// With a ledger: the waiting send's second run opens its segment again
+    /// (it hung for good on its own lock from the first run: found by a new user's trial).
+    @Test(.timeLimit(.minutes(3))) func aWaitingSendWithALedgerStartsItsNextRun() throws {
+        let w1 = Self.soon(3)
+        let campaign = try Campaign(base: w1, groups: [(0, 10), (-1, 10)])
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let started = Self.nowMilliseconds()
+        let send = try campaign.send(simulator, ["--hold-open", "5", "--ledger", "ledger"])
+        #expect(send.wait(timeout: 150) == 0, "\(send.stderr)")
+        try campaign.expectEachOnceOnTime(started: started)
+        let state = try Journal.read(directory: campaign.dir.file("journal"))
+        #expect(state.outcome == .complete && state.runs == 2, "the second run sent the second wave")
+        let stats = try PlanProcessTests.run(["ledger", "stats", "ledger"], in: campaign.dir)
+        #expect(String(decoding: stats.out, as: UTF8.self).contains("20 entries"), "both waves in the ledger: \(String(decoding: stats.out, as: UTF8.self)) \(stats.err)")
+    }
+
     @Test(.timeLimit(.minutes(3))) func aSendKilledWhileWaitingResumesWithoutLosingOrRepeating() throws {
         let w1 = Self.soon(4)
         let campaign = try Campaign(base: w1, groups: [(3, 5), (0, 10), (-1, 10)])
