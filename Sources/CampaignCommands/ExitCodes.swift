@@ -4,6 +4,7 @@ import CampaignIO
 import CampaignPayload
 import CampaignPlan
 import PlanStream
+import SendLedger
 import CampaignSend
 import CampaignTLS
 import GatewaySimulator
@@ -52,6 +53,10 @@ func exitCode(for error: Error, command: String) -> ExitCode {
         return CampaignExit.interrupted
     case let e as IOError where e.errno.map { [ENOSPC, EIO, EDQUOT, EROFS].contains($0) } ?? false:
         return CampaignExit.ioError
+    case let e as LedgerError where e.writing:
+        return e.errno.map { [ENOSPC, EIO, EDQUOT, EROFS].contains($0) } ?? false ? CampaignExit.ioError : CampaignExit.cannotCreate
+    case is LedgerError:
+        return CampaignExit.unusableInput
     case is JournalError, is IOError, is JobError, is AudienceError, is SimulatorInputError:
         return CampaignExit.unusableInput
     case is ValidationError:

@@ -132,6 +132,9 @@ struct Plan: ParsableCommand {
                 options.rules = try LedgerRules.load(directory: ledger, campaign: jobFile.campaign, cap: jobFile.frequencyCap,
                                                      allowRepeat: allowRepeat, now: options.now)
                 let v = options.rules!.view
+                if access(ledger, F_OK) != 0 {
+                    printError("plan: warning: the ledger \(ledger) does not exist yet (no send has recorded there): every device is planned; check the path if this campaign's app has sent with --ledger before")
+                }
                 printError("plan: ledger \(ledger): \(v.segments) segment\(v.segments == 1 ? "" : "s"), \(v.entriesRead) entries read, \(v.devices) devices concerned"
                            + (v.segmentsSkipped > 0 ? ", \(v.segmentsSkipped) segment\(v.segmentsSkipped == 1 ? "" : "s") of other campaigns skipped (nothing of the scope in the window)" : "")
                            + (v.tornSegments > 0 ? " (\(v.tornSegments) with a torn tail, ignored from there)" : ""))

@@ -6,6 +6,7 @@ import CampaignPlan
 import CampaignSend
 import CampaignTLS
 import LocalTime
+import SendLedger
 
 /// `campaign send`: a plan to the gateway over parallel TLS connections.
 struct Send: ParsableCommand {
@@ -219,6 +220,8 @@ struct Send: ParsableCommand {
             if let refusal = header.http2.flatMap({ PushTypeCredentials.refusal(pushType: $0.pushType, tokenAuthentication: settings.authKey != nil) }) {
                 throw ValidationError(refusal)
             }
+            // Before a journal exists: a ledger that cannot be written must not leave a half-made one behind.
+            if let ledger = settings.ledger { try LedgerSegmentWriter.checkDirectory(ledger) }
             if let key = settings.authKey {
                 // The key is read now, so a wrong path fails before anything is sent.
                 let loaded = try PrivateKey.load(pemFile: key, passphrase: nil)

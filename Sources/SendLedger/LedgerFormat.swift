@@ -153,6 +153,11 @@ public struct FrequencyCap: Sendable, Equatable {
 public struct LedgerError: Error, CustomStringConvertible, Sendable {
     public var path: String
     public var reason: String
-    public init(path: String, reason: String) { (self.path, self.reason) = (path, reason) }
+    /// A send's segment could not be made or written (73, or 74 for a full or failing disk), rather than a ledger that cannot be read (66).
+    public var writing: Bool
+    public var errno: Int32?
+    public init(path: String, reason: String, writing: Bool = false, errno: Int32? = nil) {
+        (self.path, self.reason, self.writing, self.errno) = (path, reason, writing, errno)
+    }
     public var description: String { "\(path): \(reason)" }
 }

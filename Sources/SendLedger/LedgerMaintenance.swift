@@ -17,7 +17,7 @@ public enum LedgerMaintenance {
     /// the next prune.
     public static func prune(directory: String, olderThan cutoff: UInt32) throws -> PruneResult {
         var result = PruneResult()
-        for path in LedgerReader.segments(of: directory) {
+        for path in try LedgerReader.segments(of: directory) {
             result.segments += 1
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw LedgerError(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))") }
@@ -70,7 +70,7 @@ public enum LedgerMaintenance {
     /// Segments, bytes, entries, and per campaign its scope, entries and time span.
     public static func stats(directory: String) throws -> Stats {
         var s = Stats()
-        for path in LedgerReader.segments(of: directory) {
+        for path in try LedgerReader.segments(of: directory) {
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw LedgerError(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))") }
             defer { close(fd) }

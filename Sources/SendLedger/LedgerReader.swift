@@ -107,8 +107,14 @@ public enum LedgerReader {
     }
 
     /// The segment files of `directory` (a missing directory: none).
-    public static func segments(of directory: String) -> [String] {
-        guard let dir = opendir(directory) else { return [] }
+    /// The segments of `directory`; none when it does not exist yet (a
+    /// first campaign's ledger). A file, or a directory that cannot be read,
+    /// is an error: a plan must never go on as if the ledger were empty.
+    public static func segments(of directory: String) throws(LedgerError) -> [String] {
+        guard let dir = opendir(directory) else {
+            if errno == ENOENT { return [] }
+            throw LedgerError(path: directory, reason: "cannot be read as a ledger directory: \(String(cString: strerror(errno)))")
+        }
         defer { closedir(dir) }
         var names: [String] = []
         while let e = readdir(dir) {
@@ -121,7 +127,7 @@ public enum LedgerReader {
     /// Reads the segments on up to `threads` threads (sequential reads, a
     /// bounded buffer each, no allocation per entry), then builds the view.
     public static func load(directory: String, filter: Filter, threads: Int = 2) throws -> LedgerView {
-        let files = segments(of: directory)
+        let files = try segments(of: directory)
         let me = LedgerFormat.nameID(filter.campaign)
         let cutoff = filter.cap.map { filter.now &- UInt32(clamping: $0.perSeconds) }
         let scope = filter.cap?.scope

@@ -19,7 +19,7 @@ public final class LedgerSegmentWriter: @unchecked Sendable {
     /// of `directory`, cuts off a torn tail, and writes the campaign's names block.
     public init(directory: String, name: String, campaign: String, scope: String) throws(LedgerError) {
         if mkdir(directory, 0o700) != 0, errno != EEXIST {
-            throw LedgerError(path: directory, reason: "cannot be created: \(String(cString: strerror(errno)))")
+            throw LedgerError(path: directory, reason: "cannot be created: \(String(cString: strerror(errno)))", writing: true, errno: errno)
         }
         path = "\(directory)/\(name)"
         self.campaign = LedgerFormat.nameID(campaign)
@@ -28,7 +28,7 @@ public final class LedgerSegmentWriter: @unchecked Sendable {
         var opened: Int32 = -1
         while true {
             opened = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            guard opened >= 0 else { throw LedgerError(path: path, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
+            guard opened >= 0 else { throw LedgerError(path: path, reason: "cannot be opened: \(String(cString: strerror(errno)))", writing: true, errno: errno) }
             // Bounded: a segment another process holds (this journal's send
             // still running) is an error, never a wait without end.
             var waited = 0
@@ -63,6 +63,21 @@ public final class LedgerSegmentWriter: @unchecked Sendable {
 
     deinit { close() }
 
+    /// Whether a send can keep its segment in `directory`: made (0700) when
+    /// missing, and a directory this process may write; else the error it would meet.
+    public static func checkDirectory(_ directory: String) throws(LedgerError) {
+        if mkdir(directory, 0o700) != 0, errno != EEXIST {
+            throw LedgerError(path: directory, reason: "cannot be created as a ledger directory: \(String(cString: strerror(errno)))", writing: true, errno: errno)
+        }
+        var info = stat()
+        guard stat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw LedgerError(path: directory, reason: "is not a directory: a ledger is a directory of segments", writing: true, errno: ENOTDIR)
+        }
+        guard access(directory, W_OK | X_OK) == 0 else {
+            throw LedgerError(path: directory, reason: "cannot be written: \(String(cString: strerror(errno)))", writing: true, errno: errno)
+        }
+    }
+
     /// Closes the segment (and releases its lock); appends after this fail.
     /// A send closes it at the end of each run: a waiting scheduled send's
     /// next run opens it again.
@@ -78,7 +93,7 @@ public final class LedgerSegmentWriter: @unchecked Sendable {
             let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, bytes.count - done, off_t(offset + done)) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw LedgerError(path: path, reason: "cannot be written: \(String(cString: strerror(errno)))")
+                throw LedgerError(path: path, reason: "cannot be written: \(String(cString: strerror(errno)))", writing: true, errno: errno)
             }
             done += n
         }

@@ -108,7 +108,7 @@ import CampaignTestSupport
         }
         let r = try LedgerMaintenance.prune(directory: ledger, olderThan: 500)
         #expect(r == LedgerMaintenance.PruneResult(segments: 3, rewritten: 1, removed: 1, busy: 0, entriesKept: 2, entriesDropped: 3))
-        #expect(LedgerReader.segments(of: ledger).map { ($0 as NSString).lastPathComponent } == ["h-a.seg", "h-c.seg"])
+        #expect(try LedgerReader.segments(of: ledger).map { ($0 as NSString).lastPathComponent } == ["h-a.seg", "h-c.seg"])
         let stats = try LedgerMaintenance.stats(directory: ledger)
         #expect(stats.entries == 2 && stats.segments == 2)
         #expect(stats.campaigns[LedgerFormat.nameID("old-and-new")]?.entries == 1)
@@ -162,5 +162,19 @@ import CampaignTestSupport
         _ = try LedgerMaintenance.prune(directory: ledger, olderThan: now - 7 * 86_400)
         let mtime = try #require(FileManager.default.attributesOfItem(atPath: "\(ledger)/h-two.seg")[.modificationDate] as? Date)
         #expect(UInt32(mtime.timeIntervalSince1970) == now - 5 * 86_400 + 1)
+    }
+}
+
+extension SendLedgerTests {
+    /// A ledger that cannot be read is an error, never an empty ledger a plan goes on without; a missing one is a first campaign's.
+    @Test func aLedgerThatIsAFileOrUnreadableIsAnErrorAndAMissingOneIsEmpty() throws {
+        let dir = TemporaryDirectory("ledger-paths")
+        FileManager.default.createFile(atPath: dir.file("afile"), contents: Data())
+        #expect(throws: LedgerError.self) { try LedgerReader.segments(of: dir.file("afile")) }
+        #expect(try LedgerReader.segments(of: dir.file("not-yet")).isEmpty)
+        #expect(throws: LedgerError.self) { try LedgerSegmentWriter.checkDirectory(dir.file("afile")) }
+        try LedgerSegmentWriter.checkDirectory(dir.file("new"))
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: dir.file("new"), isDirectory: &isDirectory) && isDirectory.boolValue, "made for the send")
     }
 }
