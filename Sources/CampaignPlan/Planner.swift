@@ -230,6 +230,12 @@ public final class Planner {
                     }
                     if p.kind == .heldOut, let variants {
                         seen.insert(t, hash: p.tokenHash)
+                        // The rules first: a control group of devices the campaign
+                        // could not have reached anyway would skew the comparison.
+                        if let rules, let (code, reason) = rules.verdict(t) {
+                            try reject(batch, i, code, reason)
+                            continue
+                        }
                         variantCounts[Int(p.variant)] += 1
                         try variants.quotedNames.withUnsafeBufferPointer { names in
                             try holdout?.append(line: p.line, token: t, variant: UnsafeBufferPointer(rebasing: names[variants.nameRanges[Int(p.variant)]]),
