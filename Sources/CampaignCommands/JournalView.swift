@@ -105,13 +105,13 @@ struct JournalView {
         if state.planHeader["header"]?["broadcast"] == .bool(true) {
             out += "  broadcast: Live Activity updates to channels of \(state.planHeader["header"]?["topic"]?.stringValue ?? "?") (one request per channel)\n"
         }
-        out += "  done: \(state.doneCount) (\(state.accepted) accepted, \(state.presumed) presumed, \(state.failures.count) failed\(state.skipped.isEmpty ? "" : ", \(state.skipped.count) skipped as too late"))\n"
+        out += "  done: \(state.doneCount) (\(state.accepted) accepted, \(state.presumed) presumed, \(state.failures.count) failed\(state.skipped.isEmpty ? "" : ", \(Self.skippedText(state.skipped))"))\n"
         if !state.failures.isEmpty {
             out += "  failed: " + failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "\n"
         }
         out += "  remaining: \(remaining.map(String.init) ?? "unknown until the plan has been read to its end")\n"
         if let schedule {
-            out += "  scheduled: \(schedule.what); \(state.doneCount) final (\(state.skipped.count) skipped as too late), \(schedule.dueNow) due now, \(schedule.waiting) waiting\n"
+            out += "  scheduled: \(schedule.what); \(state.doneCount) final (\(Self.skippedText(state.skipped))), \(schedule.dueNow) due now, \(schedule.waiting) waiting\n"
             for (hour, n) in schedule.perHour.sorted(by: { $0.key < $1.key }) { out += "    \(utcText(hour).prefix(16))Z \(n)\n" }
             if let next = schedule.nextMoment { out += "  next moment: \(utcText(next))\n" }
         }
@@ -163,5 +163,14 @@ struct JournalView {
         let ticks = state.timeline.joined().filter { $0.open != nil }
         guard let last = ticks.last, let open = last.open else { return nil }
         return (open, ticks.compactMap(\.open).max() ?? open, ticks.last { $0.roundTripMilliseconds != nil }?.roundTripMilliseconds)
+    }
+}
+
+extension JournalView {
+    /// "3 skipped as too late", "2 skipped at their frequencyCap when released", or both.
+    static func skippedText(_ skipped: [SkippedNotification]) -> String {
+        let capped = skipped.filter { $0.rule != nil }.count, late = skipped.count - capped
+        return [late > 0 ? "\(late) skipped as too late" : nil, capped > 0 ? "\(capped) skipped at their frequencyCap when released" : nil]
+            .compactMap { $0 }.joined(separator: ", ")
     }
 }

@@ -260,7 +260,7 @@ public struct SendReport: Sendable {
         if !failedByReason.isEmpty {
             s += " (" + failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"
         }
-        if skipped > 0 { s += ", \(skipped) skipped as too late" }
+        if skipped > 0 { s += ", \(skipped) skipped (too late, or at their frequencyCap when released)" }
         if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
         if let next = nextMoment {
             s += "\n  scheduled: the next notifications are due at \(utcText(next))" + (deferred > 0 ? " (\(deferred) held back by their quiet hours)" : "")
