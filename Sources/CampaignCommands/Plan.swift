@@ -132,6 +132,9 @@ struct Plan: ParsableCommand {
                 options.rules = try LedgerRules.load(directory: ledger, campaign: jobFile.campaign, cap: jobFile.frequencyCap,
                                                      allowRepeat: allowRepeat, now: options.now)
                 let v = options.rules!.view
+                if !v.corruptSegments.isEmpty {
+                    printError("plan: warning: the ledger \(ledger) has damaged blocks (their checksum fails) in \(v.corruptSegments.joined(separator: ", ")): \(v.corruptEntries) entries there cannot be read, so devices they name may be planned past their rules")
+                }
                 if access(ledger, F_OK) != 0 {
                     printError("plan: warning: the ledger \(ledger) does not exist yet (no send has recorded there): every device is planned; check the path if this campaign's app has sent with --ledger before")
                 }

@@ -64,6 +64,9 @@ public enum LedgerMaintenance {
 
     public struct Stats: Sendable {
         public var segments = 0, bytes = 0, entries = 0, tornSegments = 0
+        /// Entries in blocks whose checksum fails, and the segments holding them.
+        public var corruptEntries = 0
+        public var corruptSegments: [String] = []
         public var campaigns: [UInt32: CampaignStats] = [:]
     }
 
@@ -94,6 +97,9 @@ public enum LedgerMaintenance {
                         s.campaigns[id]!.newest = max(s.campaigns[id]!.newest, t)
                     }
                 }
+            } corrupt: { lost in
+                s.corruptEntries += lost
+                if s.corruptSegments.last != path { s.corruptSegments.append(path) }
             }
             if Int(st.st_size) != valid { s.tornSegments += 1 }
         }

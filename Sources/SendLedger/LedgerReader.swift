@@ -18,8 +18,12 @@ public struct LedgerView: Sendable {
     public internal(set) var entriesRead = 0
     public internal(set) var entriesKept = 0
     public internal(set) var segments = 0
-    /// Segments whose tail was torn or corrupt (ignored from there on).
+    /// Segments whose tail was torn (ignored from there on).
     public internal(set) var tornSegments = 0
+    /// Entries in blocks whose checksum failed (skipped: the damage of a
+    /// disk or a hand, not a crash), and the segments that hold them.
+    public internal(set) var corruptEntries = 0
+    public internal(set) var corruptSegments: [String] = []
     /// Segments not read past their names: another campaign, and nothing of the cap's scope and window.
     public internal(set) var segmentsSkipped = 0
 
@@ -135,7 +139,8 @@ public enum LedgerReader {
         final class Part: @unchecked Sendable {
             var hashes: [UInt64] = []
             var flags: [UInt8] = []   // bit 7: this campaign; bit 0: counted
-            var read = 0, torn = 0, skipped = 0
+            var read = 0, torn = 0, skipped = 0, corruptEntries = 0
+            var corruptSegments: [String] = []
             var failure: LedgerError?
         }
         let parts = (0..<n).map { _ in Part() }
@@ -149,6 +154,7 @@ public enum LedgerReader {
                 var inScope = Set<UInt32>()
                 // Blocks hold one campaign's entries: the scope is looked up once per run of one id.
                 var lastID: UInt32 = 0, lastInScope = false, haveLast = false
+                var lost = 0, damaged = false
                 let valid = LedgerScanner.scan(fd: fd) { kind, payload in
                     switch kind {
                     case .names:
@@ -172,9 +178,13 @@ public enum LedgerReader {
                             }
                         }
                     }
-                }
+                } corrupt: { lost += $0; damaged = true }
                 var st = stat()
                 if fstat(fd, &st) == 0, Int(st.st_size) != valid { part.torn += 1 }
+                if damaged {
+                    part.corruptEntries += lost
+                    part.corruptSegments.append(files[f])
+                }
             }
         }
         if n == 1 { work(0) } else {
@@ -191,6 +201,8 @@ public enum LedgerReader {
             view.entriesRead += part.read
             view.entriesKept += part.hashes.count
             view.tornSegments += part.torn
+            view.corruptEntries += part.corruptEntries
+            view.corruptSegments += part.corruptSegments
             view.segmentsSkipped += part.skipped
             part.hashes = []
             part.flags = []

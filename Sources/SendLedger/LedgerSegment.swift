@@ -129,11 +129,15 @@ public final class LedgerSegmentWriter: @unchecked Sendable {
 /// Reads a segment's blocks in order, with a bounded buffer.
 public enum LedgerScanner {
     /// Calls `body` with each whole, checked block of the segment open at `fd`
-    /// (from offset 0); stops at the first torn or corrupt one. Returns the
-    /// length of the valid prefix (0: not a segment).
+    /// (from offset 0); stops at the first torn one (a header that cannot be
+    /// read, or a block running past the end). A whole block whose checksum
+    /// fails is skipped, told to `corrupt` with its entries, and the scan goes
+    /// on: one bad byte must not lose every entry after it. Returns the length
+    /// of the readable prefix (0: not a segment).
     @discardableResult
     public static func scan(fd: Int32, checkCRC: Bool = true,
-                            _ body: (LedgerFormat.BlockKind, UnsafeRawBufferPointer) -> Void = { _, _ in }) -> Int {
+                            _ body: (LedgerFormat.BlockKind, UnsafeRawBufferPointer) -> Void = { _, _ in },
+                            corrupt: (_ entries: Int) -> Void = { _ in }) -> Int {
         let capacity = 8 << 20
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
         defer { buffer.deallocate() }
@@ -167,12 +171,13 @@ public enum LedgerScanner {
             guard length <= LedgerFormat.maxBlockPayload, filled - consumed >= LedgerFormat.blockHeaderBytes + length,
                   kind != .entries || length % LedgerFormat.entryBytes == 0 else { break }
             let payload = UnsafeRawBufferPointer(start: h + LedgerFormat.blockHeaderBytes, count: length)
+            var intact = true
             if checkCRC {
                 var crc = CRC32()
                 crc.update(payload)
-                guard crc.value == h.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian else { break }
+                intact = crc.value == h.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian
             }
-            body(kind, payload)
+            if intact { body(kind, payload) } else { corrupt(kind == .entries ? length / LedgerFormat.entryBytes : 0) }
             consumed += LedgerFormat.blockHeaderBytes + length
             valid += LedgerFormat.blockHeaderBytes + length
         }

@@ -178,3 +178,32 @@ extension SendLedgerTests {
         #expect(FileManager.default.fileExists(atPath: dir.file("new"), isDirectory: &isDirectory) && isDirectory.boolValue, "made for the send")
     }
 }
+
+extension SendLedgerTests {
+    /// A flipped byte in the middle of a segment loses its block only, and
+    /// says so: every entry after it is still read (a single bad byte dropped
+    /// a whole segment, and the devices it named got a third push; found by a
+    /// new user's trial), and the next writer keeps them.
+    @Test func aDamagedBlockInTheMiddleLosesThatBlockOnlyAndIsTold() throws {
+        let dir = TemporaryDirectory("ledger-damaged")
+        let ledger = dir.file("ledger")
+        do {
+            let w = try LedgerSegmentWriter(directory: ledger, name: "h-1.seg", campaign: "c", scope: "s")
+            try w.append(hashes: [10, 11], seconds: 100)
+            try w.append(hashes: [12, 13], seconds: 100)
+            try w.append(hashes: [14, 15], seconds: 100)
+        }
+        let path = "\(ledger)/h-1.seg"
+        var bytes = try Self.bytes(path)
+        // The second entries block's payload: 2 entries of 16 bytes, then the third block (16 + 32 bytes).
+        bytes[bytes.count - 48 - 20] ^= 0x5A
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let filter = LedgerReader.Filter(campaign: "c", cap: nil, now: 200)
+        let view = try LedgerReader.load(directory: ledger, filter: filter)
+        #expect(view.entriesRead == 4 && view.corruptEntries == 2 && view.corruptSegments == [path] && view.tornSegments == 0)
+        #expect(view.flags(10) != 0 && view.flags(12) == 0 && view.flags(15) != 0, "the blocks after the damaged one are read")
+        let w = try LedgerSegmentWriter(directory: ledger, name: "h-1.seg", campaign: "c", scope: "s")
+        try w.append(hashes: [16], seconds: 100)
+        #expect(try LedgerReader.load(directory: ledger, filter: filter).flags(15) != 0, "a resumed writer does not cut off what follows the damage")
+    }
+}
