@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import CampaignIO
+import CampaignPayload
 import LocalTime
 import SendLedger
 
@@ -29,13 +30,13 @@ struct LedgerPrune: ParsableCommand {
     var olderThan: String
 
     func validate() throws {
-        guard let s = parseDuration(olderThan), s > 0 else { throw ValidationError("--older-than must be a duration such as 90d, 36h or 3600.") }
+        guard let s = CampaignJob.duration(olderThan), s > 0 else { throw ValidationError("--older-than must be a duration such as 90d, 36h or 3600.") }
         _ = s
     }
 
     func run() throws {
         try reportingErrors(as: "ledger prune") {
-            let cutoff = UInt32(clamping: Int(Date().timeIntervalSince1970) - parseDuration(olderThan)!)
+            let cutoff = UInt32(clamping: Int(Date().timeIntervalSince1970) - CampaignJob.duration(olderThan)!)
             let r = try LedgerMaintenance.prune(directory: directory, olderThan: cutoff)
             printError("ledger prune: \(r.segments) segments, \(r.rewritten) rewritten, \(r.removed) removed (no entry left), \(r.busy) in use by a send (left for the next prune); \(r.entriesDropped) entries dropped, \(r.entriesKept) kept")
         }
@@ -61,24 +62,4 @@ struct LedgerStats: ParsableCommand {
             print(lines.joined(separator: "\n"))
         }
     }
-}
-
-/// "90d", "36h", "90m", "45s", "1h30m" or seconds.
-func parseDuration(_ text: String) -> Int? {
-    if let n = Int(text), n >= 0 { return n }
-    var total = 0, number = "", units = 0
-    for c in text {
-        if c.isASCII, c.isNumber { number.append(c); continue }
-        guard let n = Int(number) else { return nil }
-        switch c {
-        case "d": total += n * 86_400
-        case "h": total += n * 3600
-        case "m": total += n * 60
-        case "s": total += n
-        default: return nil
-        }
-        number = ""
-        units += 1
-    }
-    return number.isEmpty && units > 0 ? total : nil
 }

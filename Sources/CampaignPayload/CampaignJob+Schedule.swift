@@ -66,8 +66,8 @@ extension CampaignJob {
         return .deliverAt(DeliverAt(localTime: localTime, date: date, windowSeconds: window, defaultZone: zone, late: late))
     }
 
-    /// `3h`, `90m`, `1h30m`, `45s`, `2d`, or plain seconds.
-    static func duration(_ text: String) -> Int? {
+    /// `3h`, `90m`, `1h30m`, `45s`, `2d`, or plain seconds (a job's windows and caps, `ledger prune --older-than`).
+    public static func duration(_ text: String) -> Int? {
         if let n = Int(text), n >= 0 { return n }
         var total = 0, number = "", units = 0
         for c in text {
