@@ -20,16 +20,6 @@ public enum Broadcast {
         }
     }
 
-    /// Where broadcasts go: Apple's pages disagree (§4); this is the host
-    /// their prose names, beside `/3/device`, and `--gateway` sets another.
-    public static func broadcastGateway(environment: String) -> (host: String, port: Int)? {
-        switch environment {
-        case "production": ("api.push.apple.com", 443)
-        case "sandbox", "development": ("api.sandbox.push.apple.com", 443)
-        default: nil
-        }
-    }
-
     /// `POST` here creates a channel, `GET` reads one and `DELETE` deletes one (both name it in `apns-channel-id`).
     public static func channelsPath(bundleID: String) -> String { "/1/apps/\(bundleID)/channels" }
     /// `GET` here lists every live channel.
@@ -125,16 +115,9 @@ public enum Base64 {
     }()
 
     public static func encode(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var it = bytes.makeIterator()
-        while let a = it.next() {
-            let b = it.next(), c = it.next()
-            out.append(alphabet[Int(a >> 2)])
-            out.append(alphabet[Int((a & 0x03) << 4 | (b ?? 0) >> 4)])
-            out.append(b.map { alphabet[Int(($0 & 0x0F) << 2 | (c ?? 0) >> 6)] } ?? UInt8(ascii: "="))
-            out.append(c.map { alphabet[Int($0 & 0x3F)] } ?? UInt8(ascii: "="))
-        }
+        let input = Array(bytes)
+        var out = [UInt8](repeating: 0, count: encodedCount(input.count))
+        _ = input.withUnsafeBufferPointer { b in out.withUnsafeMutableBufferPointer { write(b, to: $0) } }
         return out
     }
 

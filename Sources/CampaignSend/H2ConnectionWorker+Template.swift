@@ -34,11 +34,6 @@ extension H2ConnectionWorker {
         return RequestTemplate(f)
     }
 
-    /// Writes `bytes` as base64 at the start of `room`; the characters written.
-    static func writeBase64(_ bytes: UnsafeBufferPointer<UInt8>, to room: UnsafeMutableBufferPointer<UInt8>) -> Int {
-        Base64.write(bytes, to: room)
-    }
-
     /// Writes `value` in decimal at the start of `room`; the digits written.
     static func writeDecimal(_ value: UInt64, to room: UnsafeMutableBufferPointer<UInt8>) -> Int {
         var digits: [UInt8] = []

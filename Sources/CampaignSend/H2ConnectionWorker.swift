@@ -234,7 +234,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                             NotificationID.write(hash: idHash, seq: item.seq, to: room.baseAddress!)
                             return 36
                         case .channel:
-                            return Self.writeBase64(UnsafeBufferPointer(rebasing: bytes[1..<(1 + tokenCount)]), to: room)
+                            return Base64.write(UnsafeBufferPointer(rebasing: bytes[1..<(1 + tokenCount)]), to: room)
                         }
                     }
                 }
