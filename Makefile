@@ -53,29 +53,41 @@ install: release
 	install -m 0755 $(RELEASE_BIN) "$(PREFIX)/bin/campaign"
 	@echo "installed $(PREFIX)/bin/campaign"
 
-# How many tests Swift Testing runs at once (its default is twice the cores).
-# The suites that wait (for processes, the wall clock, hostile servers) do so
-# on threads of their own (`.ownThreads`, Tests/CampaignTestSupport), not on
-# the cooperative pool's one thread per core, so most of the suite waits side
-# by side; a test queued for the width counts that wait against its time
-# limit, so the width is wide enough that none queues for long.
-TEST_WIDTH   ?= 40
-# Suites run on their own once the rest has passed or failed: the pool sizer
-# judges each step by the send rate it measured, and other tests' load on
-# the same cores makes noise of that rate (a loopback pool grown to 16).
-QUIET_SUITES := ConnectionPoolTests
+# The suite runs in three phases, so that no test judged by the wall clock
+# shares the machine with the rest of the suite:
+#   1. everything else, TEST_WIDTH tests at a time (tests there wait for events:
+#      a record count, a journal record, a phase; their time bounds are backstops);
+#   2. the tests listed in Tests/wall-clock-tests (each asserts a real-time
+#      bound the product promises, such as a send ending within 10 s of its
+#      first signal), WALL_CLOCK_WIDTH at a time;
+#   3. the suites in QUIET_SUITES, alone (with the one real wave beside them:
+#      it is idle but for a few notifications at its moments).
+# Widths follow the core count: the suites that wait (for processes, hostile
+# servers) do so on threads of their own (`.ownThreads`, Tests/CampaignTestSupport),
+# and each process test starts `campaign` processes and a simulator of its own.
+CORES        ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_WIDTH   ?= $(shell echo $$(( $(CORES) * 4 )))
+WALL_CLOCK_WIDTH ?= $(CORES)
+# The pool sizer judges each step by the send rate it measured, and other
+# tests' load on the same cores makes noise of that rate.
+QUIET_SUITES := ConnectionPoolTests|ScheduledWaveRealTimeTests
+# Tests/wall-clock-tests as one filter: its lines, comments and blanks left out.
+WALL_CLOCK_TESTS := $(shell sed -e 's/\#.*//' -e 's/[[:space:]]*$$//' -e '/^$$/d' Tests/wall-clock-tests | paste -sd'|')
 
 # Under a sanitizer every test runs several times slower: fewer at once, so
 # that a loaded machine does not make a healthy gateway look dead.
 SANITIZE_WIDTH ?= 2
 
-# The suite: all but QUIET_SUITES, $(2) tests at a time, then QUIET_SUITES
-# alone; fails when either part failed. $(1): `swift test` options; $(3): environment.
+# The three phases; fails when any failed. $(1): `swift test` options;
+# $(2): the first phase's width; $(3): environment.
 define run_suite
 	@status=0; \
-	$(3) SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(2) $(SWIFT) test --skip-build $(1) --skip '$(QUIET_SUITES)' || status=1; \
-	echo "the suites run alone: $(QUIET_SUITES)"; \
-	$(3) $(SWIFT) test --skip-build $(1) --filter '$(QUIET_SUITES)' || status=1; \
+	echo "phase 1 of 3: all but the wall-clock tests, $(2) at a time"; \
+	$(3) SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(2) $(SWIFT) test --skip-build $(1) --skip '$(QUIET_SUITES)|$(WALL_CLOCK_TESTS)' || status=1; \
+	echo "phase 2 of 3: the tests of Tests/wall-clock-tests, $(WALL_CLOCK_WIDTH) at a time"; \
+	$(3) SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(WALL_CLOCK_WIDTH) $(SWIFT) test --skip-build $(1) --filter '$(WALL_CLOCK_TESTS)' --skip '$(QUIET_SUITES)' || status=1; \
+	echo "phase 3 of 3: $(QUIET_SUITES), alone"; \
+	$(3) SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=2 $(SWIFT) test --skip-build $(1) --filter '$(QUIET_SUITES)' || status=1; \
 	exit $$status
 endef
 

@@ -56,7 +56,7 @@ import LocalTime
         try Self.h2Plan(count: 5000, in: dir)
         let send = try CampaignProcess(["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--rate", "200"]
                                        + SendProcessTests.credentials(), in: dir.path)
-        #expect(eventually(within: 20) { Self.recordCount(dir) >= 100 }, "\(send.stderr)")
+        #expect(eventually(within: 60) { Self.recordCount(dir) >= 100 }, "\(send.stderr)")
         let asked = Date()
         let cancel = try Self.cancel(["journal", "--by", "ops on call", "--reason", "wrong message"], in: dir)
         let status = send.wait(timeout: 10)
@@ -101,7 +101,7 @@ import LocalTime
         try Self.h2Plan(count: 3000, in: dir)
         let send = try CampaignProcess(["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--rate", "200"]
                                        + SendProcessTests.credentials(), in: dir.path)
-        #expect(eventually(within: 20) { Self.recordCount(dir) >= 50 }, "\(send.stderr)")
+        #expect(eventually(within: 60) { Self.recordCount(dir) >= 50 }, "\(send.stderr)")
         let asked = Date()
         try JournalCancel(by: "node-b", at: Int(time(nil)), reason: nil).write(directory: dir.file("journal"))
         let status = send.wait(timeout: 10)
@@ -124,7 +124,7 @@ import LocalTime
         defer { simulator.stop() }
         let journal = campaign.dir.file("journal")
         let send = try campaign.send(simulator, hold)
-        #expect(eventually(within: 20) { (try? campaign.arrivals().count) == 3 && (try? Journal.read(directory: journal))?.waitingUntil != nil },
+        #expect(eventually(within: 60) { (try? campaign.arrivals().count) == 3 && (try? Journal.read(directory: journal))?.waitingUntil != nil },
                 "\(send.stderr)")
         let asked = Date()
         let cancel = try Self.cancel(["journal"], in: campaign.dir)
@@ -151,7 +151,7 @@ import LocalTime
         #expect(first.wait(timeout: 60) == 0, "\(first.stderr)")
         let done0 = Self.recordCount(dir)
         let slow = try CampaignProcess(["send", "plan/part-001.plan", "--journal", "j/001", "--rate", "20"] + flags, in: dir.path)
-        #expect(eventually(within: 20) { Self.recordCount(dir) > done0 }, "\(slow.stderr)")
+        #expect(eventually(within: 60) { Self.recordCount(dir) > done0 }, "\(slow.stderr)")
         let asked = Date()
         let cancel = try Self.cancel(["--manifest", "plan/manifest.json", "--journals", "j/*", "--reason", "wrong audience"], in: dir)
         let slowStatus = slow.wait(timeout: 10)

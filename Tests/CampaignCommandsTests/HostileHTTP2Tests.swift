@@ -98,8 +98,8 @@ import GatewaySimulator
         let server = try HostileHTTP2Server(behaviour)
         defer { server.stop() }
         let run = try Self.send(dir, port: server.port, ["--connections", "2"])
-        #expect(eventually(within: 20) { server.connections >= 1 && (server.requests >= 1 || ![.holdsStreams, .dripsAnswer, .informationalThenNothing].contains(behaviour)) })
-        #expect(eventually(within: 20) { FileManager.default.fileExists(atPath: dir.file("journal/journal.log")) })
+        #expect(eventually(within: 60) { server.connections >= 1 && (server.requests >= 1 || ![.holdsStreams, .dripsAnswer, .informationalThenNothing].contains(behaviour)) })
+        #expect(eventually(within: 60) { FileManager.default.fileExists(atPath: dir.file("journal/journal.log")) })
         let signalled = Date()
         kill(run.process.processIdentifier, SIGTERM)
         let status = run.wait(timeout: 20)

@@ -241,7 +241,7 @@ import CampaignTestSupport
         let run = BackgroundTask { () -> Int32? in
             do { _ = try client.perform(.create(.noneStored)); return nil } catch { return (error as? ChannelError)?.exitCode }
         }
-        #expect(eventually(within: 10) { server.requests == 1 })
+        #expect(eventually(within: 60) { server.requests == 1 })
         let stopped = Date()
         stop.cancel()
         #expect(try run.value(timeout: 10) == 75)

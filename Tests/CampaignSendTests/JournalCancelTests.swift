@@ -91,11 +91,11 @@ extension JournalCancelTests {
             outcome.set(result?.outcome)
         }
         thread.start()
-        #expect(eventually(within: 10) { JournalCancel.exists(directory: path) })
+        #expect(eventually(within: 60) { JournalCancel.exists(directory: path) })
         try journal!.append(.end(outcome: .complete))
         try journal!.checkpoint()
         journal = nil   // the lock goes with it
-        #expect(eventually(within: 20) { outcome.value != nil })
+        #expect(eventually(within: 60) { outcome.value != nil })
         #expect(outcome.value == .completedFirst)
         #expect(!JournalCancel.exists(directory: path))
         #expect(try Journal.read(directory: path).outcome == .complete)

@@ -52,8 +52,8 @@ public final class BackgroundTask<T: Sendable>: @unchecked Sendable {
         thread.start()
     }
 
-    /// Waits for the body; fails the wait after `timeout` seconds rather than hanging a test run.
-    public func value(timeout: Double = 30) throws -> T {
+    /// Waits for the body; fails the wait after `timeout` seconds (a backstop against a hang, not a speed bound).
+    public func value(timeout: Double = 120) throws -> T {
         guard done.wait(timeout: .now() + timeout) == .success else { throw TimedOut() }
         done.signal()
         return try result!.get()
