@@ -41,11 +41,14 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Expressible
 
     private static let byName: [String: APNsReason] = Dictionary(uniqueKeysWithValues: documented.map { ($0.name, $0) })
 
-    /// The reason a server wrote: one of Apple's, or ``unknown(_:)``. The
-    /// broadcast error list spells 503's "Service Unavailable", with a space,
-    /// where the device-push list has "ServiceUnavailable": both are read.
+    /// The reason a server wrote: one of Apple's, or ``unknown(_:)``. Apple
+    /// spaces some names in some tables (the broadcast error list spells
+    /// 503's "Service Unavailable" where the device-push list has
+    /// "ServiceUnavailable"): a name is also looked up without its spaces.
     public init(name: String) {
-        self = Self.byName[name] ?? (name == "Service Unavailable" ? .serviceUnavailable : .unknown(name))
+        if let known = Self.byName[name] { self = known; return }
+        if name.utf8.contains(0x20), name.utf8.count <= 128, let known = Self.byName[String(name.filter { $0 != " " })] { self = known; return }
+        self = .unknown(name)
     }
 
     public init(stringLiteral name: String) {

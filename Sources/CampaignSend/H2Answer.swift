@@ -36,13 +36,31 @@ public struct H2Answer: Equatable, Sendable {
     /// reach a journal or a terminal as it came.
     public static let maxReasonLength = 64
 
-    /// A reason as it may be journaled and printed: an identifier of at most
-    /// ``maxReasonLength`` printable ASCII characters, or a note of what came instead.
+    /// A reason as it may be journaled and printed: one of Apple's in its
+    /// table's spelling (however the server spaced it: "Service Unavailable"
+    /// is ServiceUnavailable), an identifier of at most ``maxReasonLength``
+    /// printable ASCII characters, or a note of its length with the text
+    /// escaped (control and non-ASCII characters as `\u{1B}`), cut at ``maxEscapedLength``
+    /// (all printable ASCII, so a terminal or a metrics label shows it as it is).
     public static func boundedReason(_ text: String) -> String {
         let bytes = text.utf8
+        if bytes.count <= maxReasonLength * 2, case let known = APNsReason(name: text), APNsReason.documented.contains(known) { return known.name }
         if bytes.count <= maxReasonLength, !bytes.isEmpty, bytes.allSatisfy({ (0x21...0x7E).contains($0) }) { return text }
-        return "(a reason of \(bytes.count) bytes that is not an identifier)"
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            if escaped.utf8.count >= maxEscapedLength { escaped += "..."; break }
+            switch scalar {
+            case "\\": escaped += "\\\\"
+            case "\"": escaped += "\\\""
+            case " "..."~": escaped.unicodeScalars.append(scalar)
+            default: escaped += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            }
+        }
+        return "(a reason of \(bytes.count) bytes: \"\(escaped)\")"
     }
+
+    /// How much of a reason that is not an identifier is shown (escaped).
+    public static let maxEscapedLength = 48
 
     /// What becomes of the notification.
     public enum Verdict: Equatable, Sendable {

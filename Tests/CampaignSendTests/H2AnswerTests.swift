@@ -1,5 +1,6 @@
 import Testing
 @testable import CampaignSend
+import APNSWire
 
 /// Every row of issue 15's outcome table, from the answer as it comes.
 @Suite struct H2AnswerTests {
@@ -36,13 +37,35 @@ import Testing
         #expect(H2Answer(status: 410, reason: "Unregistered").description == "status 410 Unregistered")
     }
 
-    @Test func aReasonIsAShortPrintableIdentifierOrANoteOfItsLength() {
+    @Test func aReasonIsAShortPrintableIdentifierOrANoteOfItsLengthWithTheTextEscaped() {
         #expect(H2Answer(status: 400, body: Array(#"{"reason":"BadDeviceToken"}"#.utf8)).reason == "BadDeviceToken")
-        #expect(H2Answer(status: 400, body: Array("{\"reason\":\"\\u001b[31mRED\\u0007\"}".utf8)).reason == "(a reason of 9 bytes that is not an identifier)")
+        #expect(H2Answer(status: 400, body: Array("{\"reason\":\"\\u001b[31mRED\\u0007\"}".utf8)).reason
+                == .unknown(#"(a reason of 9 bytes: "\u{1B}[31mRED\u{7}")"#))
         let long = String(repeating: "A", count: 100_000)
-        #expect(H2Answer(status: 400, body: Array(#"{"reason":"\#(long)"}"#.utf8)).reason == "(a reason of 100000 bytes that is not an identifier)")
+        #expect(H2Answer(status: 400, body: Array(#"{"reason":"\#(long)"}"#.utf8)).reason
+                == .unknown(#"(a reason of 100000 bytes: "\#(String(repeating: "A", count: H2Answer.maxEscapedLength))...")"#))
         #expect(H2Answer.boundedReason(String(repeating: "B", count: 64)).count == 64)
-        #expect(H2Answer.boundedReason("has space").hasPrefix("(a reason of 9 bytes"))
+        #expect(H2Answer.boundedReason("has space") == #"(a reason of 9 bytes: "has space")"#)
+        #expect(H2Answer.boundedReason(#"say "\" é"#) == #"(a reason of 10 bytes: "say \"\\\" \u{E9}")"#)
+        // Whatever a server sends, what is kept is printable ASCII and short.
+        for text in ["\u{7}\u{1B}", String(repeating: "é", count: 500), String(repeating: "\"", count: 300)] {
+            let kept = H2Answer.boundedReason(text)
+            #expect(kept.utf8.allSatisfy { (0x20...0x7E).contains($0) } && kept.utf8.count < 100, "\(kept)")
+        }
+    }
+
+    /// Apple's broadcast error list spells 503's reason "Service Unavailable";
+    /// the device-push list "ServiceUnavailable": both are the one reason,
+    /// shown in the table's spelling, retried as a server's trouble.
+    @Test func appleSpacedSpellingOfAReasonIsThatReason() {
+        let spaced = H2Answer(status: 503, body: Array(#"{"reason":"Service Unavailable"}"#.utf8))
+        #expect(spaced.reason == .serviceUnavailable)
+        #expect(spaced.reason?.name == "ServiceUnavailable")
+        #expect(spaced.verdict == .retryLater(afterSeconds: nil))
+        #expect(spaced.description == "status 503 ServiceUnavailable")
+        #expect(APNsReason(name: "Too Many Requests") == .tooManyRequests)
+        #expect(APNsReason(name: "Bad Device Token") == .badDeviceToken)
+        #expect(APNsReason(name: "Not A Reason") == .unknown("Not A Reason"))
     }
 
     @Test func retryAfterIsCappedAndAServersTroubleIsNeverFinal() {
