@@ -240,7 +240,11 @@ struct Send: ParsableCommand {
         }
         guard let context = madeContext else { throw ValidationError("internal: no TLS context") }
         for note in session.notes { printError("campaign send: \(note)") }
-        if session.isAlreadyComplete { return nil }
+        if let complete = session.alreadyCompleteReport {
+            // Nothing is printed but the note (cron asks all day); the report is still written.
+            if let path = session.settings.reportPath { try writeOutput(complete.json.serialized() + [0x0A], to: path) }
+            return nil
+        }
         if let ended = try session.readInputToEnd(cancellation: waitStop) { return (ended, session.settings.reportPath) }
         var run = session
         while true {

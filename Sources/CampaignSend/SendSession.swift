@@ -179,6 +179,21 @@ public final class SendSession {
         return nil
     }
 
+    /// What a resume of a send already complete reports (`--report`, for the
+    /// cron job that reads it): nothing done by this run, the whole send as its journal holds it.
+    public var alreadyCompleteReport: SendReport? {
+        guard isAlreadyComplete, let state else { return nil }
+        var report = SendReport()
+        report.planTotal = planTotal ?? state.doneCount
+        report.alreadyDone = state.doneCount
+        report.wire = plan.header.wire
+        report.message = "already complete; nothing to do"
+        var whole = SendTotals(before: state, run: SendReport())
+        whole.runs = state.runs
+        report.wholeSend = whole
+        return report
+    }
+
     /// The sender for this session; `run()` it (``Sender/run(plan:)``
     /// with this session's plan) and stop it from a signal's thread.
     public func makeSender(context: TLSContext, cancellation: CancellationPipe,

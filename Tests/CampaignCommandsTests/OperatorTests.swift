@@ -10,6 +10,27 @@ import GatewaySimulator
 
 /// The operator's small frictions (issue 16, item 6 and the status items).
 @Suite(.ownThreads) struct OperatorTests {
+    /// A cron job that resumes a send already complete still gets the
+    /// report it reads: the whole send as the journal holds it, nothing this run.
+    @Test(.timeLimit(.minutes(2))) func aResumeOfACompleteSendStillWritesItsReport() throws {
+        let dir = TemporaryDirectory("complete-report")
+        let simulator = try SendProcessTests.simulator(in: dir)
+        defer { simulator.stop() }
+        _ = try SendProcessTests.plan(count: 40, into: dir.file("plan.ndjson"), seed: 61)
+        let first = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
+                                         "127.0.0.1:\(simulator.port)", "--report", dir.file("first.json")] + SendProcessTests.credentials(), in: dir.path)
+        #expect(first.wait(timeout: 120) == 0, "\(first.stderr)")
+        let again = try CampaignProcess(["send", "--resume", dir.file("journal"), "--report", dir.file("again.json")]
+                                        + SendProcessTests.credentials(), in: dir.path)
+        #expect(again.wait(timeout: 120) == 0, "\(again.stderr)")
+        #expect(again.stderr.contains("already complete; nothing to do"), "\(again.stderr)")
+        let report = try JSONValue.parse(Array(Data(contentsOf: URL(fileURLWithPath: dir.file("again.json")))))
+        #expect(report["outcome"]?.stringValue == "complete")
+        #expect(report["plan_records"]?.integerValue == 40 && report["accepted"]?.integerValue == 40 && report["runs"]?.integerValue == 1, "\(report)")
+        #expect(report["this_run"]?["accepted"]?.integerValue == 0 && report["this_run"]?["already_done"]?.integerValue == 40, "\(report)")
+        #expect(simulator.currentStatistics().accepted == 40, "nothing sent again")
+    }
+
     @Test func certsRefusesToReplaceACAWithoutForce() throws {
         let dir = TemporaryDirectory()
         let first = try PlanProcessTests.run(["certs", dir.file("c")], in: dir)
