@@ -55,6 +55,11 @@ extension CampaignJob {
             throw fail("a broadcast needs \"topic\": the app's bundle id, which the broadcast path names (/4/broadcasts/apps/<bundle id>)")
         }
         if collapseId != nil { throw fail("\"collapseId\" does not go with \"broadcast\": APNs documents no apns-collapse-id for broadcasts") }
+        // ActivityKit's page gives channel updates 5 or 10; the broadcast
+        // header table also lists 1, which no Live Activity update uses.
+        if priority != .immediate && priority != .conservePower {
+            throw fail("\"priority\" must be 10 (immediate) or 5 (conserve power) for a broadcast, not \(priority.rawValue): Apple's Live Activity updates take no other")
+        }
         if maxPayload > Broadcast.maxPayloadBytes { throw fail("\"maxPayload\" must be at most \(Broadcast.maxPayloadBytes) for a broadcast") }
     }
 }

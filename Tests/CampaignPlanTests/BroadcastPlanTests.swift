@@ -93,6 +93,10 @@ let matchNightJob = """
         #expect(refusal(matchNightJob.replacingOccurrences(of: "\"topic\": \"com.example.scores\",", with: ""))?.contains("needs \"topic\"") == true)
         #expect(refusal(matchNightJob.replacingOccurrences(of: "\"format\": \"h2\",", with: ""))?.contains("h2") == true)
         #expect(refusal(matchNightJob.replacingOccurrences(of: "\"priority\": 5,", with: "\"priority\": 5, \"collapseId\": \"x\","))?.contains("collapseId") == true)
+        // Live Activity updates go at 5 or 10 (ActivityKit); 1 is refused with one sentence naming the key.
+        #expect(refusal(matchNightJob.replacingOccurrences(of: "\"priority\": 5,", with: "\"priority\": 10,")) == nil)
+        #expect(refusal(matchNightJob.replacingOccurrences(of: "\"priority\": 5,", with: "\"priority\": 1,"))?
+                    .contains("\"priority\" must be 10 (immediate) or 5 (conserve power) for a broadcast, not 1") == true)
         // The bundle id with the Live Activity suffix is taken, and the path gets the bare id (a suffix there is TopicDisallowed).
         let suffixed = try CampaignJob(json: JSONValue.parse(matchNightJob.replacingOccurrences(of: "com.example.scores\"", with: "com.example.scores.push-type.liveactivity\"")), path: "j")
         #expect(suffixed.topic == "com.example.scores")
