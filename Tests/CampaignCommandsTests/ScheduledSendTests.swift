@@ -9,7 +9,64 @@ import LocalTime
 /// Scheduled campaigns sent for real: waves a minute apart made from the
 /// current time with zones whose offsets differ by a minute, checked against
 /// the simulator's record of when each notification arrived.
+///
+/// On a busy machine (other suites, other work on the same cores) a test
+/// waits for the event itself (a process's exit, the simulator's record
+/// count, a status the journal tells, the journal complete), each wait with
+/// a long backstop that is not the assertion; what the test checks of
+/// correctness stays strict (nothing before its moment or inside quiet
+/// hours, each notification once, nothing lost), and how late a
+/// notification may arrive after its moment gets ``lateOnALoadedMachine``.
+/// Only ``ScheduledWaveRealTimeTests`` holds the sender to its moments
+/// tightly, in a phase of `make test` with few other tests beside it.
 @Suite(.ownThreads) struct ScheduledSendTests {
+    /// How late (ms) a notification may arrive after it was due when the
+    /// machine is loaded: the send process, the simulator and the test share
+    /// cores with other work (a notification held past its moment for good,
+    /// or until a later wave a minute on, is still caught).
+    static let lateOnALoadedMachine: Int64 = 10_000
+
+    /// A backstop (seconds) for waiting on an event the test expects soon: long
+    /// enough that only a send that never gets there fails it.
+    static let backstop: Double = 90
+
+    /// Polls `status journal --json` until `wanted` holds of what it tells
+    /// (the event the test waits for), for at most `within` seconds; the
+    /// status that held (asserted on by the caller, so nothing is read twice
+    /// across a change), or the last one seen, with an issue recorded.
+    static func awaitStatus(_ campaign: Campaign, _ what: String, within: Double = backstop,
+                            until wanted: (JSONValue) -> Bool) -> JSONValue {
+        var last = JSONValue.null
+        let held = eventually(within: within) {
+            guard let run = try? PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir),
+                  let status = try? JSONValue.parse(String(decoding: run.out, as: UTF8.self)) else { return false }
+            last = status
+            return wanted(status)
+        }
+        #expect(held, "status never told \(what) within \(Int(within)) s: \(last)")
+        return last
+    }
+
+    /// `campaign send --resume journal --due-only` run the way cron runs it,
+    /// `pacing` µs apart (cron's interval, shortened), until the journal
+    /// says complete; at most `maxRuns` runs or `backstop` seconds, bounds
+    /// only a send that never completes reaches. The runs made and the last
+    /// outcome journaled.
+    static func cronUntilComplete(_ campaign: Campaign, _ simulator: GatewaySimulator, pacing: useconds_t,
+                                  maxRuns: Int = 300, backstop: Double = 150) throws -> (runs: Int, outcome: String) {
+        var runs = 0
+        var outcome = try Journal.read(directory: campaign.dir.file("journal")).outcome?.rawValue ?? "none"
+        let deadline = Date().addingTimeInterval(backstop)
+        while outcome != "complete", runs < maxRuns, Date() < deadline {
+            let run = try campaign.resume(simulator, ["--due-only"])
+            #expect(run.wait(timeout: Self.backstop) == 0, "\(run.stderr)")
+            runs += 1
+            outcome = try Journal.read(directory: campaign.dir.file("journal")).outcome?.rawValue ?? "none"
+            if outcome != "complete" { usleep(pacing) }
+        }
+        return (runs, outcome)
+    }
+
     /// When each accepted notification arrived (UNIX milliseconds) in a simulator's `--record` file, by token, every arrival kept.
     static func arrivals(inRecord path: String) throws -> [String: [Int64]] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [:] }
@@ -91,10 +148,12 @@ import LocalTime
             try CampaignProcess(["send", "--resume", "journal", "--gateway", "127.0.0.1:\(simulator.port)"] + extra, in: dir.path)
         }
 
-        /// Every token arrived exactly once; none of `offsets` before its moment, and each within `late` ms after it
+        /// Every token arrived exactly once; none before its moment, and each within `late` ms after it
         /// (or, for a moment already past when the send began at `started`, within `pastLate` ms of that:
-        /// the process starting and connecting).
-        func expectEachOnceOnTime(started: Int64, late: Int64 = 1000, pastLate: Int64 = 3000, skipping skipped: Set<String> = []) throws {
+        /// the process starting and connecting). The defaults are a loaded machine's
+        /// (``ScheduledSendTests/lateOnALoadedMachine``); ``ScheduledWaveRealTimeTests`` passes tight ones.
+        func expectEachOnceOnTime(started: Int64, late: Int64 = ScheduledSendTests.lateOnALoadedMachine,
+                                  pastLate: Int64 = ScheduledSendTests.lateOnALoadedMachine, skipping skipped: Set<String> = []) throws {
             let arrivals = try self.arrivals()
             #expect(Set(arrivals.keys) == Set(tokens).subtracting(skipped), "every notification delivered, none lost")
             #expect(arrivals.values.allSatisfy { $0.count == 1 }, "none twice: \(arrivals.filter { $0.value.count > 1 }.count)")
@@ -118,31 +177,11 @@ import LocalTime
     /// The next whole second at least `lead` seconds away.
     static func soon(_ lead: Double) -> Int64 { Int64((wallClockSeconds() + lead).rounded(.up)) }
 
-    @Test(.timeLimit(.minutes(3))) func wavesAMinuteApartGoAtTheirMomentsAndPastOnesAtOnce() throws {
-        // Zones 5 min ahead (already past), UTC (in 4 s), 1 min behind (a minute later).
-        let w1 = Self.soon(4)
-        let campaign = try Campaign(base: w1, groups: [(5, 10), (0, 10), (-1, 10)])
-        let simulator = try startHTTP2Simulator(in: campaign.dir)
-        defer { simulator.stop() }
-        let started = Self.nowMilliseconds()
-        // A 20 s hold: the minute to the second wave closes the connections and opens them again before it.
-        let send = try campaign.send(simulator, ["--hold-open", "20"])
-        #expect(send.wait(timeout: 150) == 0, "\(send.stderr)")
-        try campaign.expectEachOnceOnTime(started: started)
-        #expect(send.stderr.contains("waiting until \(utcText(w1 + 60))"), "\(send.stderr)")
-        let state = try Journal.read(directory: campaign.dir.file("journal"))
-        #expect(state.outcome == .complete)
-        #expect(state.runs == 2, "the first run ended before the minute's wait, the second sent the last wave")
-        #expect(state.waves.joined().map(\.moment) == [Int(w1), Int(w1 + 60)])
-        let page = try PlanProcessTests.run(["status", "journal", "--html", "page.html"], in: campaign.dir)
-        #expect(page.status == 0)
-        let html = try String(contentsOfFile: campaign.dir.file("page.html"), encoding: .utf8)
-        #expect(html.contains("Schedule") && html.contains("wave "))
-    }
-
     /// With a ledger: the waiting send's second run opens its segment again
     /// (it hung for good on its own lock from the first run: found by a new user's trial).
-    @Test(.timeLimit(.minutes(3))) func aWaitingSendWithALedgerStartsItsNextRun() throws {
+    /// Waits for the send's exit (backstop 150 s, the second wave being a
+    /// minute on); each arrival within ``lateOnALoadedMachine`` of its moment.
+    @Test(.timeLimit(.minutes(5))) func aWaitingSendWithALedgerStartsItsNextRun() throws {
         let w1 = Self.soon(3)
         let campaign = try Campaign(base: w1, groups: [(0, 10), (-1, 10)])
         let simulator = try startHTTP2Simulator(in: campaign.dir)
@@ -157,7 +196,12 @@ import LocalTime
         #expect(String(decoding: stats.out, as: UTF8.self).contains("20 entries"), "both waves in the ledger: \(String(decoding: stats.out, as: UTF8.self)) \(stats.err)")
     }
 
-    @Test(.timeLimit(.minutes(3))) func aSendKilledWhileWaitingResumesWithoutLosingOrRepeating() throws {
+    /// Waits for: the simulator's record of the first wave (15), then status
+    /// telling the send waiting with its connections open for the wave a
+    /// minute later, the first wave journaled done (so the kill lands in the
+    /// wait, not among acceptances still to be journaled); then the resumed
+    /// send's exit.
+    @Test(.timeLimit(.minutes(5))) func aSendKilledWhileWaitingResumesWithoutLosingOrRepeating() throws {
         let w1 = Self.soon(4)
         let campaign = try Campaign(base: w1, groups: [(3, 5), (0, 10), (-1, 10)])
         let simulator = try startHTTP2Simulator(in: campaign.dir)
@@ -165,57 +209,69 @@ import LocalTime
         let started = Self.nowMilliseconds()
         let first = try campaign.send(simulator, [])
         let firstWave = Set(campaign.moments.filter { $0.value.offset >= 0 }.keys)
-        #expect(eventually(within: 20) { (try? campaign.arrivals().keys.count) == firstWave.count })
+        #expect(eventually(within: Self.backstop) { (try? campaign.arrivals().keys.count) == firstWave.count })
         // Waiting, connections open, for the wave a minute later.
-        let status = try PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir)
-        let json = try JSONValue.parse(String(decoding: status.out, as: UTF8.self))
-        #expect(json["waiting"]?.integerValue == 10, "\(String(decoding: status.out, as: UTF8.self))")
-        #expect(json["phase"]?.stringValue == "running" && json["waiting_until"]?.stringValue == utcText(w1 + 60), "a wait with the connections open is told")
-        #expect(first.stderr.contains("waiting until \(utcText(w1 + 60)) for the next notifications (connections open)"), "\(first.stderr)")
+        let json = Self.awaitStatus(campaign, "the first wave done and a wait until \(utcText(w1 + 60))") {
+            $0["done"]?.integerValue == Int64(firstWave.count) && $0["waiting_until"]?.stringValue == utcText(w1 + 60)
+        }
+        #expect(json["waiting"]?.integerValue == 10, "\(json)")
+        #expect(json["phase"]?.stringValue == "running" && json["waiting_until"]?.stringValue == utcText(w1 + 60), "a wait with the connections open is told: \(json)")
         first.kill9()
+        // (Standard error read to its end once the process is gone.)
+        #expect(first.stderr.contains("waiting until \(utcText(w1 + 60)) for the next notifications (connections open)"), "\(first.stderr)")
         #expect(first.process.terminationReason == .uncaughtSignal)
         // Killed mid-run (no end record, no process): said so, with what goes on.
         let killed = try JSONValue.parse(String(decoding: try PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir).out, as: UTF8.self))
         #expect(killed["outcome"]?.stringValue == "killed" && killed["phase"]?.stringValue == "stopped" && killed["resume"]?.stringValue != nil)
         let resumed = try campaign.resume(simulator)
-        #expect(resumed.wait(timeout: 120) == 0, "\(resumed.stderr)")
+        #expect(resumed.wait(timeout: 150) == 0, "\(resumed.stderr)")
         try campaign.expectEachOnceOnTime(started: started)
         let state = try Journal.read(directory: campaign.dir.file("journal"))
         #expect(state.outcome == .complete && state.accepted == 25)
     }
 
-    @Test(.timeLimit(.minutes(3))) func dueOnlyRunsFromCronDeliverEachNotificationOnceAndEndComplete() throws {
+    /// Waits for: the first run's exit; then `--due-only` runs 0.7 s apart
+    /// until the journal says complete (at most 300 runs or 150 s: backstops).
+    /// What the first run had to send is what was due while it ran, read
+    /// from when it began and ended, not assumed to be the zone 2 min ahead
+    /// alone (a busy machine may start it past the first moment).
+    @Test(.timeLimit(.minutes(5))) func dueOnlyRunsFromCronDeliverEachNotificationOnceAndEndComplete() throws {
         let w1 = Self.soon(3)
         let campaign = try Campaign(base: w1, groups: [(2, 5), (0, 5), (-1, 5)])
         let simulator = try startHTTP2Simulator(in: campaign.dir)
         defer { simulator.stop() }
+        let firstBegan = Self.nowMilliseconds()
         let first = try campaign.send(simulator, ["--due-only"])
-        #expect(first.wait(timeout: 30) == 0, "\(first.stderr)")
+        #expect(first.wait(timeout: Self.backstop) == 0, "\(first.stderr)")
+        let firstEnded = Self.nowMilliseconds()
         #expect(first.stderr.contains("send: scheduled"), "\(first.stderr)")
-        #expect(first.stderr.contains("due at \(utcText(w1))"), "\(first.stderr)")
-        #expect(Set(try campaign.arrivals().keys) == Set(campaign.moments.filter { $0.value.offset == 2 }.keys), "only what was due")
-        var runs = 1
-        var outcome = "scheduled"
-        let deadline = Date().addingTimeInterval(120)
-        while outcome != "complete", Date() < deadline {
-            let run = try campaign.resume(simulator, ["--due-only"])
-            #expect(run.wait(timeout: 30) == 0, "\(run.stderr)")
-            runs += 1
-            outcome = try Journal.read(directory: campaign.dir.file("journal")).outcome?.rawValue ?? "none"
-            if outcome != "complete" { usleep(700_000) }   // cron's interval, shortened
-        }
-        #expect(outcome == "complete")
-        #expect(runs > 3)
+        // Only what was due: all whose moment came before the run began, none whose moment had not come when it ended.
+        let sentFirst = Set(try campaign.arrivals().keys)
+        let dueBefore = Set(campaign.moments.filter { $0.value.at * 1000 <= firstBegan }.keys)
+        let dueBy = Set(campaign.moments.filter { $0.value.at * 1000 <= firstEnded }.keys)
+        #expect(!dueBefore.isEmpty && sentFirst.isSuperset(of: dueBefore) && sentFirst.isSubset(of: dueBy),
+                "only what was due: sent \(sentFirst.count), due before the run \(dueBefore.count), by its end \(dueBy.count)")
+        // The next moment told is the first of those not sent (w1, unless the run began past it).
+        let next = try #require(campaign.moments.filter { !sentFirst.contains($0.key) }.map(\.value.at).min())
+        #expect(first.stderr.contains("due at \(utcText(next))"), "\(first.stderr)")
+        let cron = try Self.cronUntilComplete(campaign, simulator, pacing: 700_000)
+        let runs = 1 + cron.runs
+        #expect(cron.outcome == "complete", "after \(runs) runs")
+        #expect(runs > 3, "runs between the waves, with nothing due, as cron makes them")
         let arrivals = try campaign.arrivals()
         #expect(Set(arrivals.keys) == Set(campaign.tokens))
         #expect(arrivals.values.allSatisfy { $0.count == 1 }, "each delivered once over \(runs) runs")
         for (token, times) in arrivals { #expect(times[0] >= campaign.moments[token]!.at * 1000, "never early") }
         let again = try campaign.resume(simulator, ["--due-only"])
-        #expect(again.wait(timeout: 30) == 0)
+        #expect(again.wait(timeout: Self.backstop) == 0)
         #expect(again.stderr.contains("already complete"))
     }
 
-    @Test(.timeLimit(.minutes(3))) func quietHoursHoldBackDevicesUntilTheyEndEvenWhenTheyBeginAfterPlanning() throws {
+    /// Waits for: the moment T+6 s (the devices a minute behind inside their
+    /// quiet hours), then the send's exit. The devices a minute behind go
+    /// within ``lateOnALoadedMachine`` of their quiet hours' end, or of the
+    /// send's start if a busy machine got there later.
+    @Test(.timeLimit(.minutes(5))) func quietHoursHoldBackDevicesUntilTheyEndEvenWhenTheyBeginAfterPlanning() throws {
         // Quiet from T−55 s to T+8 s on each device's clock. UTC's devices are
         // inside at plan time; those a minute behind enter them at T+5 s, while
         // the send is running; those a minute ahead are past them.
@@ -229,6 +285,7 @@ import LocalTime
         defer { simulator.stop() }
         // Sending begins once the devices a minute behind are inside their quiet hours.
         while wallClockSeconds() < Double(t + 6) { usleep(50_000) }
+        let started = Self.nowMilliseconds()
         let send = try campaign.send(simulator, [])
         #expect(send.wait(timeout: 150) == 0, "\(send.stderr)")
         let arrivals = try campaign.arrivals()
@@ -241,7 +298,8 @@ import LocalTime
         }
         // The devices a minute behind went once their quiet hours ended, in a later run.
         let behind = arrivals.filter { campaign.moments[$0.key]!.offset == -1 }.map { $0.value[0] }
-        #expect(behind.allSatisfy { $0 >= (t + 68) * 1000 && $0 <= (t + 69) * 1000 + 500 }, "\(behind.map { $0 - t * 1000 })")
+        let due = max((t + 68) * 1000, started)
+        #expect(behind.allSatisfy { $0 >= (t + 68) * 1000 && $0 <= due + Self.lateOnALoadedMachine }, "\(behind.map { $0 - t * 1000 })")
         #expect(send.stderr.contains("held back by their quiet hours"), "\(send.stderr)")
     }
 
@@ -296,7 +354,10 @@ import LocalTime
         #expect((4...9).contains(r["this_run"]?["records_read"]?.integerValue ?? -1), "what this run read of the plan: \(r)")
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: [[], ["--hold-open", "5"]])
+    /// Waits for: the simulator's record of the 3 due at once, then status
+    /// telling the wait journaled (`waiting_until`: with the connections open,
+    /// or between runs), so the signal lands in the wait; then the exit.
+    @Test(.timeLimit(.minutes(3)), arguments: [[], ["--hold-open", "5"]])
     func aSignalWhileWaitingEndsTheSendAtOnce(hold: [String]) throws {
         // Due a minute ago (sent at once), and in 50 s: the send waits, with its
         // connections open (the default hold) or between runs (a 5 s hold).
@@ -305,16 +366,19 @@ import LocalTime
         let simulator = try startHTTP2Simulator(in: campaign.dir)
         defer { simulator.stop() }
         let send = try campaign.send(simulator, hold)
-        #expect(eventually(within: 20) { (try? campaign.arrivals().count) == 3 })
-        usleep(300_000)
+        #expect(eventually(within: Self.backstop) { (try? campaign.arrivals().count) == 3 })
+        let waiting = Self.awaitStatus(campaign, "a wait journaled") { $0["waiting_until"]?.stringValue != nil }
+        #expect(waiting["waiting"]?.integerValue == 3, "\(waiting)")
         let signalled = Date()
         kill(send.process.processIdentifier, SIGTERM)
-        #expect(send.wait(timeout: 10) == 75, "\(send.stderr)")
-        #expect(Date().timeIntervalSince(signalled) < 3, "a wait ends at once on a signal")
+        #expect(send.wait(timeout: Self.backstop) == 75, "\(send.stderr)")
+        // A wait the signal did not end would last until the moment, some 40 s on;
+        // the process's exit gets a loaded machine's margin.
+        #expect(Date().timeIntervalSince(signalled) < 10, "a wait ends at once on a signal")
         #expect(try campaign.arrivals().count == 3, "nothing sent before its moment")
         // The journal goes on: what is due is done, the rest still waits.
         let resumed = try campaign.resume(simulator, ["--due-only"])
-        #expect(resumed.wait(timeout: 30) == 0, "\(resumed.stderr)")
+        #expect(resumed.wait(timeout: Self.backstop) == 0, "\(resumed.stderr)")
         #expect(resumed.stderr.contains("due at \(utcText(w1))"), "\(resumed.stderr)")
         let status = try JSONValue.parse(String(decoding: try PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir).out, as: UTF8.self))
         #expect(status["waiting"]?.integerValue == 3 && status["done"]?.integerValue == 3)
@@ -330,7 +394,7 @@ import LocalTime
         defer { simulator.stop() }
         let started = Self.nowMilliseconds()
         let send = try campaign.send(simulator, [])
-        #expect(send.wait(timeout: 40) == 0, "\(send.stderr)")
+        #expect(send.wait(timeout: Self.backstop) == 0, "\(send.stderr)")
         let skipped = Set(campaign.moments.filter { $0.value.offset == 120 }.keys)
         try campaign.expectEachOnceOnTime(started: started, skipping: skipped)
         let state = try Journal.read(directory: campaign.dir.file("journal"))
