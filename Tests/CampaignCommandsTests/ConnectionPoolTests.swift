@@ -163,7 +163,8 @@ import GatewaySimulator
         defer { simulator.stop() }
         let start = ["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--max-connections", "32"]
             + SendProcessTests.credentials()
-        let (kills, finished) = try killRepeatedlyThenFinish(kills: 2, delays: 800...1500, seed: 23, next: {
+        // Each kill once a random number of notifications more are recorded (the last run keeps at least half the send).
+        let (kills, finished) = try killRepeatedlyThenFinish(kills: 2, of: tokens.count, seed: 23, recorded: { simulator.currentStatistics().accepted }, next: {
             let resume = FileManager.default.fileExists(atPath: dir.file("journal/journal.log"))
             return try CampaignProcess(resume ? ["send", "--resume", "journal"] + SendProcessTests.credentials() : start, in: dir.path)
         }, kill: { $0.kill9() })

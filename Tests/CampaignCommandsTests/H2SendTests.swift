@@ -201,7 +201,8 @@ import GatewaySimulator
         defer { simulator.stop() }
         let start = ["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--rate", "4000"]
             + SendProcessTests.credentials()
-        let (kills, finished) = try killRepeatedlyThenFinish(kills: 3, delays: 300...1200, seed: 15, next: {
+        // Each kill once a random number of notifications more are recorded (the last run keeps at least 2/5 of the send).
+        let (kills, finished) = try killRepeatedlyThenFinish(kills: 3, of: tokens.count, seed: 15, recorded: { simulator.currentStatistics().accepted }, next: {
             let resume = FileManager.default.fileExists(atPath: dir.file("journal/journal.log"))
             return try CampaignProcess(resume ? ["send", "--resume", "journal"] + SendProcessTests.credentials() : start, in: dir.path)
         }, kill: { $0.kill9() })
@@ -375,7 +376,9 @@ extension H2SendTests {
         let simulator = try Self.simulator(in: dir)
         defer { simulator.stop() }
         let run = try Self.send(dir, simulator, ["--rate", "3000"])
-        #expect(eventually(within: 60) { ((try? Journal.read(directory: dir.file("journal")))?.doneCount ?? 0) > 0 })
+        // Once the journal has proven some (a few thousand of the 20,000 recorded by then).
+        let proven = waitForEvent(of: run) { ((try? Journal.read(directory: dir.file("journal")))?.doneCount ?? 0) > 0 }
+        #expect(proven == .came, "the send ended, or hung, before its journal proved any: \(run.stderr.suffix(1500))")
         let signalled = Date()
         kill(run.process.processIdentifier, SIGTERM)
         let status = run.wait(timeout: 30)
@@ -404,9 +407,11 @@ extension H2SendTests {
         defer { simulator.stop() }
         // Relative paths, as a user types them.
         try FileManager.default.createDirectory(atPath: dir.file("out"), withIntermediateDirectories: true)
-        let run = try Self.send(dir, simulator, ["--feedback-store", "out/store.ndjson", "--rate", "600", "--connections", "2"],
+        let run = try Self.send(dir, simulator, ["--feedback-store", "out/store.ndjson", "--rate", "300", "--connections", "2"],
                                 credentials: ["--cert", "certs/client.pem", "--key", "certs/client.key", "--ca", "certs/ca.pem"])
-        #expect(eventually(within: 30) { ((try? Journal.read(directory: dir.file("journal")))?.failures.count ?? 0) >= 40 })
+        // Killed once 40 suppressions are journaled: some 400 of the 3,000 sent, 9 s of sending left at its rate.
+        let journaled = waitForEvent(of: run) { ((try? Journal.read(directory: dir.file("journal")))?.failures.count ?? 0) >= 40 }
+        #expect(journaled == .came, "the send ended, or hung, before 40 suppressions were journaled: \(run.stderr.suffix(1500))")
         run.kill9()
         let killed = try Journal.read(directory: dir.file("journal"))
         #expect(killed.outcome == nil && killed.doneCount < 3_000, "killed mid-send")

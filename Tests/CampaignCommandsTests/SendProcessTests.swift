@@ -96,22 +96,79 @@ final class CampaignProcess {
     var stderr: String { gathered.text }
 }
 
+/// What a wait for an event of a running process came to.
+enum RunEvent: Equatable {
+    /// The event came while the process was running.
+    case came
+    /// The process ended first, with this status.
+    case ended(Int32)
+    /// Neither, within the backstop: a hang (the process is left running).
+    case neither
+}
+
+/// Waits until `event()` holds while `run` runs, looking every 10 ms: tests
+/// act on events (so many notifications recorded, a line on standard error),
+/// not at wall-clock moments, which a loaded machine moves. `backstop` only
+/// bounds a hang; it judges no speed.
+func waitForEvent(of run: CampaignProcess, backstop: Double = 120, _ event: () -> Bool) -> RunEvent {
+    let deadline = Date().addingTimeInterval(backstop)
+    while true {
+        if event() { return .came }
+        if let status = run.wait(timeout: 0.01) { return .ended(status) }
+        if Date() >= deadline { return event() ? .came : .neither }
+    }
+}
+
+/// How many more notifications a run may be interrupted after: a number
+/// drawn from `rng` between 0 and `left` over the interruptions to come
+/// plus 2. So interruptions spread over the send, and the run that
+/// finishes it keeps at least 2/(interruptions + 2) of it: each
+/// interruption lands with thousands of notifications still to send,
+/// however late the test's look comes by a loaded machine's measure.
+func notificationsBeforeInterrupting(left: Int, interruptionsToCome: Int, rng: inout SplitMix64) -> Int {
+    Int(rng.next() % UInt64(max(0, left) / (interruptionsToCome + 2) + 1))
+}
+
 /// Starts a run (`next` chooses the command: a first run, or a resume),
-/// kills it at a random moment `kills` times (`kill` does it), then lets one
-/// run finish. Returns the kills made and whether the last run exited 0.
-func killRepeatedlyThenFinish(kills wanted: Int, delays: ClosedRange<Int>, seed: UInt64,
+/// kills it (`kill` does it) `wanted` times, then lets one run finish.
+/// Each kill comes once a random number of further notifications (drawn
+/// from `seed`; see ``notificationsBeforeInterrupting(left:interruptionsToCome:rng:)``)
+/// are recorded by the gateway: `recorded` is its count so far (duplicates
+/// included), `total` the plan's notifications. A number of 0 kills the
+/// run right after its process started. Returns the kills made (runs the
+/// kill ended) and whether the last run exited 0.
+func killRepeatedlyThenFinish(kills wanted: Int, of total: Int, seed: UInt64, recorded: () -> Int,
                               next: () throws -> CampaignProcess, kill: (CampaignProcess) -> Void) throws -> (kills: Int, finished: Bool) {
     var rng = SplitMix64(seed: seed)
     var kills = 0
+    var moments: [String] = []   // "more/left" of each kill, for the log
     for attempt in 0..<(wanted * 5) {
+        let before = recorded()
         let run = try next()
         if kills < wanted {
-            // Chaos, not synchronisation: the kill lands at a random moment of the run.
-            let delay = Double(delays.lowerBound + Int(rng.next() % UInt64(delays.count))) / 1000
-            if run.wait(timeout: delay) == nil {
+            let more = notificationsBeforeInterrupting(left: total - before, interruptionsToCome: wanted - kills, rng: &rng)
+            switch more == 0 ? RunEvent.came : waitForEvent(of: run, { recorded() >= before + more }) {
+            case .came:
                 kill(run)
-                kills += 1
-                continue
+                // Ended by the kill (a shell whose pipeline was killed exits 137 itself).
+                if run.process.terminationReason == .uncaughtSignal || run.process.terminationStatus == 128 + SIGKILL {
+                    kills += 1
+                    moments.append("\(more)/\(total - before)")
+                    if kills == wanted { print("kills after notifications more/left: \(moments.joined(separator: ", "))") }
+                    continue
+                }
+                Issue.record("""
+                    attempt \(attempt): the run ended by itself (status \(run.process.terminationStatus)) before its kill, which came \
+                    once \(more) more notifications were recorded: the test looked later than a send of the rest lasts
+                    """)
+            case .ended(let status):
+                if status == 0 {
+                    Issue.record("attempt \(attempt): the run exited 0 with \(recorded() - before) more notifications recorded, fewer than the \(more) its kill waited for: \(run.stderr.suffix(1500))")
+                }
+            case .neither:
+                Issue.record("attempt \(attempt): in 120 s neither \(more) more notifications were recorded (\(recorded() - before) were) nor did the run end: \(run.stderr.suffix(1500))")
+                kill(run)
+                return (kills, false)
             }
         }
         let status = run.wait(timeout: 180)
@@ -186,8 +243,9 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         defer { simulator.stop() }
         let tokens = try Self.plan(count: 20_000, into: dir.file("plan.ndjson"), seed: 11)
         let start = ["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway", "127.0.0.1:\(simulator.port)",
-                     "--connections", "4", "--rate", "6000"] + Self.credentials()
-        let (kills, finished) = try killRepeatedlyThenFinish(kills: 10, delays: 50...449, seed: 2026, next: {
+                     "--connections", "4", "--rate", "3000"] + Self.credentials()
+        // Each kill once a random number of notifications more are recorded (the last run keeps at least 1/6 of the send).
+        let (kills, finished) = try killRepeatedlyThenFinish(kills: 10, of: tokens.count, seed: 2026, recorded: { simulator.currentStatistics().accepted }, next: {
             let hasJournal = FileManager.default.fileExists(atPath: dir.file("journal/journal.log"))
             return try CampaignProcess(hasJournal ? ["send", "--resume", dir.file("journal")] + Self.credentials() : start, in: dir.path)
         }, kill: { $0.kill9() })
@@ -354,11 +412,15 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         _ = try Self.plan(count: 20_000, into: dir.file("plan.ndjson"), seed: 25)
         let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
                                        "127.0.0.1:\(simulator.port)", "--connections", "1", "--rate", "2000"] + Self.credentials(), in: dir.path)
-        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted >= 500 })
+        #expect(simulator.waitForStatistics(timeout: 120) { $0.accepted >= 500 })
         // The gateway dies after it was reached: the worker retries with a
         // backoff (0.1 s doubling to 30 s), watching for a stop all along.
         simulator.stop()
-        _ = sleep(until: .after(seconds: 1.5), cancellation: nil)   // chaos, not synchronisation: a few backoffs in
+        // A few backoffs in: the send has said twice that it is trying again
+        // (its lines come at most once a second, the second after some 4
+        // attempts), each said just before it sleeps out the backoff.
+        let retrying = waitForEvent(of: run) { run.stderr.components(separatedBy: "Trying again in").count - 1 >= 2 }
+        #expect(retrying == .came, "the send did not say twice that it is trying again: \(run.stderr)")
         kill(run.process.processIdentifier, SIGTERM)
         let status = run.wait(timeout: 10)
         if status == nil { run.kill9() }
@@ -405,7 +467,7 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
                                        "127.0.0.1:\(simulator.port)", "--rate", "2000", "--connections", "1"] + Self.credentials(), in: dir.path)
         // Over 2 s of sending at 2,000/s: a proof must have been journaled by then.
-        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted >= 6000 })
+        #expect(simulator.waitForStatistics(timeout: 120) { $0.accepted >= 6000 })
         let midway = try Journal.read(directory: dir.file("journal"))
         #expect(midway.outcome == nil, "still running")
         #expect(midway.accepted >= 2000, "\(midway.accepted) proven accepted while \(simulator.currentStatistics().accepted) were accepted")
@@ -421,10 +483,10 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         let tokens = try Self.plan(count: 3, into: dir.file("plan.ndjson"), seed: 24, format: "simple")
         let run = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("journal"), "--gateway",
                                        "127.0.0.1:\(simulator.port)", "--report", dir.file("report.json")] + Self.credentials(), in: dir.path)
-        let status = run.wait(timeout: 30)
+        let status = run.wait(timeout: 120)
         if status == nil { run.kill9() }
-        #expect(status == 0, "still running 30 s after a 3-record simple send, or the wrong exit: \(run.stderr)")
-        #expect(simulator.waitForStatistics(timeout: 10) { $0.accepted == 3 })
+        #expect(status == 0, "still running 120 s after a 3-record simple send (it never ends by itself), or the wrong exit: \(run.stderr)")
+        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted == 3 })
         simulator.stop()
         #expect(Set(try Self.recorded(dir)) == tokens)
         let report = try JSONValue.parse(Array(Data(contentsOf: URL(fileURLWithPath: dir.file("report.json")))))
