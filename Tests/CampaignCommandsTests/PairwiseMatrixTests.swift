@@ -64,9 +64,11 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
 /// every notification delivered, duplicates no more than the journal reports,
 /// none before its moment nor inside its quiet hours, and the exit codes.
 ///
-/// The rows run concurrently (the test is async and waits without holding a
-/// thread, so ten rows share the 2-core machine's test threads with other suites).
-struct PairwiseMatrixTests {
+/// The rows run concurrently, each on a thread of its own (`.ownThreads`):
+/// a row waits for events (notifications recorded, a process's end) that a
+/// loaded machine's cooperative threads, busy with other suites, must not
+/// delay by seconds.
+@Suite(.ownThreads) struct PairwiseMatrixTests {
     /// The covering array: 10 rows for 3·3·3·3·2 values (an L9 orthogonal
     /// array for the four three-valued factors, the route chosen so it meets
     /// each of their values both ways, and one row for the pairs left).
@@ -118,21 +120,32 @@ struct PairwiseMatrixTests {
     /// Notifications a second over all connections: slow enough that an
     /// interruption lands mid-send (a second's worth goes at once when the
     /// moment comes: the bucket's burst), fast enough that a row lasts seconds.
-    /// (At 50, a part's 150 went in two bursts of 50 and one second more, and
-    /// on a loaded machine the interruption at 40% came after the last.)
     static let rate = 20
-    /// Rows that are interrupted go at half that: on a loaded machine (the
-    /// whole suite side by side) the check for 40% arrived was seen only
-    /// after the last of a part's 158 had gone, and the kill found the send complete.
+    /// Rows that are interrupted go at half that: the interruption comes once
+    /// 40% are recorded, and the rest (90 of a part's 150, 180 of 300) lasts
+    /// 9 s or more, however late the test's look comes on a loaded machine.
     static let interruptedRate = 10
     /// How far ahead the moment, or the quiet hours' end, is.
     static let lead = 3.0
     /// Every wait's bound, in seconds: well above a row's few seconds, so
-    /// that a hang fails its row instead of the run.
-    static let bound = 60.0
+    /// that a hang fails its row instead of the run (a backstop, not a speed).
+    static let bound = 120.0
+    /// Attempts of an interrupted row: one whose interruption found its first
+    /// run already complete (the test looked later than the rest of the send
+    /// lasts; no fault of the product's) runs again from scratch.
+    static let attempts = 3
 
-    @Test(.timeLimit(.minutes(3)), arguments: coveringArray)
+    @Test(.timeLimit(.minutes(6)), arguments: coveringArray)
     func eachRowDeliversEveryNotificationOnceOnTime(_ row: MatrixRow) async throws {
+        for attempt in 1...Self.attempts {
+            if try await Self.runRow(row, attempt: attempt) { return }
+        }
+        Issue.record("in \(Self.attempts) attempts, every interruption found the first run already complete")
+    }
+
+    /// One attempt at a row; false when its interruption found the first run
+    /// complete (then nothing was judged: the row is to run again).
+    static func runRow(_ row: MatrixRow, attempt: Int) async throws -> Bool {
         let run = try Run(row)
         defer { run.stop() }
         let expected = try run.plannedTokens()
@@ -146,24 +159,41 @@ struct PairwiseMatrixTests {
             let status = await first.send.exitStatus(within: Self.bound)
             #expect(status == 0, "\(first.send.stderr)")
         case .kill9, .sigterm:
-            // Mid-send: once a good part has arrived (and a piped plan is all spooled, so a plain --resume can go on).
-            let arrived = await eventually(within: Self.bound) {
-                ((try? run.arrivals().count) ?? 0) >= expected.count * 2 / 5
-                    && (row.input != .pipe || PipelineCrashTests.spoolIsComplete(run.dir))
+            // Mid-send: once 40% are recorded by the gateway (and a piped plan is all spooled, so a plain --resume can go on).
+            let due = expected.count * 2 / 5
+            let event = waitForEvent(of: first.send, backstop: Self.bound) {
+                run.simulator.currentStatistics().accepted >= due && (row.input != .pipe || PipelineCrashTests.spoolIsComplete(run.dir))
             }
-            #expect(arrived, "\(first.send.stderr)")
+            if case .ended(let status) = event {
+                // Over before its interruption: not the product's fault if it delivered everything.
+                let state = try? Journal.read(directory: run.dir.file("journal"))
+                #expect(status == 0 && state?.outcome == .complete, "the first run ended (\(status)) before \(due) were recorded: \(first.send.stderr)")
+                guard status == 0 && state?.outcome == .complete else { return true }
+                print("matrix \(row.testDescription): attempt \(attempt): the first run ended before its interruption; again")
+                return false
+            }
+            #expect(event == .came, "\(due) not recorded in \(Int(Self.bound)) s: \(first.send.stderr)")
             arrivedBeforeInterruption = (try? run.arrivals().count) ?? 0
             let signalled = Date()
             if row.interruption == .kill9 {
                 kill(first.send.process.processIdentifier, SIGKILL)
                 let status = await first.send.exitStatus(within: Self.bound)
                 #expect(status != nil, "killed")
+                if first.send.process.terminationReason == .exit, status == 0,
+                   (try? Journal.read(directory: run.dir.file("journal")))?.outcome == .complete {
+                    print("matrix \(row.testDescription): attempt \(attempt): the kill found the first run complete; again")
+                    return false
+                }
                 #expect(first.send.process.terminationReason == .uncaughtSignal)
             } else {
                 kill(first.send.process.processIdentifier, SIGTERM)
                 let status = await first.send.exitStatus(within: Self.bound)
-                #expect(status == 75, "\(first.send.stderr)")
                 #expect(Date().timeIntervalSince(signalled) < 10, "SIGTERM ends a send within its stop bound (10 s)")
+                if status == 0, (try? Journal.read(directory: run.dir.file("journal")))?.outcome == .complete {
+                    print("matrix \(row.testDescription): attempt \(attempt): SIGTERM came as the first run completed (exit 0); again")
+                    return false
+                }
+                #expect(status == 75, "\(first.send.stderr)")
             }
             let state = try Journal.read(directory: run.dir.file("journal"))
             #expect(state.outcome != .complete && state.doneCount < expected.count, "interrupted mid-send: \(state.doneCount) done of \(expected.count)")
@@ -183,6 +213,7 @@ struct PairwiseMatrixTests {
         let (duplicates, reported) = try run.expectEachOnceOnTime(expected)
         print("matrix \(row.testDescription): \(expected.count) planned, \(row.interruption == .none ? "not interrupted" : "interrupted after \(arrivedBeforeInterruption) arrived"), "
               + "\(duplicates) duplicates (\(reported) reported), \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+        return true
     }
 
     /// One row's directory, simulator, proxy and schedule.
