@@ -53,10 +53,11 @@ import GatewaySimulator
         let planned = try PlanProcessTests.run(["plan", "update.json", "scores.csv", "--out", "update.plan"], in: dir)
         #expect(planned.status == 0, "\(planned.err)")
 
-        // Sent slowly enough to be killed mid-way, then resumed.
+        // Sent slowly (6 s at its rate), killed once 60 updates are recorded, then resumed.
         let gateway = ["--gateway", "127.0.0.1:\(simulator.port)"]
-        let first = try CampaignProcess(["send", "update.plan", "--journal", "update-journal", "--rate", "100"] + gateway + credentials, in: dir.path)
-        #expect(eventually(within: 60) { ((try? BroadcastSendTests.broadcasts(dir).count) ?? 0) >= 60 }, "\(first.stderr)")
+        let first = try CampaignProcess(["send", "update.plan", "--journal", "update-journal", "--rate", "50"] + gateway + credentials, in: dir.path)
+        let sixty = waitForEvent(of: first) { simulator.currentStatistics().broadcasts >= 60 }
+        #expect(sixty == .came, "the send ended, or hung, before 60 updates were recorded: \(first.stderr)")
         first.kill9()
         let killedAt = try BroadcastSendTests.broadcasts(dir).count
         #expect(killedAt < 300, "the kill came after the send had ended")

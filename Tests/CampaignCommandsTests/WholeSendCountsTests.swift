@@ -41,17 +41,19 @@ import GatewaySimulator
         defer { simulator.stop() }
         let first = try H2SendTests.send(dir, simulator, ["--rate", "300", "--metrics", "send.prom"])
         // The metrics file from its first write: every counter with a sample, 0 or not.
-        #expect(eventually(within: 20) { FileManager.default.fileExists(atPath: dir.file("send.prom")) })
+        #expect(waitForEvent(of: first) { FileManager.default.fileExists(atPath: dir.file("send.prom")) } == .came, "no metrics file: \(first.stderr)")
         let firstWrite = try String(contentsOfFile: dir.file("send.prom"), encoding: .utf8)
         #expect(Self.seriesWithoutASample(firstWrite) == [], "\(firstWrite)")
         for name in ["accepted_total", "failed_total", "resends_total", "duplicates_risked_total", "connections_total", "drops_total", "pool_connections"] {
             #expect(Self.sample(firstWrite, name) != nil, "\(name) from the first write: \(firstWrite)")
         }
-        // Killed once a second's counts with resends of two kinds are journaled.
-        #expect(eventually(within: 30) {
+        // Killed once a second's counts with resends of two kinds are journaled
+        // (some 1 to 3 s into a send of 10 s at its rate).
+        let twoKinds = waitForEvent(of: first) {
             guard let tick = (try? Journal.read(directory: dir.file("journal")))?.timeline.last?.last else { return false }
             return tick.resentByKind.count >= 2 && tick.connections > 0
-        })
+        }
+        #expect(twoKinds == .came, "the first run ended, or hung, before a tick with resends of two kinds: \(first.stderr.suffix(1500))")
         first.kill9()
         let killed = try Journal.read(directory: dir.file("journal"))
         #expect(killed.runOutcomes == [nil], "the run has no end record")
