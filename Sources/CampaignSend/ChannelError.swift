@@ -31,8 +31,13 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
     public var kind: Kind
     /// The `apns-request-id` of the answer, to quote to Apple.
     public var requestID: String?
+    /// The server the request went to (`host:port`), to name it in the sentence.
+    public var gateway: String?
 
     public init(_ kind: Kind, requestID: String? = nil) { (self.kind, self.requestID) = (kind, requestID) }
+
+    /// What happened, and the answer it was: the server's name is context for the sentence, not part of the error.
+    public static func == (a: ChannelError, b: ChannelError) -> Bool { a.kind == b.kind && a.requestID == b.requestID }
 
     /// The class of an APNs refusal (nil for other failures).
     public var answerClass: Broadcast.AnswerClass? {
@@ -75,7 +80,8 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
         case .connection(let e):
             return "\(Self.withoutFinalStop(e.description))\(e.isCredentialOrTrustFailure ? "" : ": check --gateway or --environment, and --proxy")."
         case .unexpectedAnswer(let what, let answer):
-            return "The gateway answered a request to \(what) with \(answer)\(quoted): is --gateway the channel management API (api-manage-broadcast.push.apple.com:2196)?"
+            let server = gateway.map { "The server at \($0)" } ?? "The gateway"
+            return "\(server) answered a request to \(what) with \(answer)\(quoted), which the channel management API never does: check --gateway (--environment names Apple's)."
         case .stopped:
             return "Stopped by a signal; what was done is printed above."
         case .badInput(let what):

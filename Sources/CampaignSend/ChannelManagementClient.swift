@@ -73,6 +73,16 @@ public final class ChannelManagementClient {
 
     /// Performs `operation`, retrying transient failures; its outcome, or the error that ended it.
     public func perform(_ operation: ChannelOperation) throws(ChannelError) -> Reply {
+        do { return try attempts(operation) } catch var error {
+            error.gateway = error.gateway ?? authority
+            throw error
+        }
+    }
+
+    /// `host` or, when the port is not HTTPS's 443, `host:port`: the `:authority` of every request and the server's name in sentences.
+    var authority: String { configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)" }
+
+    private func attempts(_ operation: ChannelOperation) throws(ChannelError) -> Reply {
         var attempt = 0
         var backoff = configuration.backoffSeconds
         while true {
@@ -145,7 +155,6 @@ public final class ChannelManagementClient {
                 return .lost(Self.sentence(error), maybeProcessed: false)
             }
         }
-        let authority = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
         let headers = operation.headers(bundleID: configuration.bundleID, authority: authority, requestID: RequestID.make(),
                                         authorization: tokens.map { "bearer " + $0.current().text })
         let stream: Int32

@@ -21,7 +21,7 @@ extension H2ConnectionWorker {
     func makeTemplate() -> RequestTemplate {
         var f: [(name: String, value: String?, room: Int)] = [(":method", "POST", 0), (":scheme", "https", 0),
                                                               (":path", fields.broadcastPath, fields.broadcastPath == nil ? 10 + 200 : 0),
-                                                              (":authority", settings.gatewayHost, 0)]
+                                                              (":authority", settings.gatewayPort == 443 ? settings.gatewayHost : "\(settings.gatewayHost):\(settings.gatewayPort)", 0)]
         if fields.broadcastPath != nil { f.append(("apns-channel-id", nil, Base64.encodedCount(ChannelID.maxBytes))) }
         for (name, value) in fields.common { f.append((name, value, 0)) }
         if fields.expiryPerRecord { f.append(("apns-expiration", nil, 10)) }

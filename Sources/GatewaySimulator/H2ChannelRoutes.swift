@@ -168,9 +168,12 @@ extension H2GatewaySession {
         case .passed(let a): accepted = a
         }
         if let fault = transientFault() { return reply(fault) }
-        let uniqueID = Self.randomUUID()
-        var response = reply(.accepted, [.init("apns-unique-id", uniqueID, neverIndexed: true)])
-        if recording { appendBroadcastRecord(accepted, requestID: requestID, uniqueID: uniqueID, stream: stream, to: &response.recordLine) }
+        // Apple returns `apns-unique-id` (for its delivery log) in development only.
+        let uniqueID = channels.environment == "production" ? nil : Self.randomUUID()
+        var response = reply(.accepted, uniqueID.map { [.init("apns-unique-id", $0, neverIndexed: true)] } ?? [])
+        if recording {
+            appendBroadcastRecord(accepted, requestID: requestID, uniqueID: uniqueID, authority: request.authority, stream: stream, to: &response.recordLine)
+        }
         return response
     }
 
@@ -191,10 +194,11 @@ extension H2GatewaySession {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// `{"kind":"broadcast","conn":N,"received_ms":T,"stream":S,"request_id":…,"unique_id":…,"bundle":…,"channel":…,
+    /// `{"kind":"broadcast","conn":N,"received_ms":T,"stream":S,"authority":…,"request_id":…,"unique_id":…|null,"bundle":…,"channel":…,
     /// "priority":P,"expiration":E,"event":…|null,"event_start_flagged":B,"payload":{…}}`: the payload as a JSON value,
     /// so a reader checks each channel's own content-state.
-    private func appendBroadcastRecord(_ b: AcceptedBroadcast, requestID: String, uniqueID: String, stream: Int32, to out: inout [UInt8]) {
+    private func appendBroadcastRecord(_ b: AcceptedBroadcast, requestID: String, uniqueID: String?, authority: String?, stream: Int32,
+                                       to out: inout [UInt8]) {
         func string(_ key: String, _ value: String?) {
             out.append(contentsOf: ",\"\(key)\":".utf8)
             if let value { JSONText.appendString(Array(value.utf8), to: &out) } else { out.append(contentsOf: "null".utf8) }
@@ -205,6 +209,7 @@ extension H2GatewaySession {
         JSONText.appendDecimal(NotificationRecordFile.nowMilliseconds(), to: &out)
         out.append(contentsOf: #","stream":"#.utf8)
         JSONText.appendDecimal(stream, to: &out)
+        string("authority", authority)
         string("request_id", requestID)
         string("unique_id", uniqueID)
         string("bundle", b.bundleID)

@@ -193,7 +193,7 @@ struct H2GatewaySession {
         return nil
     }
 
-    /// `{"conn":N,"stream":S,"apns_id":…,"topic":…,"push_type":…,"priority":…,"expiration":…,"collapse_id":…,"token":"hex","payload":"…"}`
+    /// `{"conn":N,"stream":S,"authority":…,"apns_id":…,"topic":…,"push_type":…,"priority":…,"expiration":…,"collapse_id":…,"token":"hex","payload":"…"}`
     private func appendRecord(_ request: H2Request, stream: Int32, to out: inout [UInt8]) {
         func optional(_ name: String, _ key: String) {
             out.append(contentsOf: ",\"\(key)\":".utf8)
@@ -205,6 +205,8 @@ struct H2GatewaySession {
         JSONText.appendDecimal(NotificationRecordFile.nowMilliseconds(), to: &out)
         out.append(contentsOf: #","stream":"#.utf8)
         JSONText.appendDecimal(stream, to: &out)
+        out.append(contentsOf: #","authority":"#.utf8)
+        if let a = request.authority { JSONText.appendString(Array(a.utf8), to: &out) } else { out.append(contentsOf: "null".utf8) }
         optional("apns-id", "apns_id")
         optional("apns-topic", "topic")
         out.append(contentsOf: #","push_type":"#.utf8)

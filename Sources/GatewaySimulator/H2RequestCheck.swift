@@ -39,6 +39,8 @@ public struct H2Reply: Equatable, Sendable {
 public struct H2Request: Sendable, CustomStringConvertible {
     public var method: String?
     public var path: String?
+    /// `:authority`: the host the client named (with the port, when it is not 443).
+    public var authority: String?
     /// Every header but the pseudo-headers, in order, names lowercase.
     public var fields: [(name: String, value: String)] = []
     public var body: [UInt8]
@@ -48,6 +50,7 @@ public struct H2Request: Sendable, CustomStringConvertible {
             switch name {
             case ":method": method = value
             case ":path": path = value
+            case ":authority": authority = value
             case _ where name.hasPrefix(":"): break
             default: fields.append((name, value))
             }

@@ -206,6 +206,27 @@ import CampaignTestSupport
         #expect(json["broadcasts"]?.integerValue == 3 && json["accepted"]?.integerValue == 1 && json["channels_created"]?.integerValue == 3)
     }
 
+    /// Apple returns `apns-unique-id` in development only: a simulator
+    /// playing production answers a broadcast's 200 without it.
+    @Test(.timeLimit(.minutes(2))) func onlyDevelopmentAnswersABroadcastWithAUniqueID() throws {
+        for environment in ["sandbox", "production"] {
+            let dir = TemporaryDirectory("broadcast-unique-\(environment)")
+            let simulator = try Self.start(dir) { $0.environment = environment }
+            defer { simulator.stop() }
+            let channel = try Self.create(try H2TestClient(port: simulator.managementPort))
+            let answer = try H2TestClient(port: simulator.port).request("POST", Self.broadcasts,
+                [("apns-channel-id", channel), ("apns-push-type", "liveactivity"), ("apns-priority", "10"), ("apns-expiration", "0")],
+                text: #"{"aps":{"event":"update","content-state":{}}}"#)
+            #expect(answer.status == 200, "\(environment): \(answer)")
+            #expect(Self.isCanonicalUUID(answer.headers["apns-request-id"]), "\(environment): \(answer)")
+            #expect((answer.headers["apns-unique-id"] != nil) == (environment == "sandbox"), "\(environment): \(answer)")
+            simulator.stop()
+            let line = try JSONValue.parse(try String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8).split(separator: "\n")[0].description)
+            #expect((line["unique_id"] == .null) == (environment == "production"), "\(environment): \(line)")
+            #expect(line["authority"]?.stringValue == "127.0.0.1", "what the client named, as it named it: \(line)")
+        }
+    }
+
     @Test(.timeLimit(.minutes(2))) func theDevicePortsFaultsApplyToBroadcasts() throws {
         var throttled = FaultPlan()
         throttled.throttleRate = 1
