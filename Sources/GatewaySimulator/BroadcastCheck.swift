@@ -101,17 +101,20 @@ extension H2Request {
         }
         if ChannelRoute.hasPushTypeSuffix(route.bundleID) { return .refused(.refuse(400, "TopicDisallowed")) }
         if apps.disabled.contains(route.bundleID) { return .refused(.refuse(400, "FeatureNotEnabled")) }
-        if let id = field("apns-request-id"), !Self.isCanonicalUUID(id) { return .refused(.refuse(400, "BadMessageId")) }
-        // The broadcast page's own example sends `apns-id`: taken, as on /3/device, in either case.
+        // Apple describes `apns-request-id` and `apns-id` with one sentence
+        // ("lowercase"), and /3/device takes an `apns-id` in either case: so
+        // does every route, for either header (answers echo it lowercased).
+        if let id = field("apns-request-id"), !Self.isUUID(id) { return .refused(.refuse(400, "BadMessageId")) }
+        // The broadcast page's own example sends `apns-id`.
         if case .broadcast = route, let id = field("apns-id"), !Self.isUUID(id) { return .refused(.refuse(400, "BadMessageId")) }
         return .passed(route)
     }
 
     /// The request id to answer with: the one sent (`apns-request-id`, or a
-    /// broadcast's `apns-id`, lowercased), when well formed; else nil, and the
+    /// broadcast's `apns-id`), lowercased, when well formed; else nil, and the
     /// server makes one up.
     public var requestID: String? {
-        if let id = field("apns-request-id"), Self.isCanonicalUUID(id) { return id }
+        if let id = field("apns-request-id"), Self.isUUID(id) { return id.lowercased() }
         if let id = field("apns-id"), Self.isUUID(id), path?.hasPrefix("/4/") == true { return id.lowercased() }
         return nil
     }
@@ -165,7 +168,8 @@ extension H2Request {
             return .refused(.refuse(400, "BadRequestParams"))
         }
         guard let pushType = value["push-type"] else { return .refused(.refuse(400, "MissingPushType")) }
-        guard pushType.stringValue == Broadcast.channelPushType else { return .refused(.refuse(400, "InvalidPushType")) }
+        // Apple's pages spell it LiveActivity (the body), liveactivity (the header) and Liveactivity: one push type, in any case.
+        guard pushType.stringValue?.lowercased() == Broadcast.channelPushType.lowercased() else { return .refused(.refuse(400, "InvalidPushType")) }
         // No Apple page names the reason for a missing or unknown policy; BadRequestParams is nearest (§5.7).
         guard let raw = value["message-storage-policy"]?.integerValue, let policy = Broadcast.StoragePolicy(rawValue: Int(raw)) else {
             return .refused(.refuse(400, "BadRequestParams"))

@@ -104,15 +104,31 @@ import CampaignTestSupport
         #expect(refused.reason == "MissingChannelId" && refused.headers["apns-request-id"] == id, "errors echo it too")
         let made = try (0..<3).map { _ in try management.request("GET", "/1/apps/\(Self.app)/all-channels").headers["apns-request-id"] }
         #expect(made.allSatisfy(Self.isCanonicalUUID) && Set(made).count == 3, "a fresh lowercase UUID each time: \(made)")
+        // One letter-case rule for `apns-request-id` and `apns-id` on every route (Apple words both alike):
+        // an uppercase id is taken and echoed lowercased; one that is not a UUID is BadMessageId.
         let upper = try management.request("GET", "/1/apps/\(Self.app)/all-channels", [("apns-request-id", id.uppercased())])
-        Self.expectRefusal(upper, 400, "BadMessageId")
-        #expect(upper.headers["apns-request-id"] != id.uppercased())
+        #expect(upper.status == 200 && upper.headers["apns-request-id"] == id, "\(upper)")
+        let notUUID = try management.request("GET", "/1/apps/\(Self.app)/all-channels", [("apns-request-id", "not-a-uuid")])
+        Self.expectRefusal(notUUID, 400, "BadMessageId")
+        #expect(notUUID.headers["apns-request-id"] != "not-a-uuid")
+        let upperCreate = try management.request("POST", Self.channels, [("apns-request-id", id.uppercased())], text: Self.createStored)
+        #expect(upperCreate.status == 201 && upperCreate.headers["apns-request-id"] == id, "\(upperCreate)")
+        // The create body's push type in the header's spelling is the same push type.
+        let lowerBody = try management.request("POST", Self.channels, text: #"{"message-storage-policy": 1, "push-type": "liveactivity"}"#)
+        #expect(lowerBody.status == 201, "\(lowerBody)")
+        Self.expectRefusal(try management.request("POST", Self.channels, text: #"{"message-storage-policy": 1, "push-type": "alert"}"#),
+                           400, "InvalidPushType")
 
         let channel = try #require(created.headers["apns-channel-id"])
         let device = try H2TestClient(port: simulator.port)
         let headers = [("apns-channel-id", channel), ("apns-push-type", "liveactivity"), ("apns-priority", "10"), ("apns-expiration", "0")]
         let echoed = try device.request("POST", Self.broadcasts, headers + [("apns-request-id", id)], text: #"{"aps":{"event":"update"}}"#)
         #expect(echoed.status == 200 && echoed.headers["apns-request-id"] == id && echoed.body.isEmpty, "\(echoed)")
+        let upperBroadcast = try device.request("POST", Self.broadcasts, headers + [("apns-request-id", id.uppercased())], text: #"{"aps":{"event":"update"}}"#)
+        #expect(upperBroadcast.status == 200 && upperBroadcast.headers["apns-request-id"] == id, "as an uppercase apns-id is: \(upperBroadcast)")
+        let titled = try device.request("POST", Self.broadcasts, [("apns-channel-id", channel), ("apns-push-type", "LiveActivity"),
+                                                                  ("apns-priority", "10"), ("apns-expiration", "0")], text: #"{"aps":{"event":"update"}}"#)
+        #expect(titled.status == 200, "apns-push-type: LiveActivity is liveactivity: \(titled)")
         // [BC]'s token example sends apns-id: answered as the request id.
         let viaAPNsID = try device.request("POST", Self.broadcasts, headers + [("apns-id", id.uppercased())], text: #"{"aps":{"event":"update"}}"#)
         #expect(viaAPNsID.status == 200 && viaAPNsID.headers["apns-request-id"] == id)
