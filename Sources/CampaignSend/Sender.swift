@@ -336,6 +336,13 @@ public final class Sender: @unchecked Sendable {
         report.poolConnections = min(pool.size, counts.reconnects)   // a worker that never connected is no connection
         report.planTotal = planFullyRead ? report.planRecords : planTotal
         report.roundTripMilliseconds = shared.roundTripMilliseconds
+        // A run shorter than its first journaled second still tells `status`
+        // the connections it opened and the round trip it measured.
+        if oneQueue, Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9 < 1 {
+            try? journal.append(.tick(.init(second: 1, accepted: counts.accepted + counts.presumed, failed: counts.failed,
+                                            resent: counts.resends, connections: counts.reconnects, open: report.poolConnections,
+                                            roundTripMilliseconds: report.roundTripMilliseconds, resentByKind: counts.resentByKind)))
+        }
         report = report.with(shared.variants)
         if !report.variants.isEmpty { try? journal.append(.variants(report.variants)) }
 

@@ -31,6 +31,27 @@ import GatewaySimulator
         #expect(simulator.currentStatistics().accepted == 40, "nothing sent again")
     }
 
+    /// A send shorter than its first once-a-second progress record still
+    /// tells `status` the connections it had and the round trip it measured
+    /// (it said 0 in the pool, at most 0, beside its reconnects).
+    @Test(.timeLimit(.minutes(2))) func statusOfASendShorterThanASecondTellsItsPool() throws {
+        let dir = TemporaryDirectory("short-pool")
+        _ = try H2SendTests.plan(count: 30, in: dir)
+        let simulator = try startHTTP2Simulator(in: dir)
+        defer { simulator.stop() }
+        let run = try H2SendTests.send(dir, simulator, ["--connections", "2"])
+        #expect(run.wait(timeout: 120) == 0, "\(run.stderr)")
+        let status = try PlanProcessTests.run(["status", "journal", "--json"], in: dir)
+        #expect(status.status == 0, "\(status.err)")
+        let json = try JSONValue.parse(Array(status.out))
+        let connections = json["reconnects"]?.integerValue ?? -1
+        #expect(connections >= 1, "\(json)")
+        #expect(json["pool_connections"]?.integerValue == min(2, connections) && json["pool_connections_peak"]?.integerValue == min(2, connections), "\(json)")
+        #expect(json["round_trip_ms"]?.doubleValue != nil, "\(json)")
+        let text = try PlanProcessTests.run(["status", "journal"], in: dir)
+        #expect(!String(decoding: text.out, as: UTF8.self).contains("0 in the pool"), "\(String(decoding: text.out, as: UTF8.self))")
+    }
+
     @Test func certsRefusesToReplaceACAWithoutForce() throws {
         let dir = TemporaryDirectory()
         let first = try PlanProcessTests.run(["certs", dir.file("c")], in: dir)
