@@ -21,9 +21,20 @@ struct PartsView {
     var manifestDirectory: String?
     var rows: [Row] = []
     var warnings: [String] = []
+    /// Where the parts' journals are (`bcj` of `--journals 'bcj/*'`), for the
+    /// command that starts a part not yet started; nil when unknown.
+    var journalsDirectory: String?
 
     /// `cancelledBeforeStart`: directories `JOURNALS/NNN` holding only a cancel record (part NNN).
-    init(manifestPath: String?, journals: [String], cancelledBeforeStart: [String] = []) throws {
+    /// `journalsPattern`: the `--journals` glob, whose directory is where a part not yet started gets its journal.
+    init(manifestPath: String?, journals: [String], cancelledBeforeStart: [String] = [], journalsPattern: String? = nil) throws {
+        let parents = Set((journals + cancelledBeforeStart).map { ($0 as NSString).deletingLastPathComponent })
+        if parents.count == 1, let parent = parents.first, !parent.isEmpty {
+            journalsDirectory = parent
+        } else if let pattern = journalsPattern, case let parent = (pattern as NSString).deletingLastPathComponent,
+                  !parent.isEmpty, !parent.contains(where: { "*?[".contains($0) }) {
+            journalsDirectory = parent
+        }
         if let manifestPath {
             let m = try PlanManifest.load(path: manifestPath)
             manifest = m
@@ -93,7 +104,7 @@ struct PartsView {
         case .stopped: return row.journal?.resumeCommand
         case .notStarted:
             guard let plan = row.plan, let part = row.part else { return nil }
-            return "campaign send \(plan) --journal JOURNALS/\(String(format: "%03d", part)) (with the gateway and credentials of the other parts)"
+            return "campaign send \(plan) --journal \(journalsDirectory ?? "JOURNALS")/\(String(format: "%03d", part)) (with the gateway and credentials of the other parts)"
         case .complete, .running, .waiting, .cancelled: return nil
         }
     }
@@ -128,7 +139,7 @@ struct PartsView {
             let records = row.planRecords ?? s?.planRecords
             table.append([
                 row.part.map { String(format: "%03d", $0) } ?? "-",
-                row.journal.map { $0.phase == .running ? ($0.running.map { $0 > 0 ? "running (pid \($0))" : "running" } ?? "running") : $0.phase.rawValue } ?? "not started",
+                row.journal.map { $0.phase == .running ? ($0.running.map { $0 > 0 ? "running (pid \($0))" : "running" } ?? "running") : $0.phase.rawValue } ?? row.phase.rawValue,
                 records.map(String.init) ?? "?",
                 String(s?.doneCount ?? 0), String(s?.accepted ?? 0), String(s?.failures.count ?? 0),
                 records.map { String(max(0, $0 - (s?.doneCount ?? 0))) } ?? "?",

@@ -52,7 +52,7 @@ struct Status: ParsableCommand {
                 try single(JournalView(directory: named[0]))
             } else {
                 try parts(PartsView(manifestPath: manifest, journals: named,
-                                    cancelledBeforeStart: journals.map(StatusOutput.cancelledBeforeStart(matching:)) ?? []))
+                                    cancelledBeforeStart: journals.map(StatusOutput.cancelledBeforeStart(matching:)) ?? [], journalsPattern: journals))
             }
         }
     }

@@ -152,6 +152,8 @@ import LocalTime
         let done0 = Self.recordCount(dir)
         let slow = try CampaignProcess(["send", "plan/part-001.plan", "--journal", "j/001", "--rate", "20"] + flags, in: dir.path)
         #expect(eventually(within: 60) { Self.recordCount(dir) > done0 }, "\(slow.stderr)")
+        let before = String(decoding: try PlanProcessTests.run(["status", "--manifest", "plan/manifest.json", "--journals", "j/*"], in: dir).out, as: UTF8.self)
+        #expect(before.contains("--journal j/002 "), "a part not started gets its journal beside the others': \(before)")
         let asked = Date()
         let cancel = try Self.cancel(["--manifest", "plan/manifest.json", "--journals", "j/*", "--reason", "wrong audience"], in: dir)
         let slowStatus = slow.wait(timeout: 10)
@@ -179,6 +181,8 @@ import LocalTime
         let text = String(decoding: try PlanProcessTests.run(["status", "--manifest", "plan/manifest.json", "--journals", "j/*"], in: dir).out, as: UTF8.self)
         #expect(text.contains("1 complete, 0 running, 0 stopped, 2 cancelled, 0 not started"), "\(text)")
         #expect(!text.contains("to finish:"), "a cancelled part has nothing to finish: \(text)")
+        #expect(text.split(separator: "\n").contains { $0.hasPrefix("  002 ") && $0.contains("cancelled") && !$0.contains("not started") },
+                "its row says what the totals count: \(text)")
         #expect(try PlanProcessTests.run(["status", "--manifest", "plan/manifest.json", "--journals", "j/*", "--html", "parts.html"], in: dir).status == 0)
         #expect(try String(contentsOfFile: dir.file("parts.html"), encoding: .utf8).contains("2 cancelled"))
 
