@@ -86,6 +86,7 @@ struct Plan: ParsableCommand {
             guard out != "-" else { throw ValidationError("--parts writes files into a directory: give --out DIR.") }
         }
         guard delimiterByte != nil else { throw ValidationError("--delimiter must be one of , ; | or \\t (a tab).") }
+        if allowRepeat && ledger == nil { throw ValidationError("--allow-repeat goes with --ledger DIR: without a ledger nothing is dropped as already sent.") }
         for m in columnMappings {
             let parts = m.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {

@@ -15,9 +15,20 @@ public enum LedgerMaintenance {
     /// leaves the old segment or the new one. A segment left with no entry is
     /// removed. A segment a send still has open (its lock taken) is left for
     /// the next prune.
+    /// The segments of a ledger that must exist: a plan may name a ledger no
+    /// send has made yet, but describing or pruning one that is not there is
+    /// a mistyped path, not an empty ledger.
+    static func existingSegments(of directory: String) throws(LedgerError) -> [String] {
+        var st = stat()
+        guard stat(directory, &st) == 0 else {
+            throw LedgerError(path: directory, reason: "no such ledger directory (`campaign send --ledger DIR` makes one)")
+        }
+        return try LedgerReader.segments(of: directory)
+    }
+
     public static func prune(directory: String, olderThan cutoff: UInt32) throws -> PruneResult {
         var result = PruneResult()
-        for path in try LedgerReader.segments(of: directory) {
+        for path in try existingSegments(of: directory) {
             result.segments += 1
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw LedgerError(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))") }
@@ -73,7 +84,7 @@ public enum LedgerMaintenance {
     /// Segments, bytes, entries, and per campaign its scope, entries and time span.
     public static func stats(directory: String) throws -> Stats {
         var s = Stats()
-        for path in try LedgerReader.segments(of: directory) {
+        for path in try existingSegments(of: directory) {
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw LedgerError(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))") }
             defer { close(fd) }

@@ -47,6 +47,25 @@ import GatewaySimulator
         }
     }
 
+    /// A ledger that is not there is a mistyped path to `stats` and `prune`
+    /// (66, naming it), not an empty ledger; `--allow-repeat` without a
+    /// ledger is a usage error, not a flag silently ignored.
+    @Test func aMissingLedgerAndAnAllowRepeatWithoutOneAreSaidSo() throws {
+        let dir = TemporaryDirectory("ledger-missing")
+        let stats = try PlanProcessTests.run(["ledger", "stats", "nowhere"], in: dir)
+        #expect(stats.status == 66 && stats.err.contains("nowhere: no such ledger directory"), "\(stats.err)")
+        let prune = try PlanProcessTests.run(["ledger", "prune", "nowhere", "--older-than", "90d"], in: dir)
+        #expect(prune.status == 66 && prune.err.contains("nowhere: no such ledger directory"), "\(prune.err)")
+        try FileManager.default.createDirectory(atPath: dir.file("empty"), withIntermediateDirectories: true)
+        let empty = try PlanProcessTests.run(["ledger", "stats", "empty"], in: dir)
+        #expect(empty.status == 0 && String(decoding: empty.out, as: UTF8.self).contains("0 segments"), "an empty ledger is a ledger: \(empty.err)")
+        try #"{"campaign":"r","messages":{"en":{"alert":"Hi"}}}"#.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        try "token,lang\n\(String(repeating: "ab", count: 32)),en\n".write(toFile: dir.file("a.csv"), atomically: true, encoding: .utf8)
+        let repeatAlone = try PlanProcessTests.run(["plan", "job.json", "a.csv", "--out", "plan", "--allow-repeat"], in: dir)
+        #expect(repeatAlone.status == 64 && repeatAlone.err.contains("--allow-repeat goes with --ledger DIR"), "\(repeatAlone.err)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("plan")))
+    }
+
     @Test func threeJobsInOneScopeUnderACapOfTwoNeverReachADeviceAThirdTime() throws {
         let dir = TemporaryDirectory("ledger-three")
         let simulator = try SendProcessTests.simulator(in: dir)
