@@ -111,7 +111,8 @@ struct JournalView {
         }
         out += "  remaining: \(remaining.map(String.init) ?? "unknown until the plan has been read to its end")\n"
         if let schedule {
-            out += "  scheduled: \(schedule.what); \(state.doneCount) final (\(Self.skippedText(state.skipped))), \(schedule.dueNow) due now, \(schedule.waiting) waiting\n"
+            let skipped = Self.skippedText(state.skipped)
+            out += "  scheduled: \(schedule.what); \(state.doneCount) final\(skipped.isEmpty ? "" : " (\(skipped))"), \(schedule.dueNow) due now, \(schedule.waiting) waiting\n"
             for (hour, n) in schedule.perHour.sorted(by: { $0.key < $1.key }) { out += "    \(utcText(hour).prefix(16))Z \(n)\n" }
             if let next = schedule.nextMoment { out += "  next moment: \(utcText(next))\n" }
         }

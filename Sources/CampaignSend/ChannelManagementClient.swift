@@ -115,7 +115,7 @@ public final class ChannelManagementClient {
             // `retry-after` is a floor; the backoff grows whatever the server says.
             let delay = max(floor, backoff)
             backoff = min(configuration.maxBackoffSeconds, backoff * 2)
-            log("could not \(operation.what) (\(failure)); trying again in \(format1(delay)) s")
+            log("could not \(operation.what) (\(failure)); trying again in \(waitText(delay))")
             if !sleep(until: .after(seconds: delay), cancellation: stop) { throw ChannelError(.stopped, requestID: requestID) }
         }
     }

@@ -61,7 +61,7 @@ final class GatewayDialer: LinkDialer {
                 return nil
             }
             let via = settings.proxy.map { " through \($0)" } ?? ""
-            shared.logFailedAttempt("cannot connect to \(settings.gatewayHost):\(settings.gatewayPort)\(via): \(error) Trying again in \(format1(delay)) s.")
+            shared.logFailedAttempt("cannot connect to \(settings.gatewayHost):\(settings.gatewayPort)\(via): \(error) Trying again in \(waitText(delay)).")
             _ = shared.clock.sleep(seconds: delay, cancellation: shared.halt)
             return nil
         }

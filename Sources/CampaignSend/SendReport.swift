@@ -68,7 +68,7 @@ public struct SendProgress: Equatable, Sendable {
         let remaining = max(0, toDo - settled)
         let eta = rate > 0 ? ", ETA \(Int((Double(remaining) / rate).rounded(.up))) s" : ""
         let of = total != nil ? "of \(toDo)" : "of \(toDo) read so far"
-        return "sent \(settled) \(of) (\(Int(rate))/s), \(failed) failed\(eta)"
+        return "sent \(settled) \(of) (\(rateText(rate))), \(failed) failed\(eta)"
     }
 }
 
@@ -270,7 +270,7 @@ public struct SendReport: Sendable {
                 + (whole.failedByReason.isEmpty ? "" : " (" + whole.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")")
                 + ", \(whole.resends) resent, \(whole.duplicatesRisked) possible duplicates"
         }
-        s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(Int(perSecond))/s"
+        s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(rateText(perSecond))"
         if wire?.poolMayGrow == true, poolConnections > 0 {
             s += "\n  pool: \(poolConnections) connection\(poolConnections == 1 ? "" : "s")"
                 + (roundTripMilliseconds.map { ", round trip \(format1(($0 * 10).rounded() / 10)) ms" } ?? "")
@@ -293,4 +293,17 @@ func format3(_ x: Double) -> String {
 
 func format1(_ x: Double) -> String {
     x == x.rounded() ? String(Int(x)) : String(Double(Int(x * 10)) / 10)
+}
+
+/// A rate as the operator reads it: "1200/s", "4.5/s", or below one a second "0.25/s" (not "0/s").
+func rateText(_ perSecond: Double) -> String {
+    if perSecond >= 10 || perSecond <= 0 { return "\(Int(max(0, perSecond)))/s" }
+    if perSecond < 0.005 { return "under 0.01/s" }
+    let digits = perSecond >= 1 ? 10.0 : 100.0
+    return "\(Double(Int((perSecond * digits).rounded())) / digits)/s"
+}
+
+/// A wait as the operator reads it: "1.5 s", "30 s", or below a second "50 ms" (not "0.0 s").
+func waitText(_ seconds: Double) -> String {
+    seconds >= 1 || seconds <= 0 ? "\(format1(max(0, seconds))) s" : "\(max(1, Int((seconds * 1000).rounded()))) ms"
 }

@@ -1,0 +1,16 @@
+import Testing
+@testable import CampaignSend
+
+/// Numbers as the operator reads them: a wait below a second is not
+/// "0.0 s", a rate below one a second is not "0/s".
+@Suite struct OperatorWordsTests {
+    @Test(arguments: [(0.05, "50 ms"), (0.1, "100 ms"), (0.999, "999 ms"), (0.0004, "1 ms"), (1, "1 s"), (1.5, "1.5 s"), (30, "30 s"), (0, "0 s")])
+    func aWaitIsSaidInItsUnit(seconds: Double, text: String) {
+        #expect(waitText(seconds) == text)
+    }
+
+    @Test(arguments: [(0.25, "0.25/s"), (0.5, "0.5/s"), (0.004, "under 0.01/s"), (4.46, "4.5/s"), (12.7, "12/s"), (48_000, "48000/s"), (0, "0/s")])
+    func aRateBelowOneASecondIsNotZero(perSecond: Double, text: String) {
+        #expect(rateText(perSecond) == text)
+    }
+}
