@@ -22,6 +22,9 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
         case stopped
         /// An input (a channel id on the command line, `--from`) is unusable.
         case badInput(String)
+        /// A `--from` CSV without the column of channel ids: the README's
+        /// "no channel id column" of any input (66), not a bad id (65).
+        case missingColumn(String)
         /// The `--from` file cannot be read.
         case unreadableInput(IOError)
         /// The `--out` file cannot be opened or written.
@@ -62,6 +65,7 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
         case .connection(let e): return e.isCredentialOrTrustFailure ? 77 : 69
         case .stopped: return 75
         case .badInput: return 65
+        case .missingColumn: return 66
         case .unreadableInput: return 66
         case .output(let e): return e.errno.map { [ENOSPC, EIO, EDQUOT, EROFS].contains($0) } ?? false ? 74 : 73
         }
@@ -84,7 +88,7 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
             return "\(server) answered a request to \(what) with \(answer)\(quoted), which the channel management API never does: check --gateway (--environment names Apple's)."
         case .stopped:
             return "Stopped by a signal; what was done is printed above."
-        case .badInput(let what):
+        case .badInput(let what), .missingColumn(let what):
             return what
         case .unreadableInput(let e), .output(let e):
             return e.description

@@ -104,7 +104,7 @@ public enum ChannelIDList {
                 first = false
                 if let c = fields.firstIndex(of: "channel_id") { column = c; continue }
                 if path.lowercased().hasSuffix(".csv") && fields.count > 1 {
-                    throw ChannelError(.badInput("\(path), line \(index + 1): a CSV file needs a channel_id column in its header."))
+                    throw ChannelError(.missingColumn("\(path), line \(index + 1): a CSV file needs a channel_id column in its header."))
                 }
             }
             let field = column.map { $0 < fields.count ? fields[$0] : "" } ?? String(line)

@@ -69,7 +69,7 @@ extension H2ConnectionWorker {
             }
         case .accountRefused:
             ready.append(item)   // not final: once the capability is on, a resume sends it
-            shared.fail(.accountState("APNs refused the broadcast (\(answer.label)): the broadcast capability is off for \(fields.header.http2?.topic ?? "this app"); turn it on for the App ID on developer.apple.com (Certificates, Identifiers & Profiles), then resume with `campaign send --resume`."))
+            shared.fail(.accountState("APNs refused the broadcast (\(answer.label)): the broadcast capability is off for \(fields.header.http2?.topic ?? "this app"); turn it on for the App ID on developer.apple.com (Certificates, Identifiers & Profiles), then resume with `campaign send --resume \(shared.journal.directory)`."))
         case .unregistered(let at):
             becameProductive()
             // A time in the future (a server's mistake) would keep the token out of every plan until then.

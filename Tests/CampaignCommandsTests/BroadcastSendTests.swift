@@ -89,6 +89,7 @@ import GatewaySimulator
         let run = try Self.send(dir, simulator)
         #expect(run.wait(timeout: 60) == 69, "\(run.stderr)")
         #expect(run.stderr.contains("FeatureNotEnabled") && run.stderr.contains("developer.apple.com"), "\(run.stderr)")
+        #expect(run.stderr.contains("then resume with `campaign send --resume ") && run.stderr.contains("journal`."), "the command to run, whole: \(run.stderr)")
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(state.failures.isEmpty, "the account's state is not the notification's")
         #expect(state.doneCount == 0)

@@ -160,6 +160,14 @@ import CampaignTestSupport
             #expect(error.exitCode == 66)
             #expect(error.description.contains("none.txt"))
         }
+        // A CSV without the column is an input missing what it must have (66, as an audience without a token column).
+        try? "token,home\nAAAA,1\n".write(toFile: dir.file("b.csv"), atomically: true, encoding: .utf8)
+        do {
+            _ = try ChannelIDList.read(path: dir.file("b.csv"))
+            Issue.record("read a CSV without channel_id")
+        } catch {
+            #expect(error.exitCode == 66 && error.description == "\(dir.file("b.csv")), line 1: a CSV file needs a channel_id column in its header.", "\(error)")
+        }
     }
 
     @Test func aCSVOutGetsItsHeaderOnceAndEachIDOnItsOwnLine() throws {
