@@ -184,8 +184,9 @@ public struct AudienceError: Error, Equatable, Sendable, CustomStringConvertible
         case unnamedColumn(position: Int)
         case duplicateColumn(name: String)
         /// No token column: `named` is the name the job or `--column` gave it
-        /// (nil: none of the usual names); `hint` what else may be wrong ("" or "; …").
-        case noTokenColumn(named: String?, columns: [String], hint: String)
+        /// (nil: none of the usual names); `hint` what else may be wrong ("" or "; …");
+        /// `channel`: a broadcast's audience, whose rows name channels.
+        case noTokenColumn(named: String?, columns: [String], hint: String, channel: Bool = false)
         /// NDJSON: none of the first `rows` rows has a token under `tokenKey`'s description.
         case noTokenKey(tokenKey: String, rows: Int, keys: String)
         /// The header lacks the columns of variables every message needs.
@@ -198,8 +199,8 @@ public struct AudienceError: Error, Equatable, Sendable, CustomStringConvertible
             case .malformedHeader(let line, let detail): "line \(line): the header row is malformed: \(detail)"
             case .unnamedColumn(let position): "line 1: column \(position) of the header has no name"
             case .duplicateColumn(let name): "line 1: the header names column \"\(name)\" twice"
-            case .noTokenColumn(let named, let columns, let hint):
-                "has \(named.map { "no column \"\($0)\" (the job's or --column's token)" } ?? "no token column") (its columns are: \(columns.joined(separator: ", ")))\(hint)"
+            case .noTokenColumn(let named, let columns, let hint, let channel):
+                "has \(named.map { "no column \"\($0)\" (the job's or --column's \(channel ? "channel_id" : "token"))" } ?? (channel ? "no channel_id column" : "no token column")) (its columns are: \(columns.joined(separator: ", ")))\(hint)"
             case .noTokenKey(let tokenKey, let rows, let keys):
                 "has no token under \(tokenKey) in its first \(rows) rows (its keys are: \(keys)); map it with the job's \"columns\" or plan --column token=KEY"
             case .noColumnForVariables(let missing, let columns):

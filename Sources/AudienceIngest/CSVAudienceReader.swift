@@ -77,7 +77,8 @@ public final class CSVAudienceReader: AudienceReader {
                 hint = "; its header holds \(other.name): give --delimiter '\(other.flag)'"
             }
             if columns.tokenKind == .channel { hint += "; a broadcast audience has a channel per row, in a column named channel_id (or mapped by the job's \"columns\": {\"channel_id\": …})" }
-            throw AudienceError(path: path, reason: .noTokenColumn(named: columns.sources[columns.tokenKind == .channel ? "channel_id" : "token"], columns: names!, hint: hint))
+            throw AudienceError(path: path, reason: .noTokenColumn(named: columns.sources[columns.tokenKind == .channel ? "channel_id" : "token"], columns: names!, hint: hint,
+                                                                     channel: columns.tokenKind == .channel))
         }
         tokenColumn = token
     }

@@ -13,12 +13,14 @@ import CampaignJSON
 ///                      "content-state": {"home": "{home_score:int}", "away": "{away_score:int}"}}}}
 /// ```
 extension CampaignJob {
+    static let notOverHTTP2 = "\"broadcast\" goes with \"format\": \"h2\" (broadcasts exist only on the HTTP/2 provider API)"
+
     /// The job's `broadcast` key: false when absent; true only for Live Activities over HTTP/2.
     static func isBroadcast(_ json: JSONValue, isHTTP2: Bool, pushType: String, fail: (String) -> JobError) throws(JobError) -> Bool {
         switch json["broadcast"] {
         case nil, .bool(false)?: return false
         case .bool(true)?:
-            guard isHTTP2 else { throw fail("\"broadcast\" goes with \"format\": \"h2\" (broadcasts exist only on the HTTP/2 provider API)") }
+            guard isHTTP2 else { throw fail(notOverHTTP2) }
             guard pushType == Broadcast.pushType else {
                 throw fail("\"broadcast\" sends Live Activity updates: it goes with \"pushType\": \"liveactivity\", not \"\(pushType)\"")
             }
@@ -55,6 +57,10 @@ extension CampaignJob {
             throw fail("a broadcast needs \"topic\": the app's bundle id, which the broadcast path names (/4/broadcasts/apps/<bundle id>)")
         }
         if collapseId != nil { throw fail("\"collapseId\" does not go with \"broadcast\": APNs documents no apns-collapse-id for broadcasts") }
+        // The ledger counts notifications per device; a channel's devices are Apple's to know.
+        if frequencyCap != nil {
+            throw fail("\"frequencyCap\" does not go with \"broadcast\": a cap counts each device's notifications, and a channel's devices are unknown to the sender")
+        }
         // ActivityKit's page gives channel updates 5 or 10; the broadcast
         // header table also lists 1, which no Live Activity update uses.
         if priority != .immediate && priority != .conservePower {

@@ -162,6 +162,8 @@ public struct CampaignJob: Sendable {
             guard isHTTP2 else { throw fail("\"\(key)\" is for the HTTP/2 provider API: it goes with \"format\": \"h2\"") }
             return text
         }
+        // A broadcast job without `"format": "h2"` is told that, not that its other HTTP/2 keys are out of place.
+        if json["broadcast"] == .bool(true), !isHTTP2 { throw fail(Self.notOverHTTP2) }
         topic = try string("topic")
         if let topic, topic.isEmpty || topic.contains(where: { $0.isWhitespace }) { throw fail("\"topic\" must be a bundle id such as com.example.app") }
         pushType = try string("pushType") ?? "alert"

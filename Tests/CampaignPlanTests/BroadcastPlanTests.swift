@@ -80,7 +80,9 @@ let matchNightJob = """
         let job = matchNightJob.replacingOccurrences(of: "\"fallback\"", with: "\"columns\": {\"channel_id\": \"match_channel\"}, \"fallback\"")
         let run = try PlanRun(job: job, audience: "match_channel,home_score,away_score,minute\n\(Self.channels[0].base64),1,0,3\n")
         #expect(run.records.count == 1)
-        #expect(throws: AudienceError.self) { try PlanRun(job: matchNightJob, audience: "token,home_score\nabc,1\n") }
+        let missing = #expect(throws: AudienceError.self) { try PlanRun(job: matchNightJob, audience: "token,home_score\nabc,1\n") }
+        #expect(missing?.reason.sentence.hasPrefix("has no channel_id column (its columns are: token, home_score)") == true,
+                "a broadcast's audience lacks channels, not tokens: \(missing.map { "\($0)" } ?? "")")
     }
 
     @Test func theJobRulesOfABroadcast() throws {
@@ -91,8 +93,12 @@ let matchNightJob = """
         #expect(refusal(matchNightJob.replacingOccurrences(of: "\"event\": \"update\"", with: "\"event\": \"start\""))?.contains("cannot go to a channel") == true)
         #expect(refusal(matchNightJob.replacingOccurrences(of: "\"pushType\": \"liveactivity\"", with: "\"pushType\": \"alert\""))?.contains("liveactivity") == true)
         #expect(refusal(matchNightJob.replacingOccurrences(of: "\"topic\": \"com.example.scores\",", with: ""))?.contains("needs \"topic\"") == true)
-        #expect(refusal(matchNightJob.replacingOccurrences(of: "\"format\": \"h2\",", with: ""))?.contains("h2") == true)
+        #expect(refusal(matchNightJob.replacingOccurrences(of: "\"format\": \"h2\",", with: ""))?.contains("\"broadcast\" goes with \"format\": \"h2\"") == true)
+        #expect(refusal(matchNightJob.replacingOccurrences(of: "\"format\": \"h2\",", with: "\"format\": \"enhanced\","))?
+                    .contains("\"broadcast\" goes with \"format\": \"h2\"") == true, "not a complaint about topic")
         #expect(refusal(matchNightJob.replacingOccurrences(of: "\"priority\": 5,", with: "\"priority\": 5, \"collapseId\": \"x\","))?.contains("collapseId") == true)
+        #expect(refusal(matchNightJob.replacingOccurrences(of: "\"priority\": 5,", with: "\"priority\": 5, \"frequencyCap\": {\"max\": 1, \"per\": \"24h\", \"scope\": \"s\"},"))?
+                    .contains("\"frequencyCap\" does not go with \"broadcast\"") == true, "refused when the job is read, not only by send")
         // Live Activity updates go at 5 or 10 (ActivityKit); 1 is refused with one sentence naming the key.
         #expect(refusal(matchNightJob.replacingOccurrences(of: "\"priority\": 5,", with: "\"priority\": 10,")) == nil)
         #expect(refusal(matchNightJob.replacingOccurrences(of: "\"priority\": 5,", with: "\"priority\": 1,"))?
