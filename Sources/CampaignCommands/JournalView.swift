@@ -93,7 +93,7 @@ struct JournalView {
         if state.settings.planPath == nil && state.planRecords == nil {
             return "stopped while its plan was still coming from standard input; if the planner was stopped too, plan again into it: campaign plan JOB AUDIENCE | campaign send --resume \(directory) --replan (else: campaign send --resume \(directory))"
         }
-        return "stopped without finishing (crash or kill); resume with: \(resumeCommand ?? "campaign send --resume \(directory)")"
+        return "stopped without finishing (killed, crashed, or stopped at once by a second signal); resume with: \(resumeCommand ?? "campaign send --resume \(directory)")"
     }
 
     /// `status DIR`'s text: the send in detail, one line each.

@@ -150,7 +150,9 @@ struct PartsView {
         for line in table {
             out += "  " + line.enumerated().map { c, v in c == line.count - 1 ? v : v.padding(toLength: widths[c], withPad: " ", startingAt: 0) }.joined(separator: "  ") + "\n"
         }
-        out += "parts: \(count(.complete)) complete, \(count(.running)) running, \(count(.waiting) > 0 ? "\(count(.waiting)) waiting, " : "")\(count(.stopped)) stopped, \(count(.cancelled) > 0 ? "\(count(.cancelled)) cancelled, " : "")\(count(.notStarted)) not started\n"
+        // Journals that are no plan's parts (several sends named together) are journals, not parts.
+        let word = manifest != nil || rows.allSatisfy({ $0.part != nil }) ? "parts" : "journals"
+        out += "\(word): \(count(.complete)) complete, \(count(.running)) running, \(count(.waiting) > 0 ? "\(count(.waiting)) waiting, " : "")\(count(.stopped)) stopped, \(count(.cancelled) > 0 ? "\(count(.cancelled)) cancelled, " : "")\(count(.notStarted)) not started\n"
         out += "done: \(t.done) of \(t.recordsKnown ? String(t.records) : "?") (\(t.accepted) accepted, \(t.presumed) presumed, \(t.failed) failed); remaining: \(t.remaining.map(String.init) ?? "unknown")\n"
         out += "resent: \(t.resends), possible duplicates: \(t.duplicates)\n"
         if !variants.isEmpty { out += "variants: " + VariantCounts.text(variants) + "\n" }

@@ -90,7 +90,7 @@ struct Validate: ParsableCommand {
             switch outcome {
             case .fitted: verdict = "fits (\(out.count) bytes)"
             case .truncated: verdict = "truncated by \(full.count - out.count) bytes (\(full.count) → \(out.count))"
-            case .cannotFit(let n): verdict = "cannot fit: \(n) bytes even with an empty alert"
+            case .cannotFit(let n): verdict = jobFile.broadcast ? "cannot fit: \(n) bytes, and a broadcast has no alert to shorten" : "cannot fit: \(n) bytes even with an empty alert"
             case .missingVariable(let name): verdict = "missing sample for \(name)"
             case .invalidBadge(let v): verdict = "badge sample \"\(v)\" is not a whole number"
             case .invalidValue(let name, let type, let v): verdict = "sample \"\(v)\" for {\(name):\(type.rawValue)} is not of its type"
@@ -102,10 +102,25 @@ struct Validate: ParsableCommand {
             print("  \(variant)\(message.tag): \(verdict)")
             print("    \(String(decoding: out, as: UTF8.self))")
         }
-        let fallback = jobFile.fallback.isEmpty ? "none (devices in other languages are rejected)" : jobFile.fallback.joined(separator: " → ")
-        for (language, chain) in jobFile.fallbackByLanguage.sorted(by: { $0.key < $1.key }) {
-            print("  fallback for \(language): \(chain.isEmpty ? "none" : chain.joined(separator: " → "))")
+        if jobFile.fallbackIsTheFirstMessage {
+            print("  fallback: none given: a channel whose row has no lang, or one without a message, gets the first message (\(jobFile.fallback[0]))")
+        } else {
+            let fallback = jobFile.fallback.isEmpty ? "none (devices in other languages are rejected)" : jobFile.fallback.joined(separator: " → ")
+            for (language, chain) in jobFile.fallbackByLanguage.sorted(by: { $0.key < $1.key }) {
+                print("  fallback for \(language): \(chain.isEmpty ? "none" : chain.joined(separator: " → "))")
+            }
+            print("  fallback\(jobFile.fallbackByLanguage.isEmpty ? "" : " for every other language"): \(fallback)")
         }
-        print("  fallback\(jobFile.fallbackByLanguage.isEmpty ? "" : " for every other language"): \(fallback)")
+        // The campaign rules, as plan --ledger and send --ledger will apply them.
+        if !jobFile.variants.isEmpty {
+            let total = jobFile.variants.reduce(0) { $0 + $1.weight }
+            let shares = jobFile.variants.map { v in
+                "\(v.name) \(v.weight)/\(total)\(v.holdout ? " (holdout: planned into PLAN.holdout.ndjson, never sent)" : "")"
+            }
+            print("  variants: " + shares.joined(separator: ", "))
+        }
+        if let cap = jobFile.frequencyCap {
+            print("  frequencyCap: at most \(cap.max) notification\(cap.max == 1 ? "" : "s") of scope \"\(cap.scope)\" per device per \(DeliverAt.durationText(cap.perSeconds)) (with plan --ledger and send --ledger)")
+        }
     }
 }

@@ -83,6 +83,9 @@ public struct CampaignJob: Sendable {
     public var fallback: [String]
     /// The object form's chains of their own, by normalized language tag.
     public var fallbackByLanguage: [String: [String]] = [:]
+    /// A broadcast that names no fallback: every channel whose row has no
+    /// message of its own gets the job's first message.
+    public var fallbackIsTheFirstMessage = false
     /// Message tags and their `aps` members, in job order.
     public var messages: [(tag: String, aps: [(key: String, value: JSONValue)])]
     /// Keys beside `aps`, in job order.
@@ -255,7 +258,10 @@ public struct CampaignJob: Sendable {
 
         // A channel's subscribers speak many languages: without a `lang`
         // column or a chain, a broadcast goes in the job's first message.
-        if broadcast, fallback.isEmpty, fallbackByLanguage.isEmpty { fallback = [messages[0].tag] }
+        if broadcast, fallback.isEmpty, fallbackByLanguage.isEmpty {
+            fallback = [messages[0].tag]
+            fallbackIsTheFirstMessage = true
+        }
 
         switch json["custom"] {
         case nil: custom = []

@@ -25,6 +25,8 @@ public struct PlanOptions: Sendable {
     public var parts = 1
     /// Names this planning run in every part's header (see ``PlanPart``).
     public var campaignHash = ""
+    /// The planning run's random id in the header (``PlanHeader/run``); nil draws one.
+    public var run: String? = nil
     /// `plan --column`: mappings that override the job's `columns`.
     public var columns = ColumnMapping()
     /// `plan --ledger`: the campaign rules and what the send ledger says (see LedgerRules).
@@ -77,6 +79,10 @@ public final class Planner {
             expiry: job.expiresIn == 0 ? 0 : options.now &+ UInt32(job.expiresIn),
             priority: job.wire.carriesPriority ? job.priority : nil,
             maxPayload: maxPayload, shards: options.shards, created: options.now)
+        header.run = options.run ?? {
+            let hex = String(UInt64.random(in: 1...UInt64.max), radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }()
         if job.wire.isHTTP2 {
             let literal = job.collapseTemplate?.isLiteral ?? true
             header.http2 = PlanHeader.HTTP2Fields(topic: job.topic, pushType: job.pushType, collapseId: literal ? job.collapseId : nil,
@@ -175,11 +181,12 @@ public final class Planner {
         var defaultedCounts = [Int](repeating: 0, count: min(64, renderer.variables.count))
         var variantCounts = [Int](repeating: 0, count: job.variants.count)
 
-        func reject(_ batch: PreparedBatch, _ i: Int, _ code: RejectCode, _ reason: String) throws {
+        func reject(_ batch: PreparedBatch, _ i: Int, _ code: RejectCode, _ reason: String, given: String? = nil) throws {
             summary.rejected[code, default: 0] += 1
             guard let rejects else { return }
-            try batch.withToken(of: i) { try rejects.append(line: batch.prepared[i].line, token: $0, code: code, reason: reason) }
+            try batch.withToken(of: i) { try rejects.append(line: batch.prepared[i].line, token: $0, given: given, code: code, reason: reason) }
         }
+        let duplicate = job.broadcast ? "duplicate channel: an earlier row has it (the first wins)" : "duplicate token: an earlier row has it (the first wins)"
 
         let lookahead = 8
         let rules = options.rules   // read once: through `options`, each row would retain its tables
@@ -206,12 +213,12 @@ public final class Planner {
                     let p = prepared[i]
                     if p.kind == .rejectedOutright {
                         let r = batch.rejections[Int(p.rejection)]
-                        try reject(batch, i, r.code, r.reason)
+                        try reject(batch, i, r.code, r.reason, given: r.given)
                         continue
                     }
                     let t = UnsafeBufferPointer(rebasing: arena[Int(p.tokenStart)..<Int(p.tokenStart + p.tokenCount)])
                     if seen.contains(t, hash: p.tokenHash) {
-                        try reject(batch, i, .duplicateToken, "duplicate token: an earlier row has it (the first wins)")
+                        try reject(batch, i, .duplicateToken, duplicate)
                         continue
                     }
                     if hasSuppressed, let unregistered = suppressed.value(for: t) {
@@ -245,7 +252,7 @@ public final class Planner {
                     }
                     if p.kind == .rejectedUnlessDuplicate {
                         let r = batch.rejections[Int(p.rejection)]
-                        try reject(batch, i, r.code, r.reason)
+                        try reject(batch, i, r.code, r.reason, given: r.given)
                         continue
                     }
                     seen.insert(t, hash: p.tokenHash)

@@ -47,6 +47,8 @@ struct PreparedRow {
 struct Rejection {
     var code: RejectCode
     var reason: String
+    /// The row's token field as it was, when it could not be read as one (a broadcast's rejects name it).
+    var given: String? = nil
 }
 
 /// Rows read and prepared together, handed from the preparing thread to the

@@ -52,13 +52,19 @@ public final class RejectsWriter {
         file = try BufferedFileWriter(path: path)
     }
 
-    func append(line: Int, token: UnsafeBufferPointer<UInt8>?, code: RejectCode, reason: String) throws(IOError) {
+    /// `given`: the field as the row had it, when it is no token (a broadcast's reject names it;
+    /// a channel missing altogether is `"channel":null`).
+    func append(line: Int, token: UnsafeBufferPointer<UInt8>?, given: String? = nil, code: RejectCode, reason: String) throws(IOError) {
         file.buffer.append(contentsOf: #"{"line":"#.utf8)
         JSONText.appendDecimal(line, to: &file.buffer)
         if let token, namesChannels {
             file.buffer.append(contentsOf: #","channel":""#.utf8)
             file.buffer.append(contentsOf: Base64.encode(token))
             file.buffer.append(UInt8(ascii: "\""))
+        } else if namesChannels {
+            file.buffer.append(contentsOf: #","channel":"#.utf8)
+            if let given { JSONText.appendString(Array(String(given.unicodeScalars.prefix(Self.maxGivenScalars)).utf8), to: &file.buffer) }
+            else { file.buffer.append(contentsOf: "null".utf8) }
         } else if let token {
             file.buffer.append(contentsOf: #","token":""#.utf8)
             HexEncoding.append(token, to: &file.buffer)
@@ -73,6 +79,9 @@ public final class RejectsWriter {
     }
 
     public func flush() throws(IOError) { try file.flush() }
+
+    /// How much of an unreadable field a reject repeats.
+    static let maxGivenScalars = 256
 }
 
 /// Counts of a planning run.

@@ -178,11 +178,11 @@ final class RowPreparer: @unchecked Sendable {
     }
 
     private func rejected(_ kind: PreparedRow.Kind, _ code: RejectCode, _ reason: String, token: PreparedRow? = nil,
-                          in batch: PreparedBatch) -> PreparedRow {
+                          given: String? = nil, in batch: PreparedBatch) -> PreparedRow {
         var p = token ?? PreparedRow()
         p.kind = kind
         p.rejection = Int32(batch.rejections.count)
-        batch.rejections.append(Rejection(code: code, reason: reason))
+        batch.rejections.append(Rejection(code: code, reason: reason, given: given))
         return p
     }
 
@@ -240,7 +240,7 @@ final class RowPreparer: @unchecked Sendable {
         let text = row.storage.withUnsafeBufferPointer { String(decoding: $0[tokenRange], as: UTF8.self) }
         guard let channel = ChannelID(base64: text) else {
             return rejected(.rejectedOutright, .invalidChannel,
-                            "invalid channel id: not the base64 APNs issues (padded, at most \(ChannelID.maxBytes) bytes)", in: batch)
+                            "invalid channel id: not the base64 APNs issues (padded, at most \(ChannelID.maxBytes) bytes)", given: text, in: batch)
         }
         var p = PreparedRow()
         p.tokenStart = Int32(batch.arena.count)
@@ -355,7 +355,9 @@ final class RowPreparer: @unchecked Sendable {
         case .invalidChannelID(let name, let value):
             failure = Rejection(code: .invalidChannelID, reason: "{\(name)} \"\(value)\" is not a channel id (canonical base64) for input-push-channel")
         case .cannotFit(let minimum):
-            failure = Rejection(code: .cannotFit, reason: "cannot fit: the payload needs \(minimum) bytes even with an empty alert, over the \(maxPayload)-byte limit")
+            failure = Rejection(code: .cannotFit, reason: broadcastExpires == nil
+                ? "cannot fit: the payload needs \(minimum) bytes even with an empty alert, over the \(maxPayload)-byte limit"
+                : "cannot fit: the payload is \(minimum) bytes, over a broadcast's \(maxPayload)-byte limit (a broadcast has no alert to shorten)")
         }
         if let failure {
             batch.arena.truncate(to: Int(p.lineStart))

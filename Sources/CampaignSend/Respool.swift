@@ -74,12 +74,12 @@ public enum Respool {
     }
 
     /// Whether two plan headers differ at most in their times (`created`,
-    /// `expiry`, and the date a `deliverAt` without one was given): the same
-    /// job planned again, later.
+    /// `expiry`, and the date a `deliverAt` without one was given) and their
+    /// planning run's id: the same job planned again, later.
     static func sameBeyondTimes(_ a: PlanHeader, _ b: PlanHeader) -> Bool {
         func timeless(_ h: PlanHeader) -> PlanHeader {
             var h = h
-            (h.created, h.expiry) = (0, 0)
+            (h.created, h.expiry, h.run) = (0, 0, nil)
             if case .deliverAt(var d)? = h.schedule {
                 d.date = nil
                 h.schedule = .deliverAt(d)

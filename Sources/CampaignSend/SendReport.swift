@@ -229,7 +229,7 @@ public struct SendReport: Sendable {
             ("outcome", .string(outcome.rawValue)),
             ("plan_records", planTotal.map(n) ?? .null), ("runs", n(whole.runs)),
             ("accepted", n(whole.accepted)), ("presumed", n(whole.presumed)), ("failed", n(whole.failed)), ("skipped", n(whole.skipped)),
-            ("next_moment", nextMoment.map { .string(utcText($0)) } ?? .null),
+            ("next_moment", outcome == .cancelled ? .null : nextMoment.map { .string(utcText($0)) } ?? .null),
             ("failed_by_status", byStatus(whole.failedByStatus)), ("failed_by_reason", byName(whole.failedByReason)),
             ("resends", n(whole.resends)), ("resent_by_kind", byName(whole.resentByKind)),
             ("duplicates_risked", n(whole.duplicatesRisked)), ("reconnects", n(whole.reconnects)),
@@ -262,7 +262,8 @@ public struct SendReport: Sendable {
         }
         if skipped > 0 { s += ", \(skipped) skipped (too late, or at their frequencyCap when released)" }
         if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
-        if let next = nextMoment {
+        // A cancelled send has no next notifications, whatever was due next when it stopped.
+        if let next = nextMoment, outcome != .cancelled {
             s += "\n  scheduled: the next notifications are due at \(utcText(next))" + (deferred > 0 ? " (\(deferred) held back by their quiet hours)" : "")
         }
         if let whole = wholeSend, whole.runs > 1 {

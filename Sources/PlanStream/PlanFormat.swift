@@ -23,6 +23,10 @@ public struct PlanHeader: Equatable, Sendable {
     public var shards: Int
     /// UNIX seconds when the plan was made.
     public var created: UInt32
+    /// A random id of the planning run (16 hex digits): two plans of one job
+    /// made in the same second differ by it, and so do their apns-ids, which
+    /// are drawn from the header. Nil in plans made before it existed.
+    public var run: String?
     /// Which part of a planning run this plan is (`plan --parts N`); nil for a whole plan.
     public var part: PlanPart?
     /// h2 plans: the request headers every notification shares.
@@ -98,6 +102,7 @@ public struct PlanHeader: Equatable, Sendable {
             ("shards", .number(String(shards))),
             ("created", .number(String(created))),
         ]
+        if let run { members.append(("run", .string(run))) }
         if let p = part {
             members += [("part", .number(String(p.index))), ("parts", .number(String(p.count))), ("campaignHash", .string(p.campaignHash))]
         }
@@ -141,6 +146,7 @@ public struct PlanHeader: Equatable, Sendable {
         }
         self.init(campaign: campaign, wire: wire, expiry: UInt32(expiry), priority: priority,
                   maxPayload: Int(maxPayload), shards: Int(shards), created: UInt32(created), part: part)
+        run = h["run"]?.stringValue
         if wire.isHTTP2 {
             guard let pushType = h["pushType"]?.stringValue else { throw .badHeader("an h2 plan needs pushType") }
             http2 = HTTP2Fields(topic: h["topic"]?.stringValue, pushType: pushType, collapseId: h["collapseId"]?.stringValue,

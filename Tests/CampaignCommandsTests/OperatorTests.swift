@@ -50,6 +50,34 @@ import GatewaySimulator
         #expect(json["round_trip_ms"]?.doubleValue != nil, "\(json)")
         let text = try PlanProcessTests.run(["status", "journal"], in: dir)
         #expect(!String(decoding: text.out, as: UTF8.self).contains("0 in the pool"), "\(String(decoding: text.out, as: UTF8.self))")
+        // Two sends that are no plan's parts, named together: journals, not parts.
+        let other = try H2SendTests.send(dir, simulator, ["--connections", "1"], journal: "other")
+        #expect(other.wait(timeout: 120) == 0, "\(other.stderr)")
+        let both = String(decoding: try PlanProcessTests.run(["status", "journal", "other"], in: dir).out, as: UTF8.self)
+        #expect(both.contains("journals: 2 complete,") && !both.contains("parts:"), "\(both)")
+    }
+
+    /// `validate` tells the campaign rules a job carries (variants with their
+    /// shares and the holdout, a frequencyCap) and, for a broadcast naming no
+    /// fallback, that the first message goes (it printed "fallback: en").
+    @Test func validateTellsTheRulesAndABroadcastsImpliedMessage() throws {
+        let dir = TemporaryDirectory("validate-rules")
+        var ab = try String(contentsOfFile: PlanProcessTests.repo + "/jobs/spring-ab.json", encoding: .utf8)
+        ab = ab.replacingOccurrences(of: #""expiresIn": 86400,"#, with: #""expiresIn": 86400, "frequencyCap": {"max": 2, "per": "24h", "scope": "marketing"},"#)
+        try ab.write(toFile: dir.file("ab.json"), atomically: true, encoding: .utf8)
+        let rules = try PlanProcessTests.run(["validate", "ab.json"], in: dir)
+        let text = String(decoding: rules.out, as: UTF8.self)
+        #expect(rules.status == 0, "\(rules.err)")
+        #expect(text.contains("  variants: A 45/100, B 45/100, control 10/100 (holdout: planned into PLAN.holdout.ndjson, never sent)"), "\(text)")
+        #expect(text.contains("  frequencyCap: at most 2 notifications of scope \"marketing\" per device per "), "\(text)")
+        let broadcast = try String(contentsOfFile: PlanProcessTests.repo + "/jobs/match-night.json", encoding: .utf8)
+            .replacingOccurrences(of: #""fallback": ["en"],"#, with: "")
+        try broadcast.write(toFile: dir.file("bc.json"), atomically: true, encoding: .utf8)
+        let implied = try PlanProcessTests.run(["validate", "bc.json"], in: dir)
+        let words = String(decoding: implied.out, as: UTF8.self)
+        #expect(implied.status == 0, "\(implied.err)")
+        #expect(words.contains("fallback: none given: a channel whose row has no lang, or one without a message, gets the first message"), "\(words)")
+        #expect(!words.contains("variants:") && !words.contains("frequencyCap:"))
     }
 
     @Test func certsRefusesToReplaceACAWithoutForce() throws {

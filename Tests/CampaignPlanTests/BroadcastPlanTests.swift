@@ -52,6 +52,22 @@ let matchNightJob = """
         #expect(run.reject(line: 4).code == "invalid_channel", "bits under the padding: not the id APNs issued")
         #expect(run.reject(line: 5).code == "missing_channel")
         #expect(run.reject(line: 6).code == "duplicate_token")
+        #expect(run.reject(line: 6).reason == "duplicate channel: an earlier row has it (the first wins)")
+        // Every reject of a broadcast names its channel: as base64, as the row had it, or null when it had none.
+        func channel(_ line: Int) -> JSONValue? { run.rejects.first { $0["line"]?.integerValue == Int64(line) }?["channel"] }
+        #expect(channel(3) == .string("not base64!") && channel(4) == .string("Zh==") && channel(5) == .null && channel(6) == .string(good))
+        #expect(run.rejects.allSatisfy { $0["token"] == nil }, "no token field in a broadcast's rejects")
+    }
+
+    /// A content-state over the limit: said as what it is, not as an alert that could not be emptied.
+    @Test func aBroadcastTooLargeIsRejectedWithoutTalkOfAnAlert() throws {
+        let csv = "channel_id,home_score,away_score,minute\n\(Self.channels[0].base64),1,0,\(String(repeating: "9", count: 6000))\n"
+        let run = try PlanRun(job: matchNightJob, audience: csv)
+        #expect(run.records.isEmpty)
+        let reject = run.reject(line: 2)
+        #expect(reject.code == "cannot_fit")
+        #expect(reject.reason?.contains("over a broadcast's 5120-byte limit (a broadcast has no alert to shorten)") == true, "\(reject.reason ?? "")")
+        #expect(reject.reason?.contains("empty alert") == false)
     }
 
     @Test func aChannelThatStoresNothingRefusesAnExpiration() throws {

@@ -63,6 +63,23 @@ struct PlanRun {
 }
 
 @Suite struct PlannerTests {
+    /// Two plans of one job made in the same second are two planning runs:
+    /// their headers differ by the run's id, and so do the apns-ids drawn from them.
+    @Test func twoPlansOfOneJobInOneSecondHaveTheirOwnIDs() throws {
+        let audience = "token,lang,first_name,discount,badge\n\(String(repeating: "ab", count: 32)),en,Ann,10,1\n"
+        let a = try PlanRun(audience: audience), b = try PlanRun(audience: audience)
+        #expect(a.reader.header.created == b.reader.header.created)
+        let (runA, runB) = (try #require(a.reader.header.run), try #require(b.reader.header.run))
+        #expect(runA != runB && runA.count == 16)
+        func id(_ run: PlanRun) -> String { NotificationID.uuid(planChecksum: String(decoding: run.reader.header.json.serialized(), as: UTF8.self), seq: 1) }
+        #expect(id(a) != id(b), "equal apns-ids for two campaigns")
+        // The header reads back with its run, and a header without one (an older plan) still reads.
+        #expect(try PlanHeader(json: a.reader.header.json).run == runA)
+        var old = a.reader.header
+        old.run = nil
+        #expect(try PlanHeader(json: old.json).run == nil)
+    }
+
     @Test func everyRowEndsPlannedOrRejectedWithItsLineAndReason() throws {
         var store = FeedbackStore()
         store.record(token: DeviceToken(hex: tokenHex(20))!.bytes, timestamp: 1_690_000_000)

@@ -1,4 +1,5 @@
 import Testing
+import CampaignJSON
 @testable import CampaignSend
 
 /// Numbers as the operator reads them: a wait below a second is not
@@ -12,5 +13,16 @@ import Testing
     @Test(arguments: [(0.25, "0.25/s"), (0.5, "0.5/s"), (0.004, "under 0.01/s"), (4.46, "4.5/s"), (12.7, "12/s"), (48_000, "48000/s"), (0, "0/s")])
     func aRateBelowOneASecondIsNotZero(perSecond: Double, text: String) {
         #expect(rateText(perSecond) == text)
+    }
+
+    /// A cancelled scheduled send has no next notifications to announce.
+    @Test func aCancelledSendNamesNoNextMoment() {
+        var report = SendReport()
+        report.nextMoment = 1_800_000_000
+        report.outcome = .scheduled
+        #expect(report.text.contains("scheduled: the next notifications are due at"))
+        report.outcome = .cancelled
+        #expect(!report.text.contains("next notifications"), "\(report.text)")
+        #expect(report.json["next_moment"] == .null)
     }
 }
