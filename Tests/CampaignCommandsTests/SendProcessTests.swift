@@ -266,7 +266,20 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         _ = try Self.plan(count: 300, into: dir.file("plan.ndjson"), seed: 2)   // same path, other plan
         let resumed = try CampaignProcess(["send", "--resume", dir.file("journal")] + Self.credentials(), in: dir.path)
         #expect(resumed.wait(timeout: 60) == 66)
-        #expect(resumed.stderr.contains("has changed since the send started"))
+        // Another planning run: its header (its run's id) already tells it from the journal's plan.
+        #expect(resumed.stderr.contains("the plan is not the one this journal was started with"), "\(resumed.stderr)")
+        // The journal's header over other records: the records' checksum tells them apart.
+        let firstHeader = try #require(try String(contentsOfFile: dir.file("journal/journal.log"), encoding: .utf8)
+            .split(separator: "\n").lazy.compactMap { line -> String? in
+                guard let v = try? JSONValue.parse(String(line.drop { $0 != " " }.dropFirst())), v["t"]?.stringValue == "start",
+                      let header = v["plan_header"] else { return nil }
+                return String(decoding: header.serialized(), as: UTF8.self)
+            }.first, "the journal's start record holds the plan's header")
+        let others = try String(contentsOfFile: dir.file("plan.ndjson"), encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        try ([firstHeader] + others.dropFirst().map(String.init)).joined(separator: "\n").write(toFile: dir.file("plan.ndjson"), atomically: true, encoding: .utf8)
+        let changed = try CampaignProcess(["send", "--resume", dir.file("journal")] + Self.credentials(), in: dir.path)
+        #expect(changed.wait(timeout: 60) == 66)
+        #expect(changed.stderr.contains("has changed since the send started"), "\(changed.stderr)")
         #expect(try Self.recorded(dir).count == 300)
     }
 
