@@ -59,6 +59,9 @@ struct Simulator: ParsableCommand {
     @Option(help: "Seed for --error-rate.")
     var seed: UInt64 = 1
 
+    @Flag(help: "HTTP/2: answer 503s with the reason \"Service Unavailable\", spaced as Apple's broadcast error list spells it.")
+    var spacedReasons = false
+
     @Option(name: .customLong("read-delay-ms"), help: ArgumentHelp("Pause this long before each read: a slow gateway.", valueName: "ms"))
     var readDelayMilliseconds = 0
 
@@ -162,6 +165,7 @@ struct Simulator: ParsableCommand {
         configuration.faults.dropEvery = dropEvery
         configuration.faults.errorRate = errorRate
         configuration.faults.seed = seed
+        configuration.faults.spacedReasons = spacedReasons
         configuration.faults.readDelayMilliseconds = readDelayMilliseconds
         configuration.latencyMilliseconds = latencyMilliseconds
         if let badTokens { configuration.faults.badTokens = try FaultPlan.readTokens(path: badTokens) }

@@ -188,7 +188,10 @@ struct H2GatewaySession {
             return H2Reply(status: 429, reason: "TooManyRequests", retryAfter: 1)
         }
         if faults.errorRate > 0, Double(rng.next() % 1_000_000) / 1_000_000 < faults.errorRate {
-            return rng.next() % 2 == 0 ? H2Reply(status: 500, reason: "InternalServerError") : H2Reply(status: 503, reason: "ServiceUnavailable")
+            if rng.next() % 2 == 0 { return H2Reply(status: 500, reason: "InternalServerError") }
+            var unavailable = H2Reply(status: 503, reason: "ServiceUnavailable")
+            if faults.spacedReasons { unavailable.spelling = "Service Unavailable" }
+            return unavailable
         }
         return nil
     }

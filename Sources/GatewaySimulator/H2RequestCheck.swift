@@ -9,6 +9,9 @@ public struct H2Reply: Equatable, Sendable {
     public var timestampMilliseconds: Int64? = nil
     /// 429 TooManyRequests: the `retry-after` header, seconds.
     public var retryAfter: Int? = nil
+    /// The reason as written on the wire, when it is not the table's spelling
+    /// (`--spaced-reasons`: "Service Unavailable", as Apple's broadcast list writes it).
+    public var spelling: String? = nil
 
     public init(status: Int, reason: APNsReason? = nil, timestampMilliseconds: Int64? = nil, retryAfter: Int? = nil) {
         (self.status, self.reason, self.timestampMilliseconds, self.retryAfter) = (status, reason, timestampMilliseconds, retryAfter)
@@ -21,7 +24,7 @@ public struct H2Reply: Equatable, Sendable {
     public var body: [UInt8] {
         guard let reason else { return [] }
         var out: [UInt8] = Array(#"{"reason":"#.utf8)
-        JSONText.appendString(Array(reason.name.utf8), to: &out)
+        JSONText.appendString(Array((spelling ?? reason.name).utf8), to: &out)
         if let timestampMilliseconds {
             out.append(contentsOf: #","timestamp":"#.utf8)
             JSONText.appendDecimal(timestampMilliseconds, to: &out)

@@ -20,6 +20,9 @@ public struct FaultPlan: Sendable {
     public var errorRate: Double = 0
     /// Seed for `errorRate`; connection N draws from seed + N, so a run is reproducible.
     public var seed: UInt64 = 1
+    /// HTTP/2: 503s say "Service Unavailable", with a space, as Apple's
+    /// broadcast error list spells it (the device-push list: "ServiceUnavailable").
+    public var spacedReasons = false
     /// Pause before each read from a connection: a slow gateway.
     public var readDelayMilliseconds: Int = 0
 
