@@ -20,19 +20,26 @@ final class SharedRate: @unchecked Sendable {
     }
 }
 
-/// A token bucket: `perSecond`, with bursts of at most a second's worth (64
-/// at most at the start).
+/// A token bucket: `perSecond`, with bursts of at most a tenth of a second's
+/// worth (one at least). A bucket that held a second's worth let a send that
+/// paused (connecting, a full window) catch up with a second's burst on top
+/// of the second's rate: about 2N in one second for `--rate N`.
 struct TokenBucket {
     let perSecond: Double
+    /// The most taken at once: what `--rate` may exceed in any second.
+    let burst: Double
     private var allowance: Double = 0
     private var updatedAt: UInt64 = 0
 
-    init(perSecond: Double) { self.perSecond = perSecond }
+    init(perSecond: Double) {
+        self.perSecond = perSecond
+        burst = max(1, perSecond / 10)
+    }
 
     /// Takes one token at monotonic time `now` (nanoseconds); false when none is left.
     mutating func take(now: UInt64) -> Bool {
-        if updatedAt == 0 { updatedAt = now; allowance = min(perSecond, 64) }
-        allowance = min(perSecond, allowance + Double(now - updatedAt) / 1e9 * perSecond)
+        if updatedAt == 0 { updatedAt = now; allowance = burst }
+        allowance = min(burst, allowance + Double(now - updatedAt) / 1e9 * perSecond)
         updatedAt = now
         guard allowance >= 1 else { return false }
         allowance -= 1
