@@ -47,9 +47,11 @@ struct Cancel: ParsableCommand {
         try reportingErrors(as: "cancel") {
             let record = JournalCancel(by: by ?? JournalCancel.defaultBy(), at: Int(time(nil)), reason: reason)
             var targets = directories.map { ($0, false) }
+            var unplaced = 0
             if let manifest, let journals {
                 let parts = try CampaignCancel.partDirectories(manifest: manifest, glob: journals)
                 targets += parts.directories
+                unplaced = parts.unplaced.count
                 for part in parts.unplaced {
                     printError("campaign cancel: part \(String(format: "%03d", part)) has no journal among \(journals), and no directory for it can be made there (the pattern does not end in /*, or DIR/\(String(format: "%03d", part)) holds another journal): cancel it by name when it has one")
                 }
@@ -62,6 +64,11 @@ struct Cancel: ParsableCommand {
                 printError("campaign cancel: \(result.sentence)")
             }
             if stillRunning { throw CampaignExit.interrupted }
+            // A part left uncancelled can still be started: not a success to a script.
+            if unplaced > 0 {
+                printError("campaign cancel: \(unplaced) part\(unplaced == 1 ? " is" : "s are") not cancelled and may still be sent")
+                throw CampaignExit.cannotCreate
+            }
         }
     }
 }

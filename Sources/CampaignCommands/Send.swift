@@ -241,8 +241,10 @@ struct Send: ParsableCommand {
         guard let context = madeContext else { throw ValidationError("internal: no TLS context") }
         for note in session.notes { printError("campaign send: \(note)") }
         if let complete = session.alreadyCompleteReport {
-            // Nothing is printed but the note (cron asks all day); the report is still written.
-            if let path = session.settings.reportPath { try writeOutput(complete.json.serialized() + [0x0A], to: path) }
+            // Nothing is printed but the note (cron asks all day). A report
+            // asked for now is written; the send's own (its first --report's)
+            // is left as its last run wrote it, with that run's figures.
+            if report != nil, let path = session.settings.reportPath { try writeOutput(complete.json.serialized() + [0x0A], to: path) }
             return nil
         }
         if let ended = try session.readInputToEnd(cancellation: waitStop) { return (ended, session.settings.reportPath) }

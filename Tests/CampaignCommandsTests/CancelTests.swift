@@ -194,5 +194,8 @@ import LocalTime
         // A directory with no journal, named alone, is an error.
         let none = try Self.cancel(["nowhere"], in: dir)
         #expect(none.status == 66, "\(none.err)")
+        // Parts whose cancel record has nowhere to go (a pattern not ending in /*) are not cancelled: 73, not 0.
+        let nowhere = try Self.cancel(["--manifest", "plan/manifest.json", "--journals", "k/j-*"], in: dir)
+        #expect(nowhere.status == 73 && nowhere.err.contains("3 parts are not cancelled and may still be sent"), "\(nowhere.err)")
     }
 }

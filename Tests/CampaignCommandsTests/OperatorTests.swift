@@ -29,6 +29,11 @@ import GatewaySimulator
         #expect(report["plan_records"]?.integerValue == 40 && report["accepted"]?.integerValue == 40 && report["runs"]?.integerValue == 1, "\(report)")
         #expect(report["this_run"]?["accepted"]?.integerValue == 0 && report["this_run"]?["already_done"]?.integerValue == 40, "\(report)")
         #expect(simulator.currentStatistics().accepted == 40, "nothing sent again")
+        // A resume that asks for no report leaves the send's own as its last run wrote it (its pool, round trip, seconds).
+        let written = try Data(contentsOf: URL(fileURLWithPath: dir.file("first.json")))
+        let quiet = try CampaignProcess(["send", "--resume", dir.file("journal")] + SendProcessTests.credentials(), in: dir.path)
+        #expect(quiet.wait(timeout: 120) == 0, "\(quiet.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: dir.file("first.json"))) == written, "the send's report was overwritten")
     }
 
     /// A send shorter than its first once-a-second progress record still
