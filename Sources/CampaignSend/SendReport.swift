@@ -27,19 +27,23 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
     /// FeatureNotEnabled): the sentence says what to change; resumable.
     case accountState(String)
 
-    public var description: String {
-        switch self {
+    public var description: String { sentence(journal: nil) }
+
+    /// The sentence, its resume command naming `journal` when given.
+    public func sentence(journal: String?) -> String {
+        let resume = "`campaign send --resume\(journal.map { " \($0)" } ?? "")`"
+        return switch self {
         case .credentials(let e): "\(e)"
-        case .unreachable(let e): "Giving up after repeated connection failures: \(e)"
+        case .unreachable(let e): "Giving up after repeated connection failures: \(e)\(journal.map { " (`campaign send --resume \($0)` goes on once the gateway is reachable)" } ?? "")"
         case .unproductive(let n):
             "Giving up: the gateway ended \(n) connections in a row without accepting or refusing anything (is it an APNs gateway?)"
         case .credentialRefused(let sentence), .accountState(let sentence): sentence
         case .malformedRequests(let n, let last):
             "Stopping: APNs refused \(n) requests in a row as malformed (the last: \(last)); the plan or campaign is wrong, or --gateway is not APNs; none of those refusals is final, and sending the rest would fail the same way"
         case .serverTrouble(let seconds, let count, let last):
-            "Stopping: the gateway has been failing for \(seconds) s with nothing accepted (\(count) times; the last: \(last)); nothing it failed is final: resume later with `campaign send --resume`"
+            "Stopping: the gateway has been failing for \(seconds) s with nothing accepted (\(count) times; the last: \(last)); nothing it failed is final: resume later with \(resume)"
         case .notificationsParked(let n):
-            "Stopping: \(n) notification\(n == 1 ? " was" : "s were") on too many lost connections (over HTTP/2 open on \(H2NotificationLimits.maxLosses), over the binary interface at the head of \(DropStrikes.parkAfter) in a row, each) and not sent again in this run (possible duplicates); none is final: resume later with `campaign send --resume` to send \(n == 1 ? "it" : "them")"
+            "Stopping: \(n) notification\(n == 1 ? " was" : "s were") on too many lost connections (over HTTP/2 open on \(H2NotificationLimits.maxLosses), over the binary interface at the head of \(DropStrikes.parkAfter) in a row, each) and not sent again in this run (possible duplicates); none is final: resume later with \(resume) to send \(n == 1 ? "it" : "them")"
         }
     }
 }
@@ -271,7 +275,7 @@ public struct SendReport: Sendable {
                 + (whole.failedByReason.isEmpty ? "" : " (" + whole.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")")
                 + ", \(whole.resends) resent, \(whole.duplicatesRisked) possible duplicates"
         }
-        s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connections, \(drops) lost without a response, \(format3(seconds)) s, \(rateText(perSecond))"
+        s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connection\(reconnects == 1 ? "" : "s"), \(drops) lost without a response, \(format3(seconds)) s, \(rateText(perSecond))"
         if wire?.poolMayGrow == true, poolConnections > 0 {
             s += "\n  pool: \(poolConnections) connection\(poolConnections == 1 ? "" : "s")"
                 + (roundTripMilliseconds.map { ", round trip \(format1(($0 * 10).rounded() / 10)) ms" } ?? "")

@@ -359,7 +359,7 @@ public final class Sender: @unchecked Sendable {
                 notes.append("\(pending) notification\(pending == 1 ? "" : "s")\(planFullyRead ? "" : " read so far") left pending"
                              + (planFullyRead ? "" : ", and the rest of the plan"))
             }
-            report.message = failure.description + (notes.isEmpty ? "" : " (" + notes.joined(separator: "; ") + ")")
+            report.message = failure.sentence(journal: journal.directory) + (notes.isEmpty ? "" : " (" + notes.joined(separator: "; ") + ")")
         } else if shared.journalFailure != nil || cancellation.isCancelled || shared.isStopping {
             report.outcome = shared.journalFailure == nil ? stoppedAs() : .interrupted
         } else if let next = gate.nextMoment, readError == nil {

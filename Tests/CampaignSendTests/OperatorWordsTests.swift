@@ -25,4 +25,19 @@ import CampaignJSON
         #expect(!report.text.contains("next notifications"), "\(report.text)")
         #expect(report.json["next_moment"] == .null)
     }
+
+    /// A stop the operator resumes names the command whole, with its journal.
+    @Test func aStopSaysTheWholeResumeCommand() {
+        let trouble = SendFailureReason.serverTrouble(seconds: 6, count: 15, last: "status 503 ServiceUnavailable")
+        #expect(trouble.sentence(journal: "out/spring").hasSuffix("resume later with `campaign send --resume out/spring`"), "\(trouble.sentence(journal: "out/spring"))")
+        #expect(SendFailureReason.notificationsParked(count: 2).sentence(journal: "out/spring").contains("`campaign send --resume out/spring` to send them"))
+    }
+
+    @Test func oneConnectionIsNotConnections() {
+        var report = SendReport()
+        report.reconnects = 1
+        #expect(report.text.contains(" 1 connection,"), "\(report.text)")
+        report.reconnects = 3
+        #expect(report.text.contains(" 3 connections,"), "\(report.text)")
+    }
 }
