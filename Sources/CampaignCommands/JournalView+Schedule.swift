@@ -59,9 +59,16 @@ extension JournalView {
     var scheduleMembers: [(String, JSONValue)] {
         guard let s = schedule else { return [] }
         func n(_ v: Int) -> JSONValue { .number(String(v)) }
-        return [("skipped", n(state.skipped.count)), ("skipped_frequency_capped", n(state.skipped.filter { $0.rule != nil }.count)), ("due_now", n(s.dueNow)), ("waiting", n(s.waiting)),
-                ("scheduled_per_hour", .object(s.perHour.sorted { $0.key < $1.key }.map { (utcText($0.key), n($0.value)) })),
-                ("next_moment", s.nextMoment.map { .string(utcText($0)) } ?? .null)]
+        let skipped: [(String, JSONValue)] = [("skipped", n(state.skipped.count)),
+                                              ("skipped_frequency_capped", n(state.skipped.filter { $0.rule != nil }.count))]
+        // Cancelled: nothing is due or waiting any more; what was not final is counted as never to be sent.
+        if phase == .cancelled {
+            return skipped + [("due_now", n(0)), ("waiting", n(0)), ("never_sent_cancelled", n(s.dueNow + s.waiting)),
+                              ("scheduled_per_hour", .object([])), ("next_moment", .null)]
+        }
+        return skipped + [("due_now", n(s.dueNow)), ("waiting", n(s.waiting)),
+                          ("scheduled_per_hour", .object(s.perHour.sorted { $0.key < $1.key }.map { (utcText($0.key), n($0.value)) })),
+                          ("next_moment", s.nextMoment.map { .string(utcText($0)) } ?? .null)]
     }
 }
 

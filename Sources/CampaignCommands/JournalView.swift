@@ -110,7 +110,11 @@ struct JournalView {
             out += "  failed: " + failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "\n"
         }
         out += "  remaining: \(remaining.map(String.init) ?? "unknown until the plan has been read to its end")\n"
-        if let schedule {
+        if let schedule, phase == .cancelled {
+            // Cancelled: what was not final will never go; no moment is next.
+            let skipped = Self.skippedText(state.skipped)
+            out += "  scheduled: \(schedule.what); \(state.doneCount) final\(skipped.isEmpty ? "" : " (\(skipped))"), \(schedule.dueNow + schedule.waiting) never to be sent (cancelled)\n"
+        } else if let schedule {
             let skipped = Self.skippedText(state.skipped)
             out += "  scheduled: \(schedule.what); \(state.doneCount) final\(skipped.isEmpty ? "" : " (\(skipped))"), \(schedule.dueNow) due now, \(schedule.waiting) waiting\n"
             for (hour, n) in schedule.perHour.sorted(by: { $0.key < $1.key }) { out += "    \(utcText(hour).prefix(16))Z \(n)\n" }

@@ -133,6 +133,11 @@ struct Send: ParsableCommand {
             let sent: (SendReport, String?)?
             do { sent = try send() } catch let cancelled as CancelledJournal {
                 printError("campaign send: \(cancelled)")   // exit 0: cron's next run must not alarm anyone
+                // A cron job that reads its report gets one: the send as far as it went, cancelled.
+                if let path = report {
+                    let cancelledReport = SendSession.cancelledReport(directory: resume ?? journal!)
+                    try writeOutput(cancelledReport.json.serialized() + [0x0A], to: path == "-" ? "-" : absolutePath(path))
+                }
                 return
             }
             guard let (report, reportPath) = sent else { return }   // already complete: nothing done

@@ -183,15 +183,34 @@ public final class SendSession {
     /// cron job that reads it): nothing done by this run, the whole send as its journal holds it.
     public var alreadyCompleteReport: SendReport? {
         guard isAlreadyComplete, let state else { return nil }
-        var report = SendReport()
+        var report = Self.report(of: state, outcome: .complete)
         report.planTotal = planTotal ?? state.doneCount
-        report.alreadyDone = state.doneCount
         report.wire = plan.header.wire
         report.message = "already complete; nothing to do"
+        return report
+    }
+
+    /// What a run that sends nothing reports: nothing this run, the whole send as `state` holds it.
+    public static func report(of state: JournalState, outcome: SendOutcome) -> SendReport {
+        var report = SendReport()
+        report.outcome = outcome
+        report.planTotal = state.planRecords
+        report.alreadyDone = state.doneCount
         var whole = SendTotals(before: state, run: SendReport())
         whole.runs = state.runs
         report.wholeSend = whole
         return report
+    }
+
+    /// What a run of a cancelled journal reports (`--report`): the send as far
+    /// as it went, outcome cancelled; zeros for a part cancelled before it started.
+    public static func cancelledReport(directory: String) -> SendReport {
+        guard let state = try? Journal.read(directory: directory) else {
+            var report = SendReport()
+            report.outcome = .cancelled
+            return report
+        }
+        return report(of: state, outcome: .cancelled)
     }
 
     /// The sender for this session; `run()` it (``Sender/run(plan:)``

@@ -35,6 +35,14 @@ import LocalTime
             #expect(run.wait(timeout: 30) == 0, "\(run.stderr)")
             #expect(run.stderr.contains("was cancelled by") && run.stderr.contains("nothing is sent"), "\(run.stderr)")
         }
+        // A run asked for a report (cron reads it) gets one: the send as far as it went, cancelled.
+        let reported = try CampaignProcess(["send", "--resume", journal, "--gateway", "127.0.0.1:\(gateway)", "--report", "cancelled-report.json"]
+                                           + credentials, in: dir.path)
+        #expect(reported.wait(timeout: 30) == 0, "\(reported.stderr)")
+        let report = try JSONValue.parse(Array(Data(contentsOf: URL(fileURLWithPath: dir.file("cancelled-report.json")))))
+        let state = try Journal.read(directory: dir.file(journal))
+        #expect(report["outcome"]?.stringValue == "cancelled" && report["accepted"]?.integerValue == Int64(state.accepted)
+                && report["this_run"]?["accepted"]?.integerValue == 0, "\(report)")
         #expect(recordCount(dir) == recorded, "nothing more arrived")
         #expect(try Self.log(dir.file(journal)) == log, "nothing else in a cancelled journal changes")
     }
@@ -138,6 +146,10 @@ import LocalTime
         try Self.expectLaterRunsSendNothing(journal: "journal", in: campaign.dir, gateway: simulator.port)
         let json = try JSONValue.parse(PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir).out)
         #expect(json["outcome"]?.stringValue == "cancelled" && json["done"]?.integerValue == 3)
+        // Nothing is next for a cancelled send: the rest is never to be sent.
+        #expect(json["next_moment"] == .null && json["waiting"]?.integerValue == 0 && json["never_sent_cancelled"]?.integerValue == 3, "\(json)")
+        let text = String(decoding: try PlanProcessTests.run(["status", "journal"], in: campaign.dir).out, as: UTF8.self)
+        #expect(text.contains("3 never to be sent (cancelled)") && !text.contains("next moment"), "\(text)")
     }
 
     @Test(.timeLimit(.minutes(3))) func cancelOverAManifestCancelsEveryPartStartedOrNot() throws {
