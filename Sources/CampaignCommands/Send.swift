@@ -135,15 +135,14 @@ struct Send: ParsableCommand {
                 printError("campaign send: \(cancelled)")   // exit 0: cron's next run must not alarm anyone
                 // A cron job that reads its report gets one: the send as far as it went, cancelled.
                 if let path = report {
-                    let cancelledReport = SendSession.cancelledReport(directory: resume ?? journal!)
-                    try writeOutput(cancelledReport.json.serialized() + [0x0A], to: path == "-" ? "-" : absolutePath(path))
+                    try Self.write(SendSession.cancelledReport(directory: resume ?? journal!), to: path == "-" ? "-" : absolutePath(path))
                 }
                 return
             }
             guard let (report, reportPath) = sent else { return }   // already complete: nothing done
             printError(report.text)
             if let path = reportPath {
-                try writeOutput(report.json.serialized() + [0x0A], to: path)
+                try Self.write(report, to: path)
             }
             switch report.outcome {
             case .complete, .scheduled, .cancelled: return
@@ -249,7 +248,7 @@ struct Send: ParsableCommand {
             // Nothing is printed but the note (cron asks all day). A report
             // asked for now is written; the send's own (its first --report's)
             // is left as its last run wrote it, with that run's figures.
-            if report != nil, let path = session.settings.reportPath { try writeOutput(complete.json.serialized() + [0x0A], to: path) }
+            if report != nil, let path = session.settings.reportPath { try Self.write(complete, to: path) }
             return nil
         }
         if let ended = try session.readInputToEnd(cancellation: waitStop) { return (ended, session.settings.reportPath) }
@@ -276,7 +275,7 @@ struct Send: ParsableCommand {
             running.sender = nil
             guard waits, let next = report.nextMoment else { return (report, run.settings.reportPath) }
             printError(report.text)
-            if let path = run.settings.reportPath { try writeOutput(report.json.serialized() + [0x0A], to: path) }
+            if let path = run.settings.reportPath { try Self.write(report, to: path) }
             let wake = ScheduledRunWait.wake(after: report, next: next, holdOpenSeconds: sender.holdOpenSeconds, now: wallClockSeconds())
             printError("campaign send: waiting until \(utcText(next)) for the next notifications (connections closed; a signal ends the wait, and --resume goes on)")
             if try !ScheduledRunWait.wait(until: wake, journal: run.journal, stop: waitStop) {
@@ -292,6 +291,11 @@ struct Send: ParsableCommand {
             }
             run = try run.nextRun()
         }
+    }
+
+    /// A report as `--report` writes it: its JSON on one line.
+    private static func write(_ report: SendReport, to path: String) throws {
+        try writeOutput(report.json.serialized() + [0x0A], to: path)
     }
 
     private func apply(to settings: inout SendSettings) {

@@ -73,6 +73,12 @@ public enum JournalRecord: Equatable, Sendable {
             (self.second, self.accepted, self.failed, self.resent, self.connections) = (second, accepted, failed, resent, connections)
             (self.open, self.roundTripMilliseconds, self.resentByKind) = (open, roundTripMilliseconds, resentByKind)
         }
+
+        /// The tick of a run's live counts at `second`.
+        init(second: Int, counts c: SendReport, open: Int?, roundTripMilliseconds: Double?) {
+            self.init(second: second, accepted: c.accepted + c.presumed, failed: c.failed, resent: c.resends, connections: c.reconnects,
+                      open: open, roundTripMilliseconds: roundTripMilliseconds, resentByKind: c.resentByKind)
+        }
     }
 
     /// The record's JSON, `t` first.

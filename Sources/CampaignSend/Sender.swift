@@ -211,10 +211,8 @@ public final class Sender: @unchecked Sendable {
                 let milliseconds = secondsRoundTrip.map { Double($0) / 1e6 }
                 secondsRoundTrip = nil
                 if let milliseconds { shared.noteRoundTrip(milliseconds: milliseconds) }
-                try? shared.journal.append(.tick(.init(second: second, accepted: c.accepted + c.presumed, failed: c.failed,
-                                                        resent: c.resends, connections: c.reconnects,
-                                                        open: oneQueue ? min(pool.size, c.reconnects) : nil, roundTripMilliseconds: milliseconds,
-                                                        resentByKind: c.resentByKind)))
+                try? shared.journal.append(.tick(.init(second: second, counts: c, open: oneQueue ? min(pool.size, c.reconnects) : nil,
+                                                        roundTripMilliseconds: milliseconds)))
                 if let tally = shared.variants { try? shared.journal.append(.variants(tally.counts)) }
             }
             // A send shorter than a second still tells its round trip: what its last, partial second measured.
@@ -339,9 +337,8 @@ public final class Sender: @unchecked Sendable {
         // A run shorter than its first journaled second still tells `status`
         // the connections it opened and the round trip it measured.
         if oneQueue, Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9 < 1 {
-            try? journal.append(.tick(.init(second: 1, accepted: counts.accepted + counts.presumed, failed: counts.failed,
-                                            resent: counts.resends, connections: counts.reconnects, open: report.poolConnections,
-                                            roundTripMilliseconds: report.roundTripMilliseconds, resentByKind: counts.resentByKind)))
+            try? journal.append(.tick(.init(second: 1, counts: counts, open: report.poolConnections,
+                                            roundTripMilliseconds: report.roundTripMilliseconds)))
         }
         report = report.with(shared.variants)
         if !report.variants.isEmpty { try? journal.append(.variants(report.variants)) }
