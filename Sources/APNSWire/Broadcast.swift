@@ -86,12 +86,36 @@ public enum Broadcast {
 /// text ``base64`` gives back) is taken, so the bytes always turn back into
 /// exactly the id APNs issued.
 public struct ChannelID: Hashable, Sendable, CustomStringConvertible {
-    /// Longest id taken, in bytes (Apple states no limit; 100 is a device token's longest).
-    public static let maxBytes = 100
+    /// Longest id taken, in bytes: 4,096 characters of base64. Apple's
+    /// management page says not to assume the id's size, so the bound is only
+    /// a guard against a runaway answer, far past any id seen.
+    public static let maxBytes = 3072
 
     public var bytes: [UInt8]
 
     public init(bytes: [UInt8]) { self.bytes = bytes }
+
+    /// Why a text is not a channel id.
+    public enum Problem: Equatable, Sendable, CustomStringConvertible {
+        /// Empty, or not canonical padded base64.
+        case notBase64
+        /// Base64 of more than ``maxBytes`` bytes.
+        case tooLong(bytes: Int)
+
+        public var description: String {
+            switch self {
+            case .notBase64: "not base64 as APNs issues channel ids"
+            case .tooLong(let n): "\(n) bytes, more than the \(ChannelID.maxBytes) (4,096 characters) campaign takes"
+            }
+        }
+    }
+
+    /// Why `text` is not a channel id, or nil when it is one.
+    public static func problem(with text: some StringProtocol) -> Problem? {
+        let trimmed = Array(text.utf8.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed())
+        guard let bytes = Base64.decodeCanonical(trimmed), !bytes.isEmpty else { return .notBase64 }
+        return bytes.count > maxBytes ? .tooLong(bytes: bytes.count) : nil
+    }
 
     /// The id in `text` (spaces around it ignored), or nil when it is not canonical base64 of 1 to ``maxBytes`` bytes.
     public init?(base64 text: some StringProtocol) {

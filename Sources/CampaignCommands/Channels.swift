@@ -108,7 +108,7 @@ func channelIDs(_ texts: [String]) throws -> [ChannelID] {
     try texts.enumerated().map { index, text in
         guard let id = ChannelID(base64: text) else {
             let shown = text.count > 40 ? text.prefix(40) + "…" : text[...]
-            throw ChannelError(.badInput("The channel id \"\(shown)\" (argument \(index + 1)) is not base64 as APNs issues channel ids: give it exactly as create or list printed it."))
+            throw ChannelError(.badInput("The channel id \"\(shown)\" (argument \(index + 1)) is \(ChannelID.problem(with: text)?.description ?? "not base64"): give it exactly as create or list printed it."))
         }
         return id
     }

@@ -9,6 +9,8 @@ struct ScheduleView {
     var what: String
     var dueNow = 0
     var waiting = 0
+    /// Of `waiting`, those due by their moment but held back now by their device's quiet hours.
+    var quietHeld = 0
     var perHour: [Int64: Int] = [:]
     var nextMoment: Int64?
 
@@ -38,6 +40,7 @@ struct ScheduleView {
                 if at <= now, let tz = record.timeZone,
                    case .deferred(let until) = rule.verdict(at: at, zone: zones.rules(of: zones.number(of: tz)), now: Double(now)) {
                     at = until
+                    view.quietHeld += 1
                 }
                 if at <= now {
                     view.dueNow += 1
@@ -63,10 +66,10 @@ extension JournalView {
                                               ("skipped_frequency_capped", n(state.skipped.filter { $0.rule != nil }.count))]
         // Cancelled: nothing is due or waiting any more; what was not final is counted as never to be sent.
         if phase == .cancelled {
-            return skipped + [("due_now", n(0)), ("waiting", n(0)), ("never_sent_cancelled", n(s.dueNow + s.waiting)),
+            return skipped + [("due_now", n(0)), ("waiting", n(0)), ("deferred_for_quiet_hours", n(0)), ("never_sent_cancelled", n(s.dueNow + s.waiting)),
                               ("scheduled_per_hour", .object([])), ("next_moment", .null)]
         }
-        return skipped + [("due_now", n(s.dueNow)), ("waiting", n(s.waiting)),
+        return skipped + [("due_now", n(s.dueNow)), ("waiting", n(s.waiting)), ("deferred_for_quiet_hours", n(s.quietHeld)),
                           ("scheduled_per_hour", .object(s.perHour.sorted { $0.key < $1.key }.map { (utcText($0.key), n($0.value)) })),
                           ("next_moment", s.nextMoment.map { .string(utcText($0)) } ?? .null)]
     }

@@ -116,7 +116,7 @@ struct JournalView {
             out += "  scheduled: \(schedule.what); \(state.doneCount) final\(skipped.isEmpty ? "" : " (\(skipped))"), \(schedule.dueNow + schedule.waiting) never to be sent (cancelled)\n"
         } else if let schedule {
             let skipped = Self.skippedText(state.skipped)
-            out += "  scheduled: \(schedule.what); \(state.doneCount) final\(skipped.isEmpty ? "" : " (\(skipped))"), \(schedule.dueNow) due now, \(schedule.waiting) waiting\n"
+            out += "  scheduled: \(schedule.what); \(state.doneCount) final\(skipped.isEmpty ? "" : " (\(skipped))"), \(schedule.dueNow) due now, \(schedule.waiting) waiting\(schedule.quietHeld > 0 ? " (\(schedule.quietHeld) of them held back by their quiet hours)" : "")\n"
             for (hour, n) in schedule.perHour.sorted(by: { $0.key < $1.key }) { out += "    \(utcText(hour).prefix(16))Z \(n)\n" }
             if let next = schedule.nextMoment { out += "  next moment: \(utcText(next))\n" }
         }

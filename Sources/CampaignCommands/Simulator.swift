@@ -101,6 +101,9 @@ struct Simulator: ParsableCommand {
     @Option(help: ArgumentHelp("h2: live channels an app may have in the environment (Apple's limit); one more create is 400 CannotCreateChannelConfig.", valueName: "N"))
     var channelLimit = Broadcast.channelLimit
 
+    @Option(help: ArgumentHelp("h2: bytes in the channel ids it issues (Apple states no size; 16 makes 24 base64 characters).", valueName: "N"))
+    var channelIdBytes = ChannelStore.defaultIDBytes
+
     @Option(help: ArgumentHelp("h2: the environment played, sandbox or production (Apple keeps each one's channels apart).", valueName: "name"))
     var environment = "sandbox"
 
@@ -135,6 +138,9 @@ struct Simulator: ParsableCommand {
         guard (0...1).contains(managementErrorRate) else { throw ValidationError("--management-error-rate must be between 0 and 1.") }
         guard managementUnavailableFirst >= 0 else { throw ValidationError("--management-unavailable-first must not be negative.") }
         guard channelLimit >= 0 else { throw ValidationError("--channel-limit must not be negative.") }
+        guard (1...ChannelID.maxBytes).contains(channelIdBytes) else {
+            throw ValidationError("--channel-id-bytes must be between 1 and \(ChannelID.maxBytes).")
+        }
         guard ["sandbox", "production"].contains(environment) else { throw ValidationError("--environment must be sandbox or production.") }
         for (name, value) in [("--goaway-after", goawayAfter), ("--max-streams", maxStreams), ("--stall-after", stallAfter)] {
             if let value, value < 1 { throw ValidationError("\(name) must be at least 1.") }
@@ -143,7 +149,7 @@ struct Simulator: ParsableCommand {
             let h2Only = [("--unregistered", unregistered != nil), ("--throttle-rate", throttleRate > 0), ("--goaway-after", goawayAfter != nil),
                           ("--max-streams", maxStreams != nil), ("--stall-after", stallAfter != nil), ("--auth-keys", authKeys != nil),
                           ("--token-update-refusals", tokenUpdateRefusals > 0), ("--management-port", managementPort != nil),
-                          ("--channel-limit", channelLimit != Broadcast.channelLimit), ("--environment", environment != "sandbox"),
+                          ("--channel-limit", channelLimit != Broadcast.channelLimit), ("--channel-id-bytes", channelIdBytes != ChannelStore.defaultIDBytes), ("--environment", environment != "sandbox"),
                           ("--broadcast-disabled", !broadcastDisabled.isEmpty), ("--management-throttle-rate", managementThrottleRate > 0),
                           ("--management-error-rate", managementErrorRate > 0), ("--broadcast-strict", broadcastStrict),
                           ("--management-unavailable-first", managementUnavailableFirst > 0)].filter(\.1).map(\.0)
@@ -181,6 +187,7 @@ struct Simulator: ParsableCommand {
         configuration.tokenLifetimeSeconds = tokenLifetime
         configuration.managementPort = managementPort
         configuration.channelLimit = channelLimit
+        configuration.channelIDBytes = channelIdBytes
         configuration.environment = environment
         configuration.broadcastDisabled = Set(broadcastDisabled)
         configuration.broadcastStrict = broadcastStrict

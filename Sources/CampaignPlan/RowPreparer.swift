@@ -84,7 +84,7 @@ final class RowPreparer: @unchecked Sendable {
     /// `lang`, `language`, `locale`, as present: a row's language is the first
     /// of them that is not empty (an export may fill only `locale`).
     private var langColumns: [Int] = []
-    private let token = UnsafeMutablePointer<UInt8>.allocate(capacity: 128)
+    private let token = UnsafeMutablePointer<UInt8>.allocate(capacity: max(128, ChannelID.maxBytes))
     /// A scheduled job: the zones met so far, and the zone column.
     private let zones: ZoneTable?
     private var zoneColumn: Int? = nil
@@ -240,7 +240,7 @@ final class RowPreparer: @unchecked Sendable {
         let text = row.storage.withUnsafeBufferPointer { String(decoding: $0[tokenRange], as: UTF8.self) }
         guard let channel = ChannelID(base64: text) else {
             return rejected(.rejectedOutright, .invalidChannel,
-                            "invalid channel id: not the base64 APNs issues (padded, at most \(ChannelID.maxBytes) bytes)", given: text, in: batch)
+                            "invalid channel id: \(ChannelID.problem(with: text)?.description ?? "not base64")", given: text, in: batch)
         }
         var p = PreparedRow()
         p.tokenStart = Int32(batch.arena.count)

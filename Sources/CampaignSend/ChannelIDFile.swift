@@ -110,7 +110,7 @@ public enum ChannelIDList {
             let field = column.map { $0 < fields.count ? fields[$0] : "" } ?? String(line)
             guard let id = ChannelID(base64: field) else {
                 let shown = field.count > 40 ? field.prefix(40) + "…" : field[...]
-                throw ChannelError(.badInput("\(path), line \(index + 1): \"\(shown)\" is not a channel id (base64, as APNs issues them)."))
+                throw ChannelError(.badInput("\(path), line \(index + 1): \"\(shown)\" is not a channel id (\(ChannelID.problem(with: field).flatMap { if case .tooLong = $0 { $0.description } else { nil } } ?? "base64, as APNs issues them"))."))
             }
             if seen.insert(id).inserted { ids.append(id) }
         }

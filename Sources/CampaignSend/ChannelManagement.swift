@@ -167,7 +167,10 @@ public struct ChannelAnswer: Equatable, Sendable {
         switch operation {
         case .create:
             guard let text = channelID, let id = ChannelID(base64: text) else {
-                return .failure(ChannelError(.unexpectedAnswer(operation.what, "201 without a base64 apns-channel-id"), requestID: requestID))
+                let what = if case .tooLong? = channelID.flatMap({ ChannelID.problem(with: $0) }) {
+                    "201 with an apns-channel-id of \(ChannelID.problem(with: channelID!)!)"
+                } else { "201 without a base64 apns-channel-id" }
+                return .failure(ChannelError(.unexpectedAnswer(operation.what, what), requestID: requestID))
             }
             return .success(.created(id))
         case .delete:
@@ -185,9 +188,10 @@ public struct ChannelAnswer: Equatable, Sendable {
                 return .failure(ChannelError(.unexpectedAnswer(operation.what, "200 without {\"channels\":[…]}"), requestID: requestID))
             }
             var ids: [ChannelID] = []
-            for item in items {
+            for (index, item) in items.enumerated() {
                 guard let text = item.stringValue, let id = ChannelID(base64: text) else {
-                    return .failure(ChannelError(.unexpectedAnswer(operation.what, "a listed channel id that is not base64"), requestID: requestID))
+                    let problem = item.stringValue.flatMap { ChannelID.problem(with: $0)?.description } ?? "not a string"
+                    return .failure(ChannelError(.unexpectedAnswer(operation.what, "listed channel id \(index + 1) of \(items.count) is \(problem)"), requestID: requestID))
                 }
                 ids.append(id)
             }

@@ -37,9 +37,9 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         var risked = false
         /// When it was last submitted (for the answer timeout).
         var sentAt: UInt64 = 0
-        var token: ArraySlice<UInt8> { bytes[1..<(1 + Int(bytes[0]))] }
+        var token: ArraySlice<UInt8> { bytes[H2QueuedRequest.tokenRange(bytes)] }
         /// Where the collapse id's length is; the id follows it, then the payload.
-        var collapseAt: Int { 1 + Int(bytes[0]) }
+        var collapseAt: Int { H2QueuedRequest.tokenRange(bytes).upperBound }
         var payloadStart: Int { collapseAt + 1 + Int(bytes[collapseAt]) }
     }
 
@@ -212,7 +212,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             readyHead += 1
             if readyHead > 4096, readyHead * 2 > ready.count { ready.removeFirst(readyHead); readyHead = 0 }
             do throws(H2Error) {
-                let tokenCount = Int(item.bytes[0])
+                let tokenRange = H2QueuedRequest.tokenRange(item.bytes)
                 let collapseAt = item.collapseAt, slots = templateSlots
                 let expiry = fields.expiryPerRecord ? fields.header.expiry(forMoment: item.moment == 0 ? nil : item.moment, sentAt: Int64(engine.clock.wallSeconds)) : 0
                 let stream = try item.bytes.withUnsafeBufferPointer { bytes throws(H2Error) in
@@ -221,9 +221,9 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                         case .path:
                             let prefix: StaticString = "/3/device/"
                             room.baseAddress!.update(from: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
-                            HexEncoding.write(UnsafeBufferPointer(rebasing: bytes[1..<(1 + tokenCount)]),
+                            HexEncoding.write(UnsafeBufferPointer(rebasing: bytes[tokenRange]),
                                               to: room.baseAddress! + prefix.utf8CodeUnitCount)
-                            return prefix.utf8CodeUnitCount + 2 * tokenCount
+                            return prefix.utf8CodeUnitCount + 2 * tokenRange.count
                         case .expiration:
                             return Self.writeDecimal(UInt64(expiry), to: room)
                         case .collapseId:
@@ -234,7 +234,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                             NotificationID.write(hash: idHash, seq: item.seq, to: room.baseAddress!)
                             return 36
                         case .channel:
-                            return Base64.write(UnsafeBufferPointer(rebasing: bytes[1..<(1 + tokenCount)]), to: room)
+                            return Base64.write(UnsafeBufferPointer(rebasing: bytes[tokenRange]), to: room)
                         }
                     }
                 }

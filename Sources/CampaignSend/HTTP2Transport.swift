@@ -19,11 +19,13 @@ struct HTTP2Transport: NotificationTransport {
         }
     }
 
-    /// A queued notification: the token's length, the token, the collapse
-    /// id's length and the collapse id (0 and none without a template), the payload.
+    /// A queued notification: the token's length (two bytes, big-endian: a
+    /// channel id may be longer than 255 bytes), the token, the collapse id's
+    /// length and the collapse id (0 and none without a template), the payload.
     @inline(__always)
     func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
-        bytes.append(UInt8(record.token.count))
+        bytes.append(UInt8(truncatingIfNeeded: record.token.count >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: record.token.count))
         bytes.append(contentsOf: record.token)
         let collapse = record.collapseId ?? UnsafeRawBufferPointer(start: nil, count: 0)
         bytes.append(UInt8(min(collapse.count, 255)))
@@ -32,7 +34,7 @@ struct HTTP2Transport: NotificationTransport {
     }
 
     var tokenInFrame: @Sendable (UnsafeBufferPointer<UInt8>) -> [UInt8] {
-        { frame in Array(frame[1..<(1 + Int(frame[0]))]) }
+        { frame in Array(frame[H2QueuedRequest.tokenRange(frame)]) }
     }
 
     func makeWorker(engine: ConnectionEngine) -> H2ConnectionWorker {
@@ -50,6 +52,16 @@ struct HTTP2Transport: NotificationTransport {
             shared.record(outcome)
         }
         return nil
+    }
+}
+
+/// Where the parts of a queued request (``HTTP2Transport/encode(_:to:)``) are.
+enum H2QueuedRequest {
+    static let tokenStart = 2
+    /// The token's place in `bytes`, which start at index 0 (an array, or a buffer of one).
+    @inline(__always)
+    static func tokenRange<C: RandomAccessCollection<UInt8>>(_ bytes: C) -> Range<Int> where C.Index == Int {
+        tokenStart..<(tokenStart + (Int(bytes[0]) << 8 | Int(bytes[1])))
     }
 }
 

@@ -33,8 +33,8 @@ public enum SendMetrics {
         metric("connections_total", "counter", "Connections established to the gateway.", [("", String(whole.reconnects))])
         metric("drops_total", "counter", "Connections lost without a response.", [("", String(counts.drops))])
         metric("up", "gauge", "1 while a send runs on this journal, 0 once it ended or stopped.", [("", running ? "1" : "0")])
-        let inFlight = running ? max(0, progress.read - progress.alreadyDone - progress.settled) : 0
-        metric("in_flight", "gauge", "Notifications read from the plan and not yet final.", [("", String(inFlight))])
+        let inFlight = running ? progress.inFlight : 0
+        metric("in_flight", "gauge", "Notifications handed to a connection and not yet final (none while a scheduled send waits).", [("", String(inFlight))])
         let rate = seconds > 0 ? Double(progress.settled) / seconds : 0
         metric("rate", "gauge", "Notifications made final per second, averaged over the send.", [("", String(Int(rate)))])
         metric("pool_connections", "gauge", "Connections open in the pool, 0 until the first opens (HTTP/2: it grows with the distance to the gateway).",

@@ -58,10 +58,17 @@ public struct SendProgress: Equatable, Sendable {
     /// Final in this run (accepted, presumed or failed), and of them failed.
     public var settled: Int
     public var failed: Int
+    /// Handed to the connections in this run (nil: not known, taken as read
+    /// less what was done before). Not what was read: a scheduled send holds
+    /// the next record read until its moment, and skips or defers others.
+    public var queued: Int?
 
-    public init(read: Int, alreadyDone: Int, total: Int?, settled: Int, failed: Int) {
-        (self.read, self.alreadyDone, self.total, self.settled, self.failed) = (read, alreadyDone, total, settled, failed)
+    public init(read: Int, alreadyDone: Int, total: Int?, settled: Int, failed: Int, queued: Int? = nil) {
+        (self.read, self.alreadyDone, self.total, self.settled, self.failed, self.queued) = (read, alreadyDone, total, settled, failed, queued)
     }
+
+    /// Taken on and not final yet: handed to a connection, not yet answered (or given up for this run).
+    public var inFlight: Int { max(0, (queued ?? (read - alreadyDone)) - settled) }
 
     /// `sent 120000 of 1000000 (52000/s), 3 failed, ETA 16 s` after `seconds`
     /// of sending: measured against the plan's total when it is known, else
@@ -234,6 +241,8 @@ public struct SendReport: Sendable {
             ("plan_records", planTotal.map(n) ?? .null), ("runs", n(whole.runs)),
             ("accepted", n(whole.accepted)), ("presumed", n(whole.presumed)), ("failed", n(whole.failed)), ("skipped", n(whole.skipped)),
             ("next_moment", outcome == .cancelled ? .null : nextMoment.map { .string(utcText($0)) } ?? .null),
+            // Held back now (at this run's end) by quiet hours, waiting for a later run: the send's state, not a sum over runs.
+            ("deferred_for_quiet_hours", n(outcome == .complete || outcome == .cancelled ? 0 : deferred)),
             ("failed_by_status", byStatus(whole.failedByStatus)), ("failed_by_reason", byName(whole.failedByReason)),
             ("resends", n(whole.resends)), ("resent_by_kind", byName(whole.resentByKind)),
             ("duplicates_risked", n(whole.duplicatesRisked)), ("reconnects", n(whole.reconnects)),

@@ -5,6 +5,7 @@ import APNSWire
 import CampaignIO
 import CampaignJSON
 import PlanStream
+import Synchronization
 import CampaignTLS
 import FeedbackStore
 import LocalTime
@@ -49,7 +50,8 @@ public final class Sender: @unchecked Sendable {
         readMutex.lock()
         defer { readMutex.unlock() }
         return SendProgress(read: _recordsRead, alreadyDone: _alreadyDone, total: planTotal,
-                            settled: r.accepted + r.presumed + r.failed, failed: r.failed)
+                            settled: r.accepted + r.presumed + r.failed, failed: r.failed,
+                            queued: _staging?.handedOver.load(ordering: .relaxed) ?? 0)
     }
 
     /// The counts so far (accepted, failed by status, resends, possible
@@ -75,6 +77,7 @@ public final class Sender: @unchecked Sendable {
     }
     private var _recordsRead = 0
     private var _alreadyDone = 0
+    private var _staging: StagedFrames?
     private let readMutex = Lock()
 
     /// On resume: checks that `scan` (a first pass over the plan) is the plan the
@@ -237,6 +240,7 @@ public final class Sender: @unchecked Sendable {
         // when the plan reader is about to wait for input, so a slow upstream
         // never holds back what was already read.
         let staging = StagedFrames(queues: queues, cancellation: cancellation)
+        readMutex.withLock { _staging = staging }
         plan.beforeRead = { _ = staging.handOverAll() }
         defer { plan.beforeRead = nil }
         do {

@@ -1,4 +1,5 @@
 import CampaignIO
+import Synchronization
 
 /// The frames the plan reader has encoded, per connection, until each batch
 /// is handed to its connection's queue.
@@ -6,6 +7,10 @@ final class StagedFrames {
     private var batches: [FrameBatch]
     private let queues: [WorkQueue]
     private let cancellation: CancellationPipe
+    /// Frames handed to the connections' queues so far: what the send has
+    /// taken on, as opposed to what it has read (a scheduled send reads the
+    /// next record, then waits for its moment, holding it back).
+    let handedOver = Atomic<Int>(0)
 
     init(queues: [WorkQueue], cancellation: CancellationPipe) {
         self.queues = queues
@@ -25,14 +30,21 @@ final class StagedFrames {
                 encode: (inout [UInt8]) -> Void) -> Bool {
         batches[queue].append(seq: seq, shard: shard, ordinal: ordinal, moment: moment, zone: zone, encode: encode)
         guard batches[queue].isFull else { return true }
-        return queues[queue].push(&batches[queue], cancellation: cancellation)
+        return push(queue)
     }
 
     /// Hands every non-empty batch over. False when cancelled while waiting.
     func handOverAll() -> Bool {
         for i in batches.indices where !batches[i].isEmpty {
-            if !queues[i].push(&batches[i], cancellation: cancellation) { return false }
+            if !push(i) { return false }
         }
+        return true
+    }
+
+    private func push(_ queue: Int) -> Bool {
+        let count = batches[queue].frames.count
+        guard queues[queue].push(&batches[queue], cancellation: cancellation) else { return false }
+        handedOver.add(count, ordering: .relaxed)
         return true
     }
 }

@@ -32,9 +32,11 @@ public final class ChannelStore: @unchecked Sendable {
 
     /// Live channels an app may have in one environment.
     public let limit: Int
-    /// Bytes in a new id: 16 random bytes, 24 base64 characters (Apple states
-    /// no length, so clients must not assume this one).
-    public static let idBytes = 16
+    /// Bytes in a new id unless told: 16 random bytes, 24 base64 characters
+    /// (Apple states no length, so clients must not assume this one).
+    public static let defaultIDBytes = 16
+    /// Bytes in each id this store issues.
+    public let idBytes: Int
 
     private let lock = Lock()
     /// One environment's channels, and the live ones per app (so a create
@@ -47,8 +49,10 @@ public final class ChannelStore: @unchecked Sendable {
     private var rng: any RandomNumberGenerator
 
     /// `rng` draws the ids; tests may pass a seeded one.
-    public init(limit: Int = Broadcast.channelLimit, rng: any RandomNumberGenerator = SystemRandomNumberGenerator()) {
+    public init(limit: Int = Broadcast.channelLimit, idBytes: Int = ChannelStore.defaultIDBytes,
+                rng: any RandomNumberGenerator = SystemRandomNumberGenerator()) {
         self.limit = limit
+        self.idBytes = idBytes
         self.rng = rng
     }
 
@@ -62,7 +66,7 @@ public final class ChannelStore: @unchecked Sendable {
             guard environments[environment]!.live[bundleID, default: 0] < limit else { return .limitReached }
             var id: ChannelID
             repeat {
-                id = ChannelID(bytes: (0..<Self.idBytes).map { _ in UInt8.random(in: 0...255, using: &rng) })
+                id = ChannelID(bytes: (0..<idBytes).map { _ in UInt8.random(in: 0...255, using: &rng) })
             } while environments[environment]!.channels[id] != nil   // never reissued, not even after a delete
             environments[environment]!.channels[id] = Channel(bundleID: bundleID, policy: policy, state: .live)
             environments[environment]!.live[bundleID, default: 0] += 1

@@ -70,7 +70,7 @@ public final class GatewaySimulator: @unchecked Sendable {
         cancellation = try CancellationPipe()
         record = try configuration.recordPath.map { try NotificationRecordFile(path: $0) }
         pendingFeedback = configuration.feedback
-        channelStore = ChannelStore(limit: configuration.channelLimit)
+        channelStore = ChannelStore(limit: configuration.channelLimit, idBytes: configuration.channelIDBytes)
         channels = ChannelService(store: channelStore, environment: configuration.environment,
                                   apps: BroadcastApps(disabled: configuration.broadcastDisabled, strict: configuration.broadcastStrict),
                                   outage: Outage(requests: configuration.managementUnavailableFirst))

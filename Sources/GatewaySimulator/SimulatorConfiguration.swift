@@ -86,6 +86,8 @@ public struct SimulatorConfiguration: Sendable {
     public var managementPort: Int? = nil
     /// HTTP/2: live channels an app may have (Apple's limit is 10,000 per app and environment).
     public var channelLimit = Broadcast.channelLimit
+    /// HTTP/2: bytes in each channel id issued, so clients meet ids of other sizes than the usual.
+    public var channelIDBytes = ChannelStore.defaultIDBytes
     /// HTTP/2: the environment the simulator plays ("sandbox" or "production"):
     /// the key of its channels, which Apple keeps apart per environment.
     public var environment = "sandbox"

@@ -21,6 +21,8 @@ public struct PlanHeader: Equatable, Sendable {
     public var priority: NotificationPriority?
     public var maxPayload: Int
     public var shards: Int
+    /// The longest `token` a record may hold: a channel id's longest in a broadcast plan, the format's otherwise.
+    public var maxTokenBytes: Int { http2?.broadcast == true ? ChannelID.maxBytes : wire.maxTokenBytes }
     /// UNIX seconds when the plan was made.
     public var created: UInt32
     /// A random id of the planning run (16 hex digits): two plans of one job

@@ -97,7 +97,7 @@ public final class PlanReader {
         public var variant = -1
     }
 
-    private var tokenScratch = [UInt8](repeating: 0, count: 128)
+    private lazy var tokenScratch = [UInt8](repeating: 0, count: header.maxTokenBytes)
 
     /// Calls `body` with the next record, checked as ``next()`` checks it except
     /// that the payload is not parsed (the planner made it; the gateway checks it
@@ -213,8 +213,10 @@ public final class PlanReader {
         if let part = header.part, !part.holds(shard: shard) {
             throw PlanError(path: path, line: number, reason: .badRecord("shard \(shard) does not belong to part \(part.index) of \(part.count) (its shards are those with shard mod \(part.count) = \(part.index))"))
         }
-        guard tokenCount > 0, tokenCount <= header.wire.maxTokenBytes else {
-            throw PlanError(path: path, line: number, reason: .badRecord("a \(tokenCount)-byte token does not fit the \(header.wire) format"))
+        guard tokenCount > 0, tokenCount <= header.maxTokenBytes else {
+            throw PlanError(path: path, line: number, reason: .badRecord(header.http2?.broadcast == true
+                ? "a \(tokenCount)-byte channel id is more than the \(header.maxTokenBytes) bytes campaign takes"
+                : "a \(tokenCount)-byte token does not fit the \(header.wire) format"))
         }
         guard payloadCount > 1, payloadCount <= header.maxPayload else {
             throw PlanError(path: path, line: number, reason: .badRecord("a \(payloadCount)-byte payload is over the plan's \(header.maxPayload)-byte limit"))

@@ -104,6 +104,59 @@ import ArgumentParser
         #expect(again.err.contains("was already gone (ChannelNotRegistered)"))
     }
 
+    /// Apple's page: do not assume a channel id's size. Ids of 16, 101 and
+    /// 300 bytes (a device token's longest is 100) go through every place an
+    /// id is read: create's answer and --out, list, show, a plan and its
+    /// send, delete --from.
+    @Test(.timeLimit(.minutes(2)), arguments: [16, 101, 300])
+    func channelIDsOfAnySizeAreKeptListedShownSentAndDeleted(bytes: Int) throws {
+        let dir = TemporaryDirectory("channels-\(bytes)")
+        let simulator = try Self.simulator(in: dir) { $0.channelIDBytes = bytes }
+        defer { simulator.stop() }
+        let common = Self.flags(simulator)
+
+        let created = try Self.run(["channels", "create", "--count", "5", "--out", "night.csv"] + common, in: dir)
+        #expect(created.status == 0, "\(created.err)")
+        let ids = Self.lines(created.out)
+        #expect(ids.count == 5 && Set(ids) == Self.live(simulator), "\(created.err)")
+        #expect(ids.allSatisfy { ChannelID(base64: $0)?.bytes.count == bytes })
+        let file = try String(contentsOfFile: dir.file("night.csv"), encoding: .utf8)
+        #expect(Set(Self.lines(file).dropFirst().map { String($0.split(separator: ",")[0]) }) == Set(ids), "--out keeps all five")
+
+        let listed = try Self.run(["channels", "list"] + common, in: dir)
+        #expect(listed.status == 0, "\(listed.err)")
+        #expect(Set(Self.lines(listed.out)) == Set(ids))
+        let shown = try Self.run(["channels", "show", ids[2]] + common, in: dir)
+        #expect(shown.status == 0 && shown.out.hasPrefix(ids[2] + " "), "\(shown.err)")
+
+        try """
+        {"campaign": "long-ids", "format": "h2", "broadcast": true, "pushType": "liveactivity", "topic": "\(Self.bundle)",
+         "messages": {"en": {"event": "update", "timestamp": "{now:int}", "content-state": {"score": 1}}}}
+        """.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        let plan = try PlanProcessTests.run(["plan", "job.json", "night.csv", "--out", "plan.ndjson"], in: dir)
+        #expect(plan.status == 0, "\(plan.err)")
+        let send = try CampaignProcess(["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)"] + Self.tokenFlags(),
+                                       in: dir.path)
+        #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
+        let sent = try BroadcastSendTests.broadcasts(dir).map(\.channel)
+        #expect(sent.sorted() == ids.sorted(), "each channel's update sent once, to the id as issued")
+
+        let deleted = try Self.run(["channels", "delete", "--from", "night.csv"] + common, in: dir)
+        #expect(deleted.status == 0, "\(deleted.err)")
+        #expect(deleted.err.contains("5 deleted, 0 already gone, 0 left of 5"), "\(deleted.err)")
+        #expect(Self.live(simulator).isEmpty)
+    }
+
+    @Test func anIDPastTheGenerousBoundIsRefusedInOneSentenceNamingItsSize() throws {
+        let text = String(decoding: Base64.encode([UInt8](repeating: 7, count: ChannelID.maxBytes + 1)), as: UTF8.self)
+        #expect(ChannelID(base64: text) == nil)
+        #expect(ChannelID.problem(with: text)?.description == "\(ChannelID.maxBytes + 1) bytes, more than the \(ChannelID.maxBytes) (4,096 characters) campaign takes")
+        #expect(ChannelID.problem(with: "abc") == .notBase64)
+        let longest = String(decoding: Base64.encode([UInt8](repeating: 7, count: ChannelID.maxBytes)), as: UTF8.self)
+        #expect(ChannelID(base64: longest)?.bytes.count == ChannelID.maxBytes && ChannelID.problem(with: longest) == nil)
+        #expect(throws: ChannelError.self) { try channelIDs([text]) }
+    }
+
     @Test(.timeLimit(.minutes(2))) func theCreateOverTheLimitExits69NamingCannotCreateChannelConfigWithTheOthersInOut() throws {
         let dir = TemporaryDirectory("channels-limit")
         let simulator = try Self.simulator(in: dir) { $0.channelLimit = 5 }

@@ -329,6 +329,67 @@ import LocalTime
         #expect(listed.first?["reason"]?.stringValue?.hasPrefix("skipped: late by 2 h") == true)
     }
 
+    /// `campaign_send_in_flight` counts what was handed to a connection and
+    /// is not final: not the records skipped as late, nor the one read and
+    /// held until its moment. Waits for: status telling the wait journaled,
+    /// then a metrics write with the 3 due accepted; then the signal's exit.
+    @Test(.timeLimit(.minutes(3))) func whileAScheduledSendWaitsNothingIsInFlight() throws {
+        let base = Int64(wallClockSeconds()) - 1
+        // 2 h late (skipped), due now, and due in two minutes (waited for, connections open).
+        let campaign = try Campaign(base: base, groups: [(120, 1100), (0, 3), (-2, 1)]) { time, date in
+            #""deliverAt":{"localTime":"\#(time)","date":"\#(date)","window":"1h","late":"skip","defaultTimeZone":"UTC"}"#
+        }
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let send = try campaign.send(simulator, ["--metrics", "send.prom", "--report", "report.json"])
+        _ = Self.awaitStatus(campaign, "a wait journaled") { $0["waiting_until"]?.stringValue != nil }
+        var metrics = ""
+        let written = eventually(within: Self.backstop) {
+            metrics = (try? String(contentsOfFile: campaign.dir.file("send.prom"), encoding: .utf8)) ?? ""
+            return metrics.split(separator: "\n").contains { $0.hasPrefix("campaign_send_accepted_total{") && $0.hasSuffix("} 3") }
+        }
+        #expect(written, "\(metrics)")
+        let lines = metrics.split(separator: "\n")
+        #expect(lines.contains { $0.hasPrefix("campaign_send_skipped_total{") && $0.hasSuffix("} 1100") }, "\(metrics)")
+        #expect(lines.contains { $0.hasPrefix("campaign_send_in_flight{") && $0.hasSuffix("} 0") }, "\(metrics)")
+        #expect(lines.contains { $0.hasPrefix("campaign_send_up{") && $0.hasSuffix("} 1") }, "\(metrics)")
+        kill(send.process.processIdentifier, SIGTERM)
+        #expect(send.wait(timeout: Self.backstop) == 75, "\(send.stderr)")
+        #expect(try campaign.arrivals().count == 3)
+    }
+
+    /// What quiet hours hold back is the send's state, told by the report of
+    /// the run that left it and by status, not only under `this_run`.
+    /// Quiet hours that begin after planning (the plan gives each device
+    /// the moment it was planned at) and before sending: the gate holds them.
+    /// Waits for: the quiet hours' start, a few seconds after planning.
+    @Test(.timeLimit(.minutes(2))) func quietHoursHeldBackAreCountedForTheWholeSend() throws {
+        var made: Campaign? = nil
+        var quietFrom: Int64 = 0
+        for lead in [4, 10, 30] as [Int64] {
+            let now = Int64(wallClockSeconds())
+            quietFrom = now + lead
+            let campaign = try Campaign(base: now - 1, groups: [(0, 5)]) { _, _ in Self.quietHours(from: now + lead, to: now + 3600) }
+            // Planned before they began (a busy machine may take longer: then again, with more lead).
+            if Int64(wallClockSeconds()) < quietFrom { made = campaign; break }
+        }
+        let campaign = try #require(made)
+        while wallClockSeconds() < Double(quietFrom) + 0.05 { usleep(20_000) }
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let send = try campaign.send(simulator, ["--due-only", "--report", "report.json"])
+        #expect(send.wait(timeout: Self.backstop) == 0, "\(send.stderr)")
+        #expect(try campaign.arrivals().isEmpty, "nothing inside quiet hours")
+        let report = try JSONValue.parse(try String(contentsOfFile: campaign.dir.file("report.json"), encoding: .utf8))
+        #expect(report["deferred_for_quiet_hours"]?.integerValue == 5, "\(report)")
+        #expect(report["this_run"]?["deferred_for_quiet_hours"]?.integerValue == 5)
+        let status = try PlanProcessTests.run(["status", "journal", "--json"], in: campaign.dir)
+        let json = try JSONValue.parse(String(decoding: status.out, as: UTF8.self))
+        #expect(json["deferred_for_quiet_hours"]?.integerValue == 5 && json["waiting"]?.integerValue == 5, "\(json)")
+        let text = String(decoding: try PlanProcessTests.run(["status", "journal"], in: campaign.dir).out, as: UTF8.self)
+        #expect(text.contains("5 waiting (5 of them held back by their quiet hours)"), "\(text)")
+    }
+
     @Test(.timeLimit(.minutes(2))) func theReportGivesThePlansRecordsAndTheConnectionsOpened() throws {
         // 4 devices due half an hour ago (sent at once), 5 due in an hour (not by --due-only).
         let campaign = try Campaign(base: Int64(wallClockSeconds()) + 3600, groups: [(90, 4), (0, 5)])

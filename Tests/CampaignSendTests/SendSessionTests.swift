@@ -29,6 +29,7 @@ import GatewaySimulator
             let report = try session.run(sender)
             #expect(report.outcome == .complete && report.accepted == tokens.count)
             #expect(sender.progress().settled == 300 && sender.progress().read == 300)
+            #expect(sender.progress().queued == 300 && sender.progress().inFlight == 0, "every record handed to a connection, none left in flight")
         }
         // A resume of that journal knows the total too (the journal read the plan through).
         let resumed = try SendSession(.resume(journal: harness.dir.file("journal"), replan: false, adjust: { _ in }))

@@ -86,7 +86,8 @@ import APNSWire
         (broadcast(["apns-channel-id": nil, "apns-priority": "7"]), 400, "MissingChannelId"),
         (broadcast(["apns-channel-id": "not base64!", "apns-push-type": nil]), 400, "BadChannelId"),
         (broadcast(["apns-channel-id": String(stored.base64.dropLast(2)), "apns-push-type": nil]), 400, "BadChannelId"),
-        (broadcast(["apns-channel-id": ChannelID(bytes: Array(repeating: 7, count: 101)).base64]), 400, "BadChannelId"),
+        (broadcast(["apns-channel-id": ChannelID(bytes: Array(repeating: 7, count: ChannelID.maxBytes + 1)).base64]), 400, "BadChannelId"),
+        (broadcast(["apns-channel-id": ChannelID(bytes: Array(repeating: 7, count: 101)).base64]), 400, "ChannelNotRegistered"),
         (broadcast(["apns-channel-id": unknown.base64, "apns-priority": "7"]), 400, "ChannelNotRegistered"),
         (broadcast(["apns-push-type": nil, "apns-priority": "7"]), 400, "MissingPushType"),
         (broadcast(["apns-push-type": "alert", "apns-priority": "7"]), 400, "InvalidPushType"),
@@ -197,7 +198,7 @@ import APNSWire
         #expect(store.create(environment: "sandbox", bundleID: "a", policy: .mostRecent) == .limitReached)
         #expect(store.create(environment: "production", bundleID: "a", policy: .mostRecent) != .limitReached)
         #expect(store.create(environment: "sandbox", bundleID: "b", policy: .noneStored) != .limitReached)
-        #expect(Set(ids).count == 3 && ids.allSatisfy { $0.bytes.count == ChannelStore.idBytes })
+        #expect(Set(ids).count == 3 && ids.allSatisfy { $0.bytes.count == ChannelStore.defaultIDBytes })
         #expect(store.list(environment: "sandbox", bundleID: "a") == ids.sorted { $0.base64 < $1.base64 })
         #expect(store.list(environment: "sandbox", bundleID: "b").count == 1)
         #expect(store.channel(environment: "production", bundleID: "a", id: ids[0]) == nil, "another environment's channel does not exist here")
