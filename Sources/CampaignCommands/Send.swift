@@ -67,7 +67,7 @@ struct Send: ParsableCommand {
     @Option(name: .customLong("batch-delay-ms"), help: ArgumentHelp("Write a batch at the latest this long after its first notification (default 5).", valueName: "ms"))
     var batchDelayMilliseconds: Int?
 
-    @Option(help: ArgumentHelp("At most this many notifications per second over all connections (default 0: no limit).", valueName: "n"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("At most this many notifications per second over all connections (default 0: no limit).", valueName: "n"))
     var rate: Int?
 
     @Option(help: ArgumentHelp("Write the final counts here as JSON (- for standard output).", valueName: "file"))

@@ -61,7 +61,9 @@ final class GatewayDialer: LinkDialer {
                 return nil
             }
             let via = settings.proxy.map { " through \($0)" } ?? ""
-            shared.logFailedAttempt("cannot connect to \(settings.gatewayHost):\(settings.gatewayPort)\(via): \(error) Trying again in \(waitText(delay)).")
+            // The error's own sentence when it already names the gateway ("Cannot connect to H:P: refused.").
+            let why = if case .connectionFailed(_, _, let reason) = error.kind { "\(reason)." } else { "\(error)" }
+            shared.logFailedAttempt("cannot connect to \(settings.gatewayHost):\(settings.gatewayPort)\(via): \(why) Trying again in \(waitText(delay)).")
             _ = shared.clock.sleep(seconds: delay, cancellation: shared.halt)
             return nil
         }

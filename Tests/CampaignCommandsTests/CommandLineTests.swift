@@ -32,6 +32,8 @@ import CampaignIO
         (["simulator", "--certs", "x", "--protocol", "h2", "--channel-limit=-1"], "--channel-limit must not be negative."),
         (["simulator", "--certs", "x", "--protocol", "h2", "--environment", "staging"], "--environment must be sandbox or production."),
         (["simulator", "--certs", "x", "--protocol", "h2", "--management-error-rate", "1.5"], "--management-error-rate must be between 0 and 1."),
+        (["simulator", "--certs", "x", "--protocol", "h2", "--channel-id-bytes", "0"], "--channel-id-bytes must be between 1 and 3072."),
+        (["send", "plan.ndjson", "--journal", "j", "--gateway", "127.0.0.1:2195", "--cert", "c.pem", "--key", "c.key", "--rate", "-5"], "--rate must not be negative."),
     ])
     func badFlagsAreUsageErrors(arguments: [String], message: String) {
         do {

@@ -456,6 +456,7 @@ func randomAudienceCSV(count: Int, seed: UInt64, lang: (Int) -> String = { _ in 
         #expect(status == 69, "\(run.stderr)")
         let stderr = run.stderr
         #expect(stderr.contains("cannot connect to 127.0.0.1:\(port)") && stderr.contains("Connection refused"), "\(stderr)")
+        #expect(!stderr.contains("cannot connect to 127.0.0.1:\(port): Cannot connect"), "the gateway named once a line: \(stderr)")
         #expect(try Journal.read(directory: dir.file("journal")).outcome == .gaveUp)
 
         let noName = try CampaignProcess(["send", dir.file("plan.ndjson"), "--journal", dir.file("j2"), "--gateway",
