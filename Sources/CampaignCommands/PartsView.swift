@@ -1,6 +1,7 @@
 import Foundation
 import CampaignJSON
 import CampaignSend
+import LocalTime
 import PlanStream
 
 /// The parts of a plan and their journals, for `status` over several.
@@ -98,15 +99,21 @@ struct PartsView {
         return t
     }
 
-    /// What to run for a part that is not complete: resume it, or start it.
+    /// What to run for a part that is not complete: resume it, or start it
+    /// (a command to which the other parts' gateway and credentials are added).
     func command(for row: Row) -> String? {
         switch row.phase {
         case .stopped: return row.journal?.resumeCommand
         case .notStarted:
             guard let plan = row.plan, let part = row.part else { return nil }
-            return "campaign send \(plan) --journal \(journalsDirectory ?? "JOURNALS")/\(String(format: "%03d", part)) (with the gateway and credentials of the other parts)"
+            return "campaign send \(plan) --journal \(journalsDirectory ?? "JOURNALS")/\(String(format: "%03d", part))"
         case .complete, .running, .waiting, .cancelled: return nil
         }
+    }
+
+    /// ``command(for:)`` as the text says it: a part to start needs what the others were given.
+    func commandText(for row: Row) -> String? {
+        command(for: row).map { row.phase == .notStarted ? "\($0) (with the gateway and credentials of the other parts)" : $0 }
     }
 
     /// A plan with variants: each one's counts, every part's journal together (in the order first met).
@@ -156,7 +163,7 @@ struct PartsView {
         out += "done: \(t.done) of \(t.recordsKnown ? String(t.records) : "?") (\(t.accepted) accepted, \(t.presumed) presumed, \(t.failed) failed); remaining: \(t.remaining.map(String.init) ?? "unknown")\n"
         out += "resent: \(t.resends), possible duplicates: \(t.duplicates)\n"
         if !variants.isEmpty { out += "variants: " + VariantCounts.text(variants) + "\n" }
-        let commands = rows.compactMap { row in command(for: row).map { (row, $0) } }
+        let commands = rows.compactMap { row in commandText(for: row).map { (row, $0) } }
         if !commands.isEmpty {
             out += "to finish:\n"
             for (row, command) in commands {
@@ -193,6 +200,9 @@ struct PartsView {
                 // The journal's own fields after these (its "plan" is where it remembers the plan).
                 if let j = row.journal, case .object(let detail) = j.json {
                     m += detail.filter { d in !m.contains { $0.key == d.key } }
+                } else if let directory = row.cancelledBeforeStart, let c = JournalCancel.read(directory: directory) {
+                    m += [("outcome", .string("cancelled")), ("cancelled_by", .string(c.by)), ("cancelled_at", .string(utcText(Int64(c.at)))),
+                          ("cancel_reason", c.reason.map { .string($0) } ?? .null), ("runs", n(0))]
                 }
                 return .object(m)
             })),

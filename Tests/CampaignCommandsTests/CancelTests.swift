@@ -16,6 +16,12 @@ import LocalTime
     static func log(_ journal: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: "\(journal)/\(Journal.logName)")) }
 
     /// How many notifications a simulator's record holds.
+    /// `status --manifest --json`'s row of part `n`.
+    static func part(_ n: Int, of status: JSONValue) -> JSONValue? {
+        guard case .array(let rows)? = status["part_status"] else { return nil }
+        return rows.first { $0["part"]?.integerValue == Int64(n) }
+    }
+
     static func recordCount(_ dir: TemporaryDirectory) -> Int {
         ((try? String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8)) ?? "").split(separator: "\n").count
     }
@@ -166,6 +172,9 @@ import LocalTime
         #expect(eventually(within: 60) { Self.recordCount(dir) > done0 }, "\(slow.stderr)")
         let before = String(decoding: try PlanProcessTests.run(["status", "--manifest", "plan/manifest.json", "--journals", "j/*"], in: dir).out, as: UTF8.self)
         #expect(before.contains("--journal j/002 "), "a part not started gets its journal beside the others': \(before)")
+        let beforeJSON = try JSONValue.parse(PlanProcessTests.run(["status", "--manifest", "plan/manifest.json", "--journals", "j/*", "--json"], in: dir).out)
+        let toStart = Self.part(2, of: beforeJSON)?["command"]?.stringValue ?? ""
+        #expect(toStart.hasPrefix("campaign send ") && toStart.hasSuffix("part-002.plan --journal j/002"), "--json's command is a command, not prose: \(toStart)")
         let asked = Date()
         let cancel = try Self.cancel(["--manifest", "plan/manifest.json", "--journals", "j/*", "--reason", "wrong audience"], in: dir)
         let slowStatus = slow.wait(timeout: 10)
@@ -190,6 +199,9 @@ import LocalTime
 
         let json = try JSONValue.parse(PlanProcessTests.run(["status", "--manifest", "plan/manifest.json", "--journals", "j/*", "--json"], in: dir).out)
         #expect(json["complete"]?.integerValue == 1 && json["cancelled"]?.integerValue == 2 && json["not_started"]?.integerValue == 0, "\(json)")
+        let part2 = Self.part(2, of: json)
+        #expect(part2?["state"]?.stringValue == "cancelled" && part2?["cancel_reason"]?.stringValue == "wrong audience"
+                && part2?["cancelled_by"]?.stringValue != nil && part2?["cancelled_at"]?.stringValue != nil, "\(String(describing: part2))")
         let text = String(decoding: try PlanProcessTests.run(["status", "--manifest", "plan/manifest.json", "--journals", "j/*"], in: dir).out, as: UTF8.self)
         #expect(text.contains("1 complete, 0 running, 0 stopped, 2 cancelled, 0 not started"), "\(text)")
         #expect(!text.contains("to finish:"), "a cancelled part has nothing to finish: \(text)")
