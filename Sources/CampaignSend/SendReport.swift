@@ -249,7 +249,8 @@ public struct SendReport: Sendable {
             ("pool_connections", n(poolConnections)),
             ("round_trip_ms", roundTripMilliseconds.map { .number(String(($0 * 10).rounded() / 10)) } ?? .null),
             ("seconds", .number(format3(seconds))),
-            ("notifications_per_second", n(Int(perSecond))),
+            // Two decimals: a slow send (a rate of 2 a second over 3 s) is not 0.
+            ("notifications_per_second", .number(String((perSecond * 100).rounded() / 100))),
             ("this_run", .object([
                 ("records_read", n(planRecords)), ("already_done", n(alreadyDone)),
                 ("accepted", n(accepted)), ("presumed", n(presumed)), ("failed", n(failed)),

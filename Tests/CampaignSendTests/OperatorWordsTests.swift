@@ -15,6 +15,16 @@ import CampaignJSON
         #expect(rateText(perSecond) == text)
     }
 
+    /// The report's rate is a number with two decimals: two notifications over three seconds are not 0 a second.
+    @Test func theReportsRateOfASlowSendIsNotZero() {
+        var report = SendReport()
+        report.accepted = 2
+        report.seconds = 3
+        #expect(report.json["notifications_per_second"]?.doubleValue == 0.67)
+        report.accepted = 48_000
+        #expect(report.json["notifications_per_second"]?.doubleValue == 16_000)
+    }
+
     /// A cancelled scheduled send has no next notifications to announce.
     @Test func aCancelledSendNamesNoNextMoment() {
         var report = SendReport()
