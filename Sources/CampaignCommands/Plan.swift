@@ -163,7 +163,13 @@ struct Plan: ParsableCommand {
             // A holdout's devices go beside the rejects: PLAN.holdout.ndjson (holdout.ndjson in a parts directory).
             let holdoutPath = parts != nil ? "\(out)/holdout.ndjson" : out == "-" ? "\(jobFile.campaign).holdout.ndjson" : "\(out).holdout.ndjson"
             let holdoutWriter = try jobFile.variants.contains(where: \.holdout) ? HoldoutWriter(path: holdoutPath) : nil
-            let result = try planner.run(reader: reader, plans: writers, rejects: rejectsWriter, holdout: holdoutWriter)
+            let result: PlanSummary
+            do {
+                result = try planner.run(reader: reader, plans: writers, rejects: rejectsWriter, holdout: holdoutWriter)
+            } catch {
+                holdoutWriter?.abandon()
+                throw error
+            }
             printError(result.text)
             if result.rejectedTotal > 0 { printError("  rejects: \(rejectsPath)") }
             if let holdoutWriter { printError("  held out: \(holdoutWriter.path)") }

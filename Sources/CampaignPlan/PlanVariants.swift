@@ -1,3 +1,4 @@
+import Glibc
 import APNSWire
 import AudienceIngest
 import CampaignIO
@@ -73,24 +74,41 @@ extension PlanSummary {
     }
 }
 
-/// Writes the holdout file: NDJSON `{"line":N,"token":"hex","variant":"control","row":{…}}`,
-/// one line per device held out (the row's columns as strings), created 0600 (it holds tokens).
+/// Writes the holdout file: NDJSON `{"line":N,"token":"hex","variant":"control"[,"tz":"Europe/Berlin"],"row":{…}}`,
+/// one line per device held out (the row's columns as strings; `tz`, a
+/// scheduled plan's: the zone its moment would have been in), created 0600
+/// (it holds tokens).
+///
+/// It is the only record of who was held out, so it is written beside its
+/// place and put there only once the plan is complete (``commit()``): a
+/// planner that dies (a closed pipe, a signal, a full disk) leaves the one
+/// an earlier plan wrote as it was.
 public final class HoldoutWriter {
     private let file: BufferedFileWriter
-    public var path: String { file.name }
+    /// Where the file goes once complete.
+    public let path: String
 
     public init(path: String) throws(IOError) {
-        file = try BufferedFileWriter(path: path)
+        self.path = path
+        file = try BufferedFileWriter(path: Self.pendingPath(path))
     }
 
+    /// The file being written, beside its place.
+    static func pendingPath(_ path: String) -> String { "\(path).part" }
+
     /// `row` is the row's JSON object, made by the preparing stage.
-    func append(line: Int, token: UnsafeBufferPointer<UInt8>, variant: UnsafeBufferPointer<UInt8>, row: UnsafeBufferPointer<UInt8>) throws(IOError) {
+    func append(line: Int, token: UnsafeBufferPointer<UInt8>, variant: UnsafeBufferPointer<UInt8>, timeZone: String?,
+                row: UnsafeBufferPointer<UInt8>) throws(IOError) {
         file.buffer.append(contentsOf: #"{"line":"#.utf8)
         JSONText.appendDecimal(line, to: &file.buffer)
         file.buffer.append(contentsOf: #","token":""#.utf8)
         HexEncoding.append(token, to: &file.buffer)
         file.buffer.append(contentsOf: #"","variant":"#.utf8)
         file.buffer.append(contentsOf: variant)
+        if let timeZone {
+            file.buffer.append(contentsOf: #","tz":"#.utf8)
+            JSONText.appendString(Array(timeZone.utf8), to: &file.buffer)
+        }
         file.buffer.append(contentsOf: #","row":"#.utf8)
         file.buffer.append(contentsOf: row)
         file.buffer.append(contentsOf: "}\n".utf8)
@@ -98,6 +116,18 @@ public final class HoldoutWriter {
     }
 
     public func flush() throws(IOError) { try file.flush() }
+
+    /// Puts the complete file in its place (on disk first, then renamed over
+    /// the earlier one): called once the plan it belongs to is complete.
+    public func commit() throws(IOError) {
+        try file.sync()
+        let pending = Self.pendingPath(path)
+        guard rename(pending, path) == 0 else { throw IOError(path: path, operation: "rename", errno: errno) }
+        try SecureFile.syncDirectory(of: path)
+    }
+
+    /// Removes the unfinished file: the plan failed, and the earlier holdout stays.
+    public func abandon() { unlink(Self.pendingPath(path)) }
 }
 
 extension PlanVariants {

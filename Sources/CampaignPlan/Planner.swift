@@ -246,6 +246,7 @@ public final class Planner {
                         variantCounts[Int(p.variant)] += 1
                         try variants.quotedNames.withUnsafeBufferPointer { names in
                             try holdout?.append(line: p.line, token: t, variant: UnsafeBufferPointer(rebasing: names[variants.nameRanges[Int(p.variant)]]),
+                                                timeZone: zones?.name(of: p.zone),
                                                 row: UnsafeBufferPointer(rebasing: arena[Int(p.lineStart)..<Int(p.lineEnd)]))
                         }
                         continue
@@ -287,7 +288,8 @@ public final class Planner {
         for plan in plans { try plan.commit(syncingDirectory: !parted) }
         if parted { try SecureFile.syncDirectory(of: plan.path) }
         try rejects?.flush()
-        try holdout?.flush()
+        // The plan is complete: its holdout takes the place of any earlier one.
+        try holdout?.commit()
         // Variants may share tags: their counts add up.
         for (i, m) in job.messages.enumerated() {
             if plannedCounts[i] > 0 { summary.perLanguage[m.tag, default: 0] += plannedCounts[i] }

@@ -261,11 +261,7 @@ final class RowPreparer: @unchecked Sendable {
     /// The rest of a row whose token (or channel) is usable: its zone, message, collapse id and payload.
     private func prepareMessage(row: AudienceRow, _ p: PreparedRow, token t: UnsafeBufferPointer<UInt8>, in batch: PreparedBatch, columns: [Int]) -> PreparedRow {
         var p = p
-        if let variants {
-            p.variant = Int32(variants.assigner.variant(of: t))
-            // A holdout's device gets nothing: its row is kept for the holdout file.
-            if variants.holdout[Int(p.variant)] { return variants.heldOut(row: row, p, schema: schema, in: batch) }
-        }
+        if let variants { p.variant = Int32(variants.assigner.variant(of: t)) }
         if let zones {
             // The zone's bytes, trimmed of ASCII blanks; a table of those met
             // (a few hundred at most) answers without making a String.
@@ -277,6 +273,11 @@ final class RowPreparer: @unchecked Sendable {
             }
             p.zone = number
         }
+        // A holdout's device gets nothing: its row (and zone, for the moment it
+        // would have had) is kept for the holdout file. Its zone is checked
+        // first, as a sent device's is: the control group holds only devices
+        // the campaign could have reached.
+        if let variants, variants.holdout[Int(p.variant)] { return variants.heldOut(row: row, p, schema: schema, in: batch) }
         var langColumn = langColumns.first
         if langColumns.count > 1 { langColumn = langColumns.first { row.range(of: $0) != nil } ?? langColumn }
         let message = row.storage.withUnsafeBufferPointer { storage -> Int? in

@@ -43,6 +43,13 @@ final class ZoneTable: @unchecked Sendable {
         }
     }
 
+    /// Zone `number`'s name, as the database calls it.
+    func name(of number: Int32) -> String {
+        lock.lock()
+        defer { lock.unlock() }
+        return zones[Int(number)].name
+    }
+
     var all: [ZoneRules] {
         lock.lock()
         defer { lock.unlock() }

@@ -117,4 +117,35 @@ import GatewaySimulator
         let fromStatus = Self.expectVariantsAddUp(status["variants"], planned: planned.count, accepted: planned.count - bad.count, failed: bad.count)
         #expect(fromStatus == fromReport)
     }
+    /// The holdout file is the control group's only record: the README's
+    /// pipe resume (`plan | send --resume J --replan`) of a send already
+    /// complete closes the pipe under the planner, and the holdout the
+    /// first plan wrote stays whole (it was emptied: 46 lines to 0).
+    @Test(.timeLimit(.minutes(2))) func aPipeResumeOfACompleteSendLeavesTheHoldoutWhole() throws {
+        let dir = TemporaryDirectory("variantpipe")
+        let (csv, _) = randomAudienceCSV(count: 20_000, seed: 37)
+        try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+        try Self.job.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        let simulator = try startHTTP2Simulator(in: dir)
+        defer { simulator.stop() }
+        let campaign = SimulatorProcessTests.binary.path
+        let credentials = SendProcessTests.credentials().map { "'\($0)'" }.joined(separator: " ")
+        func pipe(_ send: String) throws -> CampaignProcess {
+            try CampaignProcess(["-c", "'\(campaign)' plan job.json audience.csv | '\(campaign)' \(send)"], in: dir.path,
+                                executable: URL(fileURLWithPath: "/bin/bash"))
+        }
+        let first = try pipe("send --journal journal --gateway 127.0.0.1:\(simulator.port) \(credentials)")
+        #expect(first.wait(timeout: 90) == 0, "\(first.stderr)")
+        let path = dir.file("spring-ab.holdout.ndjson")
+        let written = try #require(FileManager.default.contents(atPath: path))
+        let lines = written.split(separator: 0x0A).count
+        #expect(lines > 1_500 && lines < 2_500, "about a tenth held out: \(lines)")
+
+        let again = try pipe("send --resume journal --replan")
+        #expect(again.wait(timeout: 90) == 0, "\(again.stderr)")
+        #expect(again.stderr.contains("already complete"), "\(again.stderr)")
+        #expect(FileManager.default.contents(atPath: path) == written, "the holdout is as the first plan wrote it")
+        var info = stat()
+        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+    }
 }
