@@ -10,8 +10,9 @@ RUNTIME_APT_PACKAGES := libssl-dev libcsv-dev zlib1g-dev libnghttp2-dev pkg-conf
 # …and what only the tests and the bench start (tinyproxy: a real HTTP proxy in front of the simulator, for --proxy).
 APT_PACKAGES := $(RUNTIME_APT_PACKAGES) nghttp2-client curl tinyproxy
 # Offline validation of deploy/k8s against Kubernetes' schemas (it carries
-# them); a Python HTTP/2 client (httpx with h2) for the simulator's tests and the bench.
-PIP_PACKAGES := kubernetes-validate==1.37.0 httpx[http2]==0.28.1
+# them); a Python HTTP/2 client (httpx with h2) for the simulator's tests and the bench;
+# scipy and statsmodels, the peers `campaign results`' statistics are checked against.
+PIP_PACKAGES := kubernetes-validate==1.37.0 httpx[http2]==0.28.1 scipy==1.17.1 statsmodels==0.15.0
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE_BIN  := .build/release/campaign
 
@@ -39,7 +40,7 @@ deps-runtime:
 
 deps:
 	$(call install_missing,$(APT_PACKAGES))
-	@python3 -c 'import kubernetes_validate, httpx, h2' 2>/dev/null || python3 -m pip install -q $(if $(SUDO),--user) $(PIP_PACKAGES)
+	@python3 -c 'import kubernetes_validate, httpx, h2, scipy, statsmodels' 2>/dev/null || python3 -m pip install -q $(if $(SUDO),--user) $(PIP_PACKAGES)
 
 build: deps-runtime
 	$(SWIFT) build

@@ -84,6 +84,10 @@ let package = Package(
         .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
                                                      "CampaignHTTP2", "FeedbackStore", "LocalTime", "SendLedger"], swiftSettings: hotPath),
 
+        // A send's results: who was in which group, the app's events, the statistics (pure) against the holdout.
+        .target(name: "CampaignResults", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream", "CampaignSend",
+                                                        "LocalTime"], swiftSettings: hotPath),
+
         // The gateway and feedback simulator, startable in-process on port 0.
         .target(name: "GatewaySimulator", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "CampaignHTTP2"]),
 
@@ -92,7 +96,7 @@ let package = Package(
             name: "CampaignCommands",
             dependencies: [
                 "APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream",
-                "CampaignTLS", "CampaignSend", "FeedbackStore", "GatewaySimulator", "LocalTime", "SendLedger",
+                "CampaignTLS", "CampaignSend", "CampaignResults", "FeedbackStore", "GatewaySimulator", "LocalTime", "SendLedger",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -116,6 +120,7 @@ let package = Package(
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignIO", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignResultsTests", dependencies: ["CampaignResults", "CampaignIO", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "CampaignHTTP2Tests", dependencies: ["CampaignHTTP2", "CampaignTestSupport"]),
         .testTarget(
             name: "GatewaySimulatorTests",
@@ -124,7 +129,7 @@ let package = Package(
         .testTarget(
             name: "CampaignCommandsTests",
             dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream",
-                           "CampaignPayload", "CampaignSend", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime", "SendLedger"]
+                           "CampaignPayload", "CampaignSend", "CampaignResults", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime", "SendLedger"]
         ),
     ]
 )

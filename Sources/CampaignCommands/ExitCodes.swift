@@ -6,6 +6,7 @@ import CampaignPlan
 import PlanStream
 import SendLedger
 import CampaignSend
+import CampaignResults
 import CampaignTLS
 import GatewaySimulator
 
@@ -41,6 +42,8 @@ func exitCode(for error: Error, command: String) -> ExitCode {
     printError("campaign \(command): \(error)")
     switch error {
     case let e as ChannelError:
+        return ExitCode(e.exitCode)
+    case let e as ResultsError:
         return ExitCode(e.exitCode)
     case let e as TLSError:
         // Anything else a TLS step refuses is the far end or the network.

@@ -177,6 +177,28 @@ public final class Journal: @unchecked Sendable {
         return result
     }
 
+    /// Calls `body` with each intact record of a journal, in the order
+    /// written (a torn last record is left out), without locking it: for
+    /// readers that need more than the state, such as when each notification
+    /// was proven (`campaign results`).
+    public static func forEachRecord(directory: String, _ body: (JournalRecord) throws -> Void) throws {
+        let path = "\(directory)/\(logName)"
+        let bytes: [UInt8]
+        do { bytes = try readWholeFile(path, limit: 1 << 30) } catch {
+            throw JournalError(path: directory, reason: .noJournal(error.reason))
+        }
+        var offset = 0
+        while offset < bytes.count {
+            guard let lf = bytes[offset...].firstIndex(of: 0x0A) else { break }
+            guard let value = Self.verify(bytes[offset..<lf]) else {
+                if lf + 1 < bytes.count { throw JournalError(path: path, reason: .damagedRecord(offset: offset)) }
+                break
+            }
+            if let record = JournalRecord(json: value) { try body(record) }
+            offset = lf + 1
+        }
+    }
+
     static func verify(_ line: ArraySlice<UInt8>) -> JSONValue? {
         guard line.count > 9, line[line.startIndex + 8] == UInt8(ascii: " ") else { return nil }
         let hex = String(decoding: line.prefix(8), as: UTF8.self)

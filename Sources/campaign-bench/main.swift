@@ -124,9 +124,12 @@ case "h2-sessions":
     try runH2Sessions(Array(arguments.dropFirst()))
 case "ledger":
     try writeLedger(arguments.dropFirst())
+case "results-journal":
+    try writeResultsJournal(Array(arguments.dropFirst()))
 default:
     print("""
     usage: campaign-bench simulator [--notifications N] [--connections C] [--record] [--format F] [--runs R]
+           campaign-bench results-journal PLAN DIR
            campaign-bench audience [--rows N] [--format csv|ndjson] [--seed S] [--bad-every K] [--time-zones]
            campaign-bench csv-tokenize FILE
            campaign-bench writer --port P --certs DIR [--plan FILE | --notifications N]
