@@ -25,6 +25,9 @@
 # part on another host. The plan directory holds tokens: keep it 0700.
 # --ledger DIR (a send option) must be a shared path too: each part's send
 # appends its own segment (<host>-<journal id>.seg), no lock spans hosts.
+# With --auth-key, the parts share one provider token in
+# JOURNAL_DIR/token-cache (--token-cache; a lock there lets one part sign
+# and the others read it: on a network file system, one with shared locks).
 #
 # Exit status: parallel's: 0 when every part completed, else the number of
 # parts that failed (up to 101). Run it again to resume them.
@@ -40,6 +43,11 @@ popts=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do popts+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 sendopts=("$@")
+# Token authentication: every part uses one provider token, kept on the shared
+# journals' path (APNs refuses a key's tokens renewed more often than every 20
+# minutes), unless the send options name a --token-cache of their own.
+token_cache=
+case " ${sendopts[*]-} " in *" --auth-key "*) case " ${sendopts[*]} " in *" --token-cache "*) ;; *) token_cache=yes ;; esac ;; esac
 
 command -v parallel >/dev/null || { echo "parallel.sh: GNU parallel is not installed (apt-get install parallel, or make deps)" >&2; exit 69; }
 [ -f "$plans/manifest.json" ] || { echo "parallel.sh: $plans/manifest.json not found: make the parts with campaign plan … --parts N --out $plans" >&2; exit 66; }
@@ -54,6 +62,7 @@ plans=$(cd "$plans" && pwd)
 mkdir -p "$journals"
 chmod 700 "$journals"
 journals=$(cd "$journals" && pwd)
+[ -n "$token_cache" ] && sendopts+=(--token-cache "$journals/token-cache")
 
 shopt -s nullglob
 parts=("$plans"/part-*.plan)

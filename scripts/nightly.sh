@@ -34,7 +34,9 @@ format=$("$bin" validate "$JOB" --format)
 if [ -n "${AUTH_KEY:-}" ]; then
   [ "$format" = h2 ] || { echo "nightly: $JOB is a $format job: the binary interface needs CERT=, provider tokens (AUTH_KEY) are for h2 jobs" >&2; exit 64; }
   : "${KEY_ID:?KEY_ID=… (the 10-character id of the key) goes with AUTH_KEY}" "${TEAM_ID:?TEAM_ID=… goes with AUTH_KEY}"
-  credentials=(--auth-key "$AUTH_KEY" --key-id "$KEY_ID" --team-id "$TEAM_ID")
+  # One token for every night and every part: kept beside the nightly runs, not in each journal.
+  mkdir -p "$out/token-cache"
+  credentials=(--auth-key "$AUTH_KEY" --key-id "$KEY_ID" --team-id "$TEAM_ID" --token-cache "$(cd "$out/token-cache" && pwd)")
 else
   : "${CERT:?CERT=… (or, for an h2 job, AUTH_KEY= KEY_ID= TEAM_ID=) is required}"
   credentials=(--cert "$CERT")

@@ -66,7 +66,8 @@ struct ChannelOptions: ParsableArguments {
     /// A client for the chosen gateway and credentials; nothing is sent yet.
     func client(stop: CancellationPipe, command: String) throws -> ChannelManagementClient {
         let (host, port) = gateway.flatMap(GatewayAddress.parse) ?? Broadcast.managementGateway(environment: environment!)!
-        let tokens = try token.authKey.map { try ProviderTokenSource(keyPath: $0, keyID: token.keyId!, teamID: token.teamId!) }
+        let cache = try token.tokenCachePath(fallback: nil)
+        let tokens = try token.authKey.map { try ProviderTokenSource(keyPath: $0, keyID: token.keyId!, teamID: token.teamId!, cachePath: cache) }
         let context = try CredentialOptions.context(cert: credentials.cert ?? "", key: credentials.key, ca: credentials.ca,
                                                     passphrase: credentials.passphrase(), http2: true)
         var configuration = ChannelManagementClient.Configuration(host: host, port: port, bundleID: bundleId,

@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import CampaignIO
+import CampaignSend
 import CampaignTLS
 
 /// Flags naming a provider-token key (token authentication), shared by `send` and `channels`.
@@ -13,11 +15,25 @@ struct TokenOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Your 10-character team id, for --auth-key.", valueName: "TEAM"))
     var teamId: String?
 
+    @Option(help: ArgumentHelp("Keep the provider token in this directory, shared by every send, part and machine using the key (one signing per renewal between them), instead of the journal's.", valueName: "dir"))
+    var tokenCache: String?
+
+    /// Where the token is kept: `--token-cache DIR`'s file for the key (the
+    /// directory made 0700 if needed), else `fallback` (a journal's file, or nil: in memory).
+    func tokenCachePath(fallback: String?) throws -> String? {
+        guard let dir = tokenCache, let kid = keyId else { return fallback }
+        try SecureFile.makeDirectory(dir, mode: 0o700)
+        return ProviderTokenSource.sharedCachePath(directory: absolutePath(dir), keyID: kid)
+    }
+
     /// Whether any of the three was given.
     var isGiven: Bool { authKey != nil || keyId != nil || teamId != nil }
 
     func validate() throws {
-        guard isGiven else { return }
+        guard isGiven else {
+            if tokenCache != nil { throw ValidationError("--token-cache goes with --auth-key, --key-id and --team-id.") }
+            return
+        }
         guard authKey != nil, let k = keyId, let t = teamId else { throw ValidationError("--auth-key, --key-id and --team-id go together.") }
         for (name, value) in [("--key-id", k), ("--team-id", t)] where value.utf8.count != 10 || !value.utf8.allSatisfy({ (0x41...0x5A).contains($0) || (0x30...0x39).contains($0) }) {
             throw ValidationError("\(name) must be 10 upper-case letters or digits, as Apple's are (the developer account shows it), not \"\(value)\".")

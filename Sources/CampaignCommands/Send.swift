@@ -327,6 +327,7 @@ struct Send: ParsableCommand {
             settings.keyID = token.keyId
             settings.teamID = token.teamId
         }
+        if let v = token.tokenCache { settings.tokenCache = absolutePath(v) }
     }
 }
 

@@ -95,6 +95,9 @@ struct Simulator: ParsableCommand {
     @Option(help: ArgumentHelp("h2: answer the first request of each of the first N connections 429 TooManyProviderTokenUpdates.", valueName: "N"))
     var tokenUpdateRefusals = 0
 
+    @Option(help: ArgumentHelp("h2 with --auth-keys: answer a key's new token sooner than this after its previous new one 429 TooManyProviderTokenUpdates, on any connection, as APNs does (Apple: no more than once every 20 minutes, 1200).", valueName: "seconds"))
+    var tokenMinInterval: Int?
+
     @Option(help: ArgumentHelp("h2: serve the channel management API on this port too (0 picks a free one).", valueName: "port"))
     var managementPort: Int?
 
@@ -138,6 +141,8 @@ struct Simulator: ParsableCommand {
         guard (0...1).contains(managementErrorRate) else { throw ValidationError("--management-error-rate must be between 0 and 1.") }
         guard managementUnavailableFirst >= 0 else { throw ValidationError("--management-unavailable-first must not be negative.") }
         guard channelLimit >= 0 else { throw ValidationError("--channel-limit must not be negative.") }
+        if let t = tokenMinInterval, t < 0 { throw ValidationError("--token-min-interval must not be negative.") }
+        if tokenMinInterval != nil, authKeys == nil { throw ValidationError("--token-min-interval goes with --auth-keys DIR.") }
         guard (1...ChannelID.maxBytes).contains(channelIdBytes) else {
             throw ValidationError("--channel-id-bytes must be between 1 and \(ChannelID.maxBytes).")
         }
@@ -148,7 +153,7 @@ struct Simulator: ParsableCommand {
         if protocolName != "h2" {
             let h2Only = [("--unregistered", unregistered != nil), ("--throttle-rate", throttleRate > 0), ("--goaway-after", goawayAfter != nil),
                           ("--max-streams", maxStreams != nil), ("--stall-after", stallAfter != nil), ("--auth-keys", authKeys != nil),
-                          ("--token-update-refusals", tokenUpdateRefusals > 0), ("--management-port", managementPort != nil),
+                          ("--token-update-refusals", tokenUpdateRefusals > 0), ("--token-min-interval", tokenMinInterval != nil), ("--management-port", managementPort != nil),
                           ("--channel-limit", channelLimit != Broadcast.channelLimit), ("--channel-id-bytes", channelIdBytes != ChannelStore.defaultIDBytes), ("--environment", environment != "sandbox"),
                           ("--broadcast-disabled", !broadcastDisabled.isEmpty), ("--management-throttle-rate", managementThrottleRate > 0),
                           ("--management-error-rate", managementErrorRate > 0), ("--broadcast-strict", broadcastStrict),
@@ -183,6 +188,7 @@ struct Simulator: ParsableCommand {
         configuration.faults.maxStreams = maxStreams
         configuration.faults.stallAfter = stallAfter
         configuration.faults.tokenUpdateRefusals = tokenUpdateRefusals
+        configuration.tokenMinimumIntervalSeconds = tokenMinInterval
         configuration.authKeysDirectory = authKeys
         configuration.tokenLifetimeSeconds = tokenLifetime
         configuration.managementPort = managementPort

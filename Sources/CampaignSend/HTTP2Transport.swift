@@ -13,9 +13,12 @@ struct HTTP2Transport: NotificationTransport {
 
     init(header: PlanHeader, settings: SendSettings, journal: String) throws {
         fields = RequestFields(header: header)
+        // A shared directory a fleet keeps its token in: made (0700) by whoever comes first.
+        if settings.authKey != nil, let dir = settings.tokenCache { try SecureFile.makeDirectory(dir, mode: 0o700) }
         tokens = try settings.authKey.map { path in
             try ProviderTokenSource(keyPath: path, keyID: settings.keyID ?? "", teamID: settings.teamID ?? "",
-                                    cachePath: "\(journal)/\(ProviderTokenSource.cacheName)")
+                                    cachePath: settings.tokenCache.map { ProviderTokenSource.sharedCachePath(directory: $0, keyID: settings.keyID ?? "") }
+                                        ?? "\(journal)/\(ProviderTokenSource.cacheName)")
         }
     }
 

@@ -7,14 +7,23 @@ import CampaignTLS
 
 /// The one provider token all of a send's connections use: made from the
 /// `.p8` key, renewed after 50 minutes and never within 20 (APNs answers a
-/// token renewed more often with 429 TooManyProviderTokenUpdates), and kept
-/// with its `iat` in the journal directory (0600), so a `--resume` soon
-/// after reuses it instead of making a new one. `campaign channels` uses one
-/// too, kept nowhere (each run is short).
+/// token renewed more often with 429 TooManyProviderTokenUpdates).
+///
+/// It is kept in a file (0600) beside a lock: the journal's, so a `--resume`
+/// soon after reuses it, or a directory shared by a fleet of processes
+/// (`--token-cache DIR`, one file per key), so that 16 parts of a campaign
+/// send one token instead of signing 16. Whoever needs a token takes the
+/// lock, reads the file, and signs only when the file's token is too old
+/// (50 minutes, or 20 when APNs called it expired); it then writes it there
+/// atomically. The others pick it up the next time theirs is due. Without a
+/// file (`campaign channels`, whose runs are short) it is kept in memory.
 public final class ProviderTokenSource: @unchecked Sendable {
     static let cacheName = "provider-token.json"
     public static let renewAfter: Int64 = 50 * 60
     static let keepAtLeast: Int64 = 20 * 60
+    /// How long a process waits for another's signing before signing itself:
+    /// a signing takes milliseconds; a holder stopped for longer must not stop the send.
+    static let lockWaitSeconds = 5.0
 
     private let key: PrivateKey
     private let keyID: String
@@ -22,6 +31,13 @@ public final class ProviderTokenSource: @unchecked Sendable {
     private let cachePath: String?
     private let lock = Lock()
     private var token: ProviderToken
+    /// Tokens this process signed (a fleet sharing a cache signs one between them).
+    public private(set) var signed = 0
+
+    /// The file a shared directory keeps `keyID`'s token in.
+    public static func sharedCachePath(directory: String, keyID: String) -> String {
+        "\(directory)/provider-token-\(keyID.filter { $0.isLetter || $0.isNumber }).json"
+    }
 
     /// `cachePath` nil: the token is kept in memory only.
     public init(keyPath: String, keyID: String, teamID: String, cachePath: String? = nil, now: Int64 = ProviderTokenSource.now()) throws(TLSError) {
@@ -30,13 +46,8 @@ public final class ProviderTokenSource: @unchecked Sendable {
         self.keyID = keyID
         self.teamID = teamID
         self.cachePath = cachePath
-        if let cachePath, let cached = Self.load(cachePath), cached.keyID == keyID, cached.teamID == teamID,
-           now - cached.issuedAt < Self.renewAfter, ProviderToken.verify(cached.text, key: key) {
-            token = cached
-        } else {
-            token = try ProviderToken(keyID: keyID, teamID: teamID, issuedAt: now, key: key)
-            save()
-        }
+        token = ProviderToken(keyID: keyID, teamID: teamID, issuedAt: 0, text: "")
+        try refresh(now: now) { cached in now - cached.issuedAt < Self.renewAfter }
     }
 
     public static func now() -> Int64 {
@@ -45,28 +56,45 @@ public final class ProviderTokenSource: @unchecked Sendable {
         return Int64(ts.tv_sec)
     }
 
-    /// The token to send now: renewed once it is 50 minutes old.
+    /// The token to send now: renewed once it is 50 minutes old (by this
+    /// process, or by another on the same cache: then read from there).
     public func current(now: Int64 = ProviderTokenSource.now()) -> ProviderToken {
         lock.lock()
         defer { lock.unlock() }
-        if now - token.issuedAt >= Self.renewAfter { renew(now) }
+        if now - token.issuedAt >= Self.renewAfter {
+            try? refresh(now: now) { cached in now - cached.issuedAt < Self.renewAfter }
+        }
         return token
     }
 
-    /// APNs called `used` expired: a new token, unless the current one is
-    /// newer than it or younger than 20 minutes (then the same is sent again).
+    /// APNs called `used` expired: the cache's newer token if another process
+    /// renewed it, else a new one, unless the current one is younger than 20
+    /// minutes (then the same is sent again).
     func expired(_ used: ProviderToken, now: Int64 = ProviderTokenSource.now()) -> ProviderToken {
         lock.lock()
         defer { lock.unlock() }
-        if token.text == used.text, now - token.issuedAt >= Self.keepAtLeast { renew(now) }
+        guard token.text == used.text else { return token }
+        try? refresh(now: now) { cached in
+            (cached.text != used.text && now - cached.issuedAt < Self.renewAfter) || now - cached.issuedAt < Self.keepAtLeast
+        }
         return token
     }
 
-    private func renew(_ now: Int64) {
-        if let fresh = try? ProviderToken(keyID: keyID, teamID: teamID, issuedAt: now, key: key) {
-            token = fresh
-            save()
+    /// Under the cache's lock: the cached token when `usable` says so, else a
+    /// new one, written back. Called with `lock` held (or from `init`).
+    private func refresh(now: Int64, usable: (ProviderToken) -> Bool) throws(TLSError) {
+        let fileLock = cachePath.map { FileLock(path: "\($0).lock", waitSeconds: Self.lockWaitSeconds) }
+        defer { fileLock?.unlock() }
+        // Without a file, the token held is the one to judge.
+        let candidate = cachePath.map(Self.load) ?? (token.text.isEmpty ? nil : token)
+        if let cached = candidate, cached.keyID == keyID, cached.teamID == teamID,
+           usable(cached), cached.text == token.text || ProviderToken.verify(cached.text, key: key) {
+            token = cached
+            return
         }
+        token = try ProviderToken(keyID: keyID, teamID: teamID, issuedAt: now, key: key)
+        signed += 1
+        save()
     }
 
     private func save() {
@@ -81,5 +109,44 @@ public final class ProviderTokenSource: @unchecked Sendable {
               let kid = v["kid"]?.stringValue, let team = v["team"]?.stringValue,
               let iat = v["iat"]?.integerValue, let text = v["token"]?.stringValue else { return nil }
         return ProviderToken(keyID: kid, teamID: team, issuedAt: iat, text: text)
+    }
+}
+
+/// An exclusive `flock` on a file (created 0600), waited for at most
+/// `waitSeconds`: past that the caller goes on without it (the holder is
+/// stuck; a send must not be). Works across processes, and across machines
+/// on a file system with shared locks (NFSv4, CephFS).
+final class FileLock {
+    private var fd: Int32
+
+    init(path: String, waitSeconds: Double) {
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        let deadline = ProviderTokenSource.monotonic() + waitSeconds
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR, ProviderTokenSource.monotonic() < deadline else {
+                close(fd)
+                fd = -1
+                return
+            }
+            usleep(5_000)
+        }
+    }
+
+    func unlock() {
+        guard fd >= 0 else { return }
+        flock(fd, LOCK_UN)
+        close(fd)
+        fd = -1
+    }
+
+    deinit { unlock() }
+}
+
+extension ProviderTokenSource {
+    static func monotonic() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }

@@ -34,6 +34,8 @@ public struct SendSettings: Equatable, Sendable {
     public var key: String?
     public var caFile: String?
     public var feedbackStore: String?
+    /// `--token-cache DIR`: where the provider token is kept, shared by a fleet; nil: the journal.
+    public var tokenCache: String?
     /// `--ledger DIR`: the app's send ledger, where accepted notifications are recorded (SendLedgerRecorder).
     public var ledger: String?
     /// HTTP/2: the most streams in flight per connection (never above the server's limit).
@@ -93,7 +95,7 @@ public struct SendSettings: Equatable, Sendable {
             ("streams", n(streams)), ("auth_key", s(authKey)), ("key_id", s(keyID)), ("team_id", s(teamID)),
         ]) + (maxConnections.map { [("max_connections", n($0))] } ?? [])
           + (proxy.map { [("proxy", .string($0.description)), ("proxy_user_env", s(proxyUserVariable))] } ?? [])
-          + (reportPath.map { [("report", .string($0))] } ?? []) + (ledger.map { [("ledger", .string($0))] } ?? []) + (metricsPath.map { [("metrics", .string($0))] } ?? [])
+          + (reportPath.map { [("report", .string($0))] } ?? []) + (ledger.map { [("ledger", .string($0))] } ?? []) + (tokenCache.map { [("token_cache", .string($0))] } ?? []) + (metricsPath.map { [("metrics", .string($0))] } ?? [])
           + (holdOpenSeconds == 60 ? [] : [("hold_open", .number(String(holdOpenSeconds)))]) + (answerTimeoutSeconds == 30 && outageLimitSeconds == 120 ? [] : [
             ("answer_timeout", .number(String(answerTimeoutSeconds))), ("outage_limit", .number(String(outageLimitSeconds))),
         ]))
@@ -114,6 +116,7 @@ public struct SendSettings: Equatable, Sendable {
         caFile = v["ca"]?.stringValue
         feedbackStore = v["feedback_store"]?.stringValue
         ledger = v["ledger"]?.stringValue
+        tokenCache = v["token_cache"]?.stringValue
         streams = Int(v["streams"]?.integerValue ?? 1000)
         authKey = v["auth_key"]?.stringValue
         keyID = v["key_id"]?.stringValue

@@ -38,6 +38,8 @@ public final class GatewaySimulator: @unchecked Sendable {
     private var relayListeners: [Listener] = []
     /// HTTP/2 token authentication: public keys by key id.
     private let authKeys: [String: PublicKey]
+    /// `--token-min-interval`: a key's new tokens, over every connection.
+    public let tokenRegistry: ProviderTokenRegistry?
 
     static func loadAuthKeys(_ directory: String) throws -> [String: PublicKey] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
@@ -67,6 +69,7 @@ public final class GatewaySimulator: @unchecked Sendable {
         context = try TLSContext.server(identity: identity, clientAuthorities: "\(dir)/\(DevelopmentCertificates.caCertificate)",
                                         http2: configuration.http2, requireClientCertificate: configuration.authKeysDirectory == nil)
         authKeys = try configuration.authKeysDirectory.map(Self.loadAuthKeys) ?? [:]
+        tokenRegistry = configuration.tokenMinimumIntervalSeconds.map { ProviderTokenRegistry(minimumInterval: Int64($0)) }
         cancellation = try CancellationPipe()
         record = try configuration.recordPath.map { try NotificationRecordFile(path: $0) }
         pendingFeedback = configuration.feedback
@@ -174,6 +177,7 @@ public final class GatewaySimulator: @unchecked Sendable {
     private func withChannelCounts(_ statistics: SimulatorStatistics) -> SimulatorStatistics {
         var statistics = statistics
         (statistics.channelsCreated, statistics.channelsDeleted) = channelStore.counts()
+        statistics.providerTokens = tokenRegistry?.tokensTaken
         return statistics
     }
 
@@ -308,7 +312,8 @@ public final class GatewaySimulator: @unchecked Sendable {
         let topic = connection.peerSubject.flatMap { subject in
             subject.split(separator: ",").lazy.map { $0.trimmingWhitespace() }.first { $0.hasPrefix("UID=") }.map { String($0.dropFirst(4)) }
         }
-        let tokens = authKeys.isEmpty ? nil : ProviderTokenCheck(keys: authKeys, lifetimeSeconds: Int64(configuration.tokenLifetimeSeconds))
+        let tokens = authKeys.isEmpty ? nil : ProviderTokenCheck(keys: authKeys, lifetimeSeconds: Int64(configuration.tokenLifetimeSeconds),
+                                                                 registry: tokenRegistry)
         return H2GatewaySession(index: index, port: port, faults: faults, recording: record != nil, channels: channels,
                                 certificateTopic: tokens == nil ? (topic ?? "") : nil, tokens: tokens)
     }

@@ -78,6 +78,10 @@ public struct SimulatorConfiguration: Sendable {
     public var authKeysDirectory: String? = nil
     /// HTTP/2: tokens issued longer ago than this are refused (403 ExpiredProviderToken).
     public var tokenLifetimeSeconds = 3600
+    /// HTTP/2 with keys: a key's new token sooner than this after its
+    /// previous new one is answered 429 TooManyProviderTokenUpdates on
+    /// any connection, as APNs does (nil: only per connection).
+    public var tokenMinimumIntervalSeconds: Int?
     /// Every byte received and sent is held this long (one way) by a relay in
     /// front of the gateway: a round trip of twice this, as from far away.
     public var latencyMilliseconds = 0

@@ -35,6 +35,8 @@ public struct SimulatorStatistics: Sendable, Equatable {
     /// Channels created, and of them deleted (filled in from the channel store).
     public var channelsCreated = 0
     public var channelsDeleted = 0
+    /// `--token-min-interval`: different provider tokens taken (filled in from the registry); nil without it.
+    public var providerTokens: Int?
 
     public init(connections: [ConnectionStatistics] = [], handshakeFailures: Int = 0, feedbackServed: Int = 0) {
         (self.connections, self.handshakeFailures, self.feedbackServed) = (connections, handshakeFailures, feedbackServed)
@@ -74,6 +76,7 @@ public struct SimulatorStatistics: Sendable, Equatable {
             },
         ]
         if !answers.isEmpty { object["answers"] = answers }
+        if let providerTokens { object["provider_tokens"] = providerTokens }
         // Broadcasts and channel management only when used: a device-only run's file is as before.
         if !broadcastAnswers.isEmpty || managementConnections > 0 {
             object["broadcasts"] = broadcasts

@@ -205,4 +205,51 @@ import PlanStream
         let risked = try (0..<8).reduce(0) { $0 + (try Journal.read(directory: dir.file(String(format: "journals/%03d", $1)))).duplicatesRisked }
         #expect(recorded.count - Set(recorded).count <= risked, "duplicates beyond the \(risked) the journals report")
     }
+    /// Token authentication over 8 parts, 4 at a time, against a gateway
+    /// that refuses a key's new token within 20 minutes of its last, as
+    /// APNs does: parallel.sh gives the parts one token (`--token-cache` on
+    /// the journals' path) and nothing is refused; the same parts each with
+    /// a token of its own are refused (the simulator's rule works).
+    @Test(.timeLimit(.minutes(4))) func eightPartsShareOneProviderTokenAndAreNeverRefusedForIt() throws {
+        let dir = TemporaryDirectory("fleet-token")
+        let (csv, tokens) = randomAudienceCSV(count: 8_000, seed: 48)
+        try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+        try #"{"campaign":"fleet","format":"h2","topic":"com.example.campaign","messages":{"en":{"alert":"Notification {n}"}}}"#
+            .write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        #expect(try PlanProcessTests.run(["plan", "job.json", "audience.csv", "--parts", "8", "--out", "plan", "--shards", "32"], in: dir).status == 0)
+        let simulator = try startHTTP2Simulator(in: dir, tokens: true) { $0.tokenMinimumIntervalSeconds = 1200 }
+        defer { simulator.stop() }
+        let credentials = ChannelsTests.tokenFlags()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [PlanProcessTests.repo + "/deploy/parallel.sh", "plan", "journals", "-j", "4", "--",
+                             "--gateway", "127.0.0.1:\(simulator.port)"] + credentials
+        process.currentDirectoryURL = URL(fileURLWithPath: dir.path)
+        var environment = ProcessInfo.processInfo.environment
+        environment["CAMPAIGN"] = SimulatorProcessTests.binary.path
+        process.environment = environment
+        let output = Pipe()
+        (process.standardError, process.standardOutput) = (output, output)
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(Set(try SendProcessTests.recorded(dir)) == tokens, "every notification accepted")
+        let shared = simulator.currentStatistics()
+        #expect(shared.answers.keys.allSatisfy { !$0.contains("TooManyProviderTokenUpdates") }, "\(shared.answers)")
+        #expect(shared.providerTokens == 1, "one token for the fleet")
+        let cache = dir.file("journals/token-cache")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: cache).contains { $0.hasPrefix("provider-token-") && $0.hasSuffix(".json") })
+        #expect(try FileManager.default.attributesOfItem(atPath: cache)[.posixPermissions] as? Int == 0o700)
+
+        // The same parts, each signing its own: the gateway refuses all but the first's.
+        let sends = try (0..<4).map { k in
+            try CampaignProcess(["send", String(format: "plan/part-%03d.plan", k), "--journal", "own/\(k)", "--gateway", "127.0.0.1:\(simulator.port)",
+                                 "--outage-limit", "3"] + credentials, in: dir.path)
+        }
+        for send in sends { #expect(send.wait(timeout: 60) != nil, "\(send.stderr)") }
+        let own = simulator.currentStatistics()
+        #expect(own.answers.contains { $0.key.contains("TooManyProviderTokenUpdates") && $0.value > 0 }, "\(own.answers)")
+        #expect((own.providerTokens ?? 0) == 1, "the refused tokens were not taken")
+    }
 }
