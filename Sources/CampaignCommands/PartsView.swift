@@ -116,6 +116,33 @@ struct PartsView {
         command(for: row).map { row.phase == .notStarted ? "\($0) (with the gateway and credentials of the other parts)" : $0 }
     }
 
+    /// The campaign's rate over its parts (per minute): `--rate-total` of a
+    /// part's send, else the plan's throttle; nil when there is none.
+    var campaignRatePerMinute: Int? {
+        for row in rows {
+            guard let state = row.journal?.state else { continue }
+            if let total = state.settings.rateTotal { return total * 60 }
+            if let t = (try? PlanHeader(json: state.planHeader))?.throttlePerMinute { return t }
+        }
+        return nil
+    }
+
+    /// The parts' notifications made final in their last journaled second, summed over the parts running.
+    var rateNow: Int {
+        rows.filter { $0.phase == .running }.reduce(0) { sum, row in
+            guard let ticks = row.journal?.state.timeline.last, ticks.count >= 2 else { return sum }
+            let (a, b) = (ticks[ticks.count - 2], ticks[ticks.count - 1])
+            let seconds = max(1, b.second - a.second)
+            return sum + max(0, (b.accepted + b.failed) - (a.accepted + a.failed)) / seconds
+        }
+    }
+
+    /// When the remaining notifications end at the campaign's rate (UNIX seconds), from `now`.
+    func expectedEnd(now: Int64) -> Int64? {
+        guard let perMinute = campaignRatePerMinute, let remaining = totals.remaining else { return nil }
+        return now + Int64((Double(remaining) * 60 / Double(perMinute)).rounded(.up))
+    }
+
     /// A plan with variants: each one's counts, every part's journal together (in the order first met).
     var variants: [VariantCounts] {
         var sum: [VariantCounts] = []
@@ -162,6 +189,11 @@ struct PartsView {
         out += "\(word): \(count(.complete)) complete, \(count(.running)) running, \(count(.waiting) > 0 ? "\(count(.waiting)) waiting, " : "")\(count(.stopped)) stopped, \(count(.cancelled) > 0 ? "\(count(.cancelled)) cancelled, " : "")\(count(.notStarted)) not started\n"
         out += "done: \(t.done) of \(t.recordsKnown ? String(t.records) : "?") (\(t.accepted) accepted, \(t.presumed) presumed, \(t.failed) failed); remaining: \(t.remaining.map(String.init) ?? "unknown")\n"
         out += "resent: \(t.resends), possible duplicates: \(t.duplicates)\n"
+        if let perMinute = campaignRatePerMinute {
+            let end = expectedEnd(now: Int64(Date().timeIntervalSince1970))
+            out += "campaign rate: \(perMinute) a minute over every part (\(perMinute / 60)/s); now \(rateNow)/s"
+                + (end.map { t.remaining == 0 ? "" : "; the \(t.remaining!) remaining end about \(utcText($0))" } ?? "") + "\n"
+        }
         if !variants.isEmpty { out += "variants: " + VariantCounts.text(variants) + "\n" }
         let commands = rows.compactMap { row in commandText(for: row).map { (row, $0) } }
         if !commands.isEmpty {
@@ -183,6 +215,8 @@ struct PartsView {
         members += [
             ("parts", n(rows.count)), ("complete", n(count(.complete))), ("running", n(count(.running))), ("waiting", n(count(.waiting))),
             ("stopped", n(count(.stopped))), ("cancelled", n(count(.cancelled))), ("not_started", n(count(.notStarted))),
+            ("campaign_rate_per_minute", campaignRatePerMinute.map(n) ?? .null), ("rate_now_per_second", n(rateNow)),
+            ("expected_end", expectedEnd(now: Int64(Date().timeIntervalSince1970)).map { .string(utcText($0)) } ?? .null),
             ("records", t.recordsKnown ? n(t.records) : .null), ("done", n(t.done)), ("accepted", n(t.accepted)),
             ("presumed", n(t.presumed)), ("failed", n(t.failed)), ("remaining", t.remaining.map(n) ?? .null),
             ("resends", n(t.resends)), ("duplicates_risked", n(t.duplicates)),

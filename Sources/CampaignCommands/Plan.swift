@@ -6,6 +6,7 @@ import CampaignPayload
 import CampaignPlan
 import PlanStream
 import FeedbackStore
+import LocalTime
 
 /// `campaign plan JOB [AUDIENCE]`: an audience to a localized, size-fitted plan stream.
 struct Plan: ParsableCommand {
@@ -171,6 +172,10 @@ struct Plan: ParsableCommand {
                 throw error
             }
             printError(result.text)
+            if let perMinute = jobFile.throttlePerMinute, result.planned > 0 {
+                let seconds = Int((Double(result.planned) * 60 / Double(perMinute)).rounded(.up))
+                printError("  throttle: \(perMinute) a minute over every part: the \(result.planned) planned take about \(DeliverAt.durationText(seconds)) to send")
+            }
             if result.rejectedTotal > 0 { printError("  rejects: \(rejectsPath)") }
             if let holdoutWriter { printError("  held out: \(holdoutWriter.path)") }
             if parts != nil {

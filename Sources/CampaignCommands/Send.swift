@@ -70,6 +70,9 @@ struct Send: ParsableCommand {
     @Option(parsing: .unconditional, help: ArgumentHelp("At most this many notifications per second over all connections (default 0: no limit).", valueName: "n"))
     var rate: Int?
 
+    @Option(parsing: .unconditional, help: ArgumentHelp("At most this many notifications per second over every part of the campaign (instead of the job's throttle): each part takes its share, re-divided as parts start and end.", valueName: "n"))
+    var rateTotal: Int?
+
     @Option(help: ArgumentHelp("Write the final counts here as JSON (- for standard output).", valueName: "file"))
     var report: String?
 
@@ -121,6 +124,7 @@ struct Send: ParsableCommand {
         if let n = batchBytes, !(256...(1 << 20)).contains(n) { throw ValidationError("--batch-bytes must be between 256 and 1048576.") }
         if let n = batchDelayMilliseconds, !(0...10_000).contains(n) { throw ValidationError("--batch-delay-ms must be between 0 and 10000.") }
         if let n = rate, n < 0 { throw ValidationError("--rate must not be negative.") }
+        if let n = rateTotal, n < 1 { throw ValidationError("--rate-total must be at least 1 (notifications per second over every part).") }
         if let n = checkpointEvery, n < 0 { throw ValidationError("--checkpoint-every must not be negative.") }
         if let s = checkpointSeconds, !(0...3600).contains(s) { throw ValidationError("--checkpoint-seconds must be between 0 and 3600.") }
         if let s = holdOpen, !(0...3600).contains(s) { throw ValidationError("--hold-open must be between 0 and 3600 seconds.") }
@@ -313,6 +317,7 @@ struct Send: ParsableCommand {
         if let v = batchBytes { settings.batchBytes = v }
         if let v = batchDelayMilliseconds { settings.batchDelayMilliseconds = v }
         if let v = rate { settings.rate = v }
+        if let v = rateTotal { settings.rateTotal = v }
         if let v = checkpointEvery { settings.checkpointEvery = v }
         if let v = checkpointSeconds { settings.checkpointMilliseconds = Int((v * 1000).rounded()) }
         if let v = feedbackStore { settings.feedbackStore = absolutePath(v) }

@@ -32,4 +32,17 @@ extension CampaignJob {
         }
         return FrequencyCap(max: Int(max), perSeconds: per, scope: scope)
     }
+
+    /// Reads `"throttle": {"perMinute": 60000}`: the campaign's rate over all
+    /// its parts and processes, because what it protects is the app's own
+    /// backend (a push opened by millions in one minute is a load test).
+    static func throttle(_ json: JSONValue, fail: (String) -> JobError) throws(JobError) -> Int? {
+        guard let value = json["throttle"] else { return nil }
+        guard let members = value.objectMembers else { throw fail("\"throttle\" must be an object such as {\"perMinute\": 60000}") }
+        for (k, _) in members where k != "perMinute" { throw fail("throttle: unknown key \"\(k)\" (known: perMinute)") }
+        guard let n = value["perMinute"]?.integerValue, (60...600_000_000).contains(n) else {
+            throw fail("throttle.perMinute must be a whole number of notifications per minute, from 60 to 600,000,000")
+        }
+        return Int(n)
+    }
 }

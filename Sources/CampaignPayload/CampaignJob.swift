@@ -104,11 +104,13 @@ public struct CampaignJob: Sendable {
     public var variants: [JobVariant] = []
     /// `frequencyCap`: at most `max` notifications of the job's scope per device per window (CampaignJob+Rules).
     public var frequencyCap: FrequencyCap? = nil
+    /// `"throttle": {"perMinute": N}`: the campaign's rate over all its parts (CampaignJob+Rules).
+    public var throttlePerMinute: Int? = nil
 
     public static let knownKeys: Set<String> = [
         "campaign", "format", "maxPayload", "expiresIn", "priority", "fallback", "messages", "custom", "samples",
         "topic", "pushType", "collapseId", "columns", "deliverAt", "quietHours", "broadcast", "frequencyCap",
-        "variants",
+        "variants", "throttle",
     ]
 
     /// The push types of the HTTP/2 provider API.
@@ -285,6 +287,7 @@ public struct CampaignJob: Sendable {
 
         schedule = try Self.schedule(json, fail: fail)
         frequencyCap = try Self.frequencyCap(json, fail: fail)
+        throttlePerMinute = try Self.throttle(json, fail: fail)
         columns.tokenKind = broadcast ? .channel : .device
 
         samples = [:]

@@ -101,6 +101,7 @@ public final class Planner {
         variants = PlanVariants(job: job)
         header.variants = PlanVariants.header(job)
         header.frequencyCap = job.frequencyCap
+        header.throttlePerMinute = job.throttlePerMinute
         renderer = PayloadRenderer(job: job, now: options.now, nowAtMoment: job.schedule != nil)
         selector = job.selector
         // An eighth over the estimate: it comes from the file's first lines and

@@ -27,13 +27,8 @@ struct HTTP2Transport: NotificationTransport {
     /// length and the collapse id (0 and none without a template), the payload.
     @inline(__always)
     func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
-        bytes.append(UInt8(truncatingIfNeeded: record.token.count >> 8))
-        bytes.append(UInt8(truncatingIfNeeded: record.token.count))
-        bytes.append(contentsOf: record.token)
-        let collapse = record.collapseId ?? UnsafeRawBufferPointer(start: nil, count: 0)
-        bytes.append(UInt8(min(collapse.count, 255)))
-        bytes.append(contentsOf: collapse.prefix(255))
-        bytes.append(contentsOf: record.payload)
+        H2QueuedRequest.append(token: record.token, collapseId: record.collapseId ?? UnsafeRawBufferPointer(start: nil, count: 0),
+                               payload: record.payload, to: &bytes)
     }
 
     var tokenInFrame: @Sendable (UnsafeBufferPointer<UInt8>) -> [UInt8] {
@@ -61,6 +56,19 @@ struct HTTP2Transport: NotificationTransport {
 /// Where the parts of a queued request (``HTTP2Transport/encode(_:to:)``) are.
 enum H2QueuedRequest {
     static let tokenStart = 2
+
+    /// Appends one request: the token's length (two bytes, big-endian), the
+    /// token, the collapse id's length (one byte) and the collapse id, the payload.
+    @inline(__always)
+    static func append(token: some Collection<UInt8>, collapseId: some Collection<UInt8>, payload: some Collection<UInt8>, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(truncatingIfNeeded: token.count >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: token.count))
+        bytes.append(contentsOf: token)
+        bytes.append(UInt8(min(collapseId.count, 255)))
+        bytes.append(contentsOf: collapseId.prefix(255))
+        bytes.append(contentsOf: payload)
+    }
+
     /// The token's place in `bytes`, which start at index 0 (an array, or a buffer of one).
     @inline(__always)
     static func tokenRange<C: RandomAccessCollection<UInt8>>(_ bytes: C) -> Range<Int> where C.Index == Int {

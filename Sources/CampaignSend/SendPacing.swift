@@ -5,10 +5,25 @@ final class SharedRate: @unchecked Sendable {
     private var bucket: TokenBucket
     private let mutex = Lock()
     private let clock: SendClock
+    /// `--rate` (per process); nil without one.
+    private let fixed: Double?
+    /// A campaign's rate over its parts: this part's share, which changes as parts start and end.
+    private let campaign: CampaignRate?
 
     init(perSecond: Int, clock: SendClock = SystemClock.shared) {
         bucket = TokenBucket(perSecond: Double(perSecond))
         self.clock = clock
+        fixed = Double(perSecond)
+        campaign = nil
+    }
+
+    /// The lower of `--rate` (0: none) and the campaign's share.
+    init(perSecond: Int, campaign: CampaignRate, clock: SendClock = SystemClock.shared) {
+        self.clock = clock
+        fixed = perSecond > 0 ? Double(perSecond) : nil
+        self.campaign = campaign
+        let share = campaign.perSecond(now: Double(clock.now) / 1e9)
+        bucket = TokenBucket(perSecond: min(fixed ?? .infinity, share))
     }
 
     /// Takes one notification's turn; false when it must wait.
@@ -16,7 +31,12 @@ final class SharedRate: @unchecked Sendable {
         mutex.lock(); defer { mutex.unlock() }
         // The time is read under the lock: one read before it could be older
         // than another thread's last update.
-        return bucket.take(now: clock.now)
+        let now = clock.now
+        if let campaign {
+            let rate = min(fixed ?? .infinity, campaign.perSecond(now: Double(now) / 1e9))
+            if rate != bucket.perSecond { bucket.change(perSecond: rate) }
+        }
+        return bucket.take(now: now)
     }
 }
 
@@ -25,15 +45,22 @@ final class SharedRate: @unchecked Sendable {
 /// paused (connecting, a full window) catch up with a second's burst on top
 /// of the second's rate: about 2N in one second for `--rate N`.
 struct TokenBucket {
-    let perSecond: Double
+    private(set) var perSecond: Double
     /// The most taken at once: what `--rate` may exceed in any second.
-    let burst: Double
+    private(set) var burst: Double
     private var allowance: Double = 0
     private var updatedAt: UInt64 = 0
 
     init(perSecond: Double) {
         self.perSecond = perSecond
         burst = max(1, perSecond / 10)
+    }
+
+    /// A new rate from now on (a campaign's share when parts start or end); what is saved stays, within the new burst.
+    mutating func change(perSecond rate: Double) {
+        perSecond = rate
+        burst = max(1, rate / 10)
+        allowance = min(allowance, burst)
     }
 
     /// Takes one token at monotonic time `now` (nanoseconds); false when none is left.

@@ -217,8 +217,11 @@ public final class SendSession {
     /// with this session's plan) and stop it from a signal's thread.
     public func makeSender(context: TLSContext, cancellation: CancellationPipe,
                            logger: @escaping @Sendable (String) -> Void) throws -> Sender {
+        // A campaign's rate over its parts: --rate-total, else the job's throttle.
+        let total = settings.rateTotal.map(Double.init) ?? plan.header.throttlePerMinute.map { Double($0) / 60 }
+        let campaignRate = total.map { CampaignRate(totalPerSecond: $0, journal: journal.directory, part: plan.header.part) }
         let sender = try Sender(settings: settings, journal: journal, context: context, resumeState: state,
-                                cancellation: cancellation, logger: logger)
+                                campaignRate: campaignRate, cancellation: cancellation, logger: logger)
         sender.duplicatesRiskedBeforeThisRun = carried
         sender.planTotal = planTotal
         return sender

@@ -18,6 +18,8 @@ public struct SendSettings: Equatable, Sendable {
     public var batchDelayMilliseconds = 5
     /// Notifications per second over all connections; 0 for no limit.
     public var rate = 0
+    /// `--rate-total`: notifications per second over every part of the campaign (overrides the job's throttle); nil: the job's.
+    public var rateTotal: Int?
     /// Prove acceptance after this many notifications per connection; 0: only at the end
     /// (and when the window reaches `maxWindow`).
     public var checkpointEvery = 0
@@ -95,7 +97,7 @@ public struct SendSettings: Equatable, Sendable {
             ("streams", n(streams)), ("auth_key", s(authKey)), ("key_id", s(keyID)), ("team_id", s(teamID)),
         ]) + (maxConnections.map { [("max_connections", n($0))] } ?? [])
           + (proxy.map { [("proxy", .string($0.description)), ("proxy_user_env", s(proxyUserVariable))] } ?? [])
-          + (reportPath.map { [("report", .string($0))] } ?? []) + (ledger.map { [("ledger", .string($0))] } ?? []) + (tokenCache.map { [("token_cache", .string($0))] } ?? []) + (metricsPath.map { [("metrics", .string($0))] } ?? [])
+          + (reportPath.map { [("report", .string($0))] } ?? []) + (ledger.map { [("ledger", .string($0))] } ?? []) + (tokenCache.map { [("token_cache", .string($0))] } ?? []) + (rateTotal.map { [("rate_total", n($0))] } ?? []) + (metricsPath.map { [("metrics", .string($0))] } ?? [])
           + (holdOpenSeconds == 60 ? [] : [("hold_open", .number(String(holdOpenSeconds)))]) + (answerTimeoutSeconds == 30 && outageLimitSeconds == 120 ? [] : [
             ("answer_timeout", .number(String(answerTimeoutSeconds))), ("outage_limit", .number(String(outageLimitSeconds))),
         ]))
@@ -117,6 +119,7 @@ public struct SendSettings: Equatable, Sendable {
         feedbackStore = v["feedback_store"]?.stringValue
         ledger = v["ledger"]?.stringValue
         tokenCache = v["token_cache"]?.stringValue
+        rateTotal = v["rate_total"]?.integerValue.map { Int($0) }
         streams = Int(v["streams"]?.integerValue ?? 1000)
         authKey = v["auth_key"]?.stringValue
         keyID = v["key_id"]?.stringValue

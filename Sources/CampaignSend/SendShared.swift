@@ -58,7 +58,8 @@ final class SendShared: @unchecked Sendable {
     let clock: SendClock
 
     init(journal: Journal, context: TLSContext, cancellation: CancellationPipe, workers: Int, rate: Int = 0,
-         maxConnectAttempts: Int, clock: SendClock = SystemClock.shared, logger: @escaping @Sendable (String) -> Void) throws {
+         campaignRate: CampaignRate? = nil, maxConnectAttempts: Int, clock: SendClock = SystemClock.shared,
+         logger: @escaping @Sendable (String) -> Void) throws {
         self.journal = journal
         self.clock = clock
         self.syncer = JournalSyncer(journal: journal)
@@ -67,7 +68,8 @@ final class SendShared: @unchecked Sendable {
         self.halt = try CancellationPipe()
         self.poolSize = workers
         counts.poolConnections = workers
-        self.rate = rate > 0 ? SharedRate(perSecond: rate, clock: clock) : nil
+        self.rate = campaignRate.map { SharedRate(perSecond: rate, campaign: $0, clock: clock) }
+            ?? (rate > 0 ? SharedRate(perSecond: rate, clock: clock) : nil)
         self.maxConnectAttempts = maxConnectAttempts
         self.logger = logger
     }

@@ -24,7 +24,7 @@ public final class Sender: @unchecked Sendable {
     ///   - resumeState: the replayed journal when resuming; its final notifications are skipped.
     ///   - maxConnectAttempts: consecutive failed connection attempts before giving up.
     public init(settings: SendSettings, journal: Journal, context: TLSContext, resumeState: JournalState? = nil,
-                maxConnectAttempts: Int = 8, cancellation: CancellationPipe,
+                maxConnectAttempts: Int = 8, campaignRate: CampaignRate? = nil, cancellation: CancellationPipe,
                 logger: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.settings = settings
         self.journal = journal
@@ -32,7 +32,8 @@ public final class Sender: @unchecked Sendable {
         self.resumeState = resumeState
         self.logger = logger
         shared = try SendShared(journal: journal, context: context, cancellation: cancellation,
-                                workers: settings.connections, rate: settings.rate, maxConnectAttempts: maxConnectAttempts, logger: logger)
+                                workers: settings.connections, rate: settings.rate, campaignRate: campaignRate,
+                                maxConnectAttempts: maxConnectAttempts, logger: logger)
     }
 
     /// Seconds between merges of new suppressions into the store while a run sends.

@@ -40,6 +40,8 @@ public struct PlanHeader: Equatable, Sendable {
     public var variants: [PlanVariant] = []
     /// The job's `frequencyCap` (its scope names the campaign's in the send ledger; a scheduled send checks the cap again at release).
     public var frequencyCap: FrequencyCap?
+    /// The job's `throttle.perMinute`: the campaign's rate over all its parts.
+    public var throttlePerMinute: Int?
 
     /// What an h2 plan's requests carry besides the token and payload.
     public struct HTTP2Fields: Equatable, Sendable {
@@ -116,6 +118,7 @@ public struct PlanHeader: Equatable, Sendable {
         }
         if let schedule { members.append(("schedule", Self.json(schedule))) }
         if !variants.isEmpty { members.append(("variants", PlanVariant.json(variants))) }
+        if let t = throttlePerMinute { members.append(("throttle", .object([("perMinute", .number(String(t)))]))) }
         if let c = frequencyCap {
             members.append(("frequencyCap", .object([("max", .number(String(c.max))), ("per", .number(String(c.perSeconds))), ("scope", .string(c.scope))])))
         }
@@ -160,6 +163,10 @@ public struct PlanHeader: Equatable, Sendable {
             self.schedule = schedule
         }
         if let v = h["variants"] { variants = try PlanVariant.list(v) }
+        if let t = h["throttle"] {
+            guard let n = t["perMinute"]?.integerValue, n > 0 else { throw .badHeader("throttle must hold perMinute, a positive whole number") }
+            throttlePerMinute = Int(n)
+        }
         if let c = h["frequencyCap"] {
             guard let max = c["max"]?.integerValue, max > 0, let per = c["per"]?.integerValue, per > 0, let scope = c["scope"]?.stringValue else {
                 throw .badHeader("frequencyCap must hold max, per (seconds) and scope")

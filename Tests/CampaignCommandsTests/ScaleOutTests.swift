@@ -252,4 +252,50 @@ import PlanStream
         #expect(own.answers.contains { $0.key.contains("TooManyProviderTokenUpdates") && $0.value > 0 }, "\(own.answers)")
         #expect((own.providerTokens ?? 0) == 1, "the refused tokens were not taken")
     }
+    /// A job's throttle is the campaign's rate over all its parts: 3 parts
+    /// sent by 3 processes at once hold 60,000 a minute between them (each a
+    /// third while all run, the others taking up a part's share when it stops
+    /// or ends), also with one part killed and resumed. Judged, per 10-second
+    /// window after the first, by when the simulator received each.
+    @Test(.timeLimit(.minutes(4))) func aThrottleHoldsTheCampaignsRateOverItsPartsThroughAKillAndAResume() throws {
+        let dir = TemporaryDirectory("campaign-rate")
+        let (csv, tokens) = randomAudienceCSV(count: 36_000, seed: 49)
+        try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+        try #"{"campaign":"paced","format":"h2","topic":"com.example.campaign","throttle":{"perMinute":60000},"messages":{"en":{"alert":"N {n}"}}}"#
+            .write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        let plan = try PlanProcessTests.run(["plan", "job.json", "audience.csv", "--parts", "3", "--out", "plan"], in: dir)
+        #expect(plan.status == 0, "\(plan.err)")
+        #expect(plan.err.contains("throttle: 60000 a minute over every part: the 36000 planned take about 36 s to send"), "\(plan.err)")
+        let simulator = try startHTTP2Simulator(in: dir)
+        defer { simulator.stop() }
+        let flags = ["--gateway", "127.0.0.1:\(simulator.port)"] + SendProcessTests.credentials()
+        func start(_ k: Int) throws -> CampaignProcess {
+            let journal = String(format: "j/%03d", k)
+            let resume = FileManager.default.fileExists(atPath: dir.file("\(journal)/journal.log"))
+            return try CampaignProcess(resume ? ["send", "--resume", journal] + SendProcessTests.credentials()
+                                              : ["send", String(format: "plan/part-%03d.plan", k), "--journal", journal] + flags, in: dir.path)
+        }
+        var sends = try (0..<3).map(start)
+        // Part 1 is killed once 12,000 are recorded (some 12 s in), and resumed once it is gone.
+        #expect(simulator.waitForStatistics(timeout: 120) { $0.accepted >= 12_000 })
+        let status = try PlanProcessTests.run(["status", "--manifest", "plan/manifest.json", "--journals", "j/*", "--json"], in: dir)
+        let view = try JSONValue.parse(Array(status.out))
+        #expect(view["campaign_rate_per_minute"]?.integerValue == 60_000 && view["expected_end"]?.stringValue != nil, "\(view)")
+        sends[1].kill9()
+        sends[1] = try start(1)
+        for send in sends { #expect(send.wait(timeout: 120) == 0, "\(send.stderr)") }
+        let arrivals = try ScheduledSendTests.arrivals(inRecord: dir.file("record.ndjson"))
+        #expect(Set(arrivals.keys) == tokens)
+        let times = arrivals.values.map { $0[0] }.sorted()
+        let first = times[0], last = times[times.count - 1]
+        var windows: [Int] = []
+        var w = first + 10_000
+        while w + 10_000 <= last {
+            let n = times.filter { $0 >= w && $0 < w + 10_000 }.count
+            windows.append(n)
+            w += 10_000
+        }
+        #expect(windows.count >= 2, "\(windows)")
+        for n in windows { #expect(abs(Double(n) / 10 - 1000) <= 100, "a 10-second window held \(n) (\(windows))") }
+    }
 }

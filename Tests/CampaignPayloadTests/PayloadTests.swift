@@ -55,7 +55,9 @@ func render(_ renderer: PayloadRenderer, _ values: [String: String], message: In
     }
 
     @Test(arguments: [
-        (#"{"campaign":"x","messages":{"en":{"alert":"a"}},"fallbak":["en"]}"#, "unknown key \"fallbak\" (known: broadcast, campaign, collapseId, columns, custom, deliverAt, expiresIn, fallback, format, frequencyCap, maxPayload, messages, priority, pushType, quietHours, samples, topic, variants)"),
+        (#"{"campaign":"x","messages":{"en":{"alert":"a"}},"throttle":{"perMinute":30}}"#, "throttle.perMinute must be a whole number of notifications per minute, from 60 to 600,000,000"),
+        (#"{"campaign":"x","messages":{"en":{"alert":"a"}},"throttle":{"perSecond":30}}"#, "throttle: unknown key \"perSecond\" (known: perMinute)"),
+        (#"{"campaign":"x","messages":{"en":{"alert":"a"}},"fallbak":["en"]}"#, "unknown key \"fallbak\" (known: broadcast, campaign, collapseId, columns, custom, deliverAt, expiresIn, fallback, format, frequencyCap, maxPayload, messages, priority, pushType, quietHours, samples, throttle, topic, variants)"),
         (#"{"campaign":"x","format":"fast","messages":{"en":{"alert":"a"}}}"#, "\"format\" must be \"simple\", \"enhanced\", \"frame\" or \"h2\", not \"fast\""),
         (#"{"campaign":"x","topic":"com.a","messages":{"en":{"alert":"a"}}}"#, "\"topic\" is for the HTTP/2 provider API: it goes with \"format\": \"h2\""),
         (#"{"campaign":"x","format":"h2","pushType":"fax","messages":{"en":{"alert":"a"}}}"#, "\"pushType\" must be one of alert, background, voip, location, complication, fileprovider, mdm, liveactivity, pushtotalk, controls, widgets, not \"fax\""),

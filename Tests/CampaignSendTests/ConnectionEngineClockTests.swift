@@ -300,11 +300,7 @@ final class ClockedH2Send {
             tokens.append(token.map { String(format: "%02x", $0) }.joined())
             let payload = Array(#"{"aps":{"alert":"number \#(i)"}}"#.utf8)
             batch.append(seq: UInt64(i + 1), shard: 0, ordinal: Int32(i)) { bytes in
-                // As HTTP2Transport.encode: the token's length, the token, no collapse id, the payload.
-                bytes.append(UInt8(token.count))
-                bytes.append(contentsOf: token)
-                bytes.append(0)
-                bytes.append(contentsOf: payload)
+                H2QueuedRequest.append(token: token, collapseId: [UInt8](), payload: payload, to: &bytes)
             }
         }
         self.tokens = tokens
