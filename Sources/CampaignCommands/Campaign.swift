@@ -16,7 +16,7 @@ public struct Campaign: ParsableCommand {
         prints a provider token.
         """,
         version: "0.1.0",
-        subcommands: [Plan.self, Validate.self, Send.self, Cancel.self, Status.self, Results.self, Channels.self, Feedback.self, Ledger.self, Certs.self, Simulator.self, Token.self]
+        subcommands: [Plan.self, Validate.self, Send.self, Cancel.self, Status.self, Results.self, Doctor.self, Channels.self, Feedback.self, Ledger.self, Certs.self, Simulator.self, Token.self]
     )
 
     public init() {}

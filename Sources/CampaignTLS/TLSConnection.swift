@@ -322,6 +322,15 @@ public final class TLSConnection: @unchecked Sendable {
         socket.abort()
     }
 
+    /// The subject of the certificate the peer's verified chain ends in (the
+    /// trusted root), or nil when the chain was not verified.
+    public var verifiedChainRoot: String? {
+        guard let chain = SSL_get0_verified_chain(ssl) else { return nil }
+        let n = OPENSSL_sk_num(chain)
+        guard n > 0, let last = OPENSSL_sk_value(chain, n - 1) else { return nil }
+        return Certificate.oneLine(X509_get_subject_name(OpaquePointer(last)))
+    }
+
     /// The peer's certificate subject, if it presented one.
     public var peerSubject: String? {
         guard let cert = SSL_get1_peer_certificate(ssl) else { return nil }

@@ -126,6 +126,8 @@ struct H2GatewaySession {
                 var responseHeaders = [H2Session.Header(":status", String(reply.status))] + response.headers
                 if let retry = reply.retryAfter { responseHeaders.append(.init("retry-after", String(retry))) }
                 if response.isJSON { responseHeaders.append(.init("content-type", "application/json")) }
+                // An HTTP date on refusals (not on each 200: the answer a benchmark makes millions of), for clients that check their clock.
+                if reply.status != 200 { responseHeaders.append(.init("date", Self.httpDate())) }
                 do throws(H2Error) { try session.submitResponse(stream: stream, headers: responseHeaders, body: response.body) } catch {
                     return end(&progress, "cannot answer: \(error)", .dropped)
                 }
@@ -175,7 +177,8 @@ struct H2GatewaySession {
         }
         if let refusal = request.validate(authentication: authentication) { return refusal }
         let token = request.tokenHex.flatMap { DeviceToken(hex: $0) }?.bytes ?? []
-        if faults.badTokens.contains(token) { return H2Reply(status: 400, reason: "BadDeviceToken") }
+        // A token of zero bytes only is never issued: APNs answers it BadDeviceToken (`campaign doctor --probe` sends one).
+        if faults.badTokens.contains(token) || token.allSatisfy({ $0 == 0 }) { return H2Reply(status: 400, reason: "BadDeviceToken") }
         if let ts = faults.unregistered[token] { return H2Reply(status: 410, reason: "Unregistered", timestampMilliseconds: Int64(ts) * 1000) }
         return transientFault() ?? .accepted
     }
@@ -222,5 +225,15 @@ struct H2GatewaySession {
         out.append(contentsOf: #","payload":"#.utf8)
         JSONText.appendString(request.body, to: &out)
         out.append(contentsOf: "}\n".utf8)
+    }
+
+    /// Now as an HTTP date (RFC 9110: `Sun, 06 Nov 1994 08:49:37 GMT`).
+    static func httpDate() -> String {
+        var t = time(nil)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        var buffer = [Int8](repeating: 0, count: 64)
+        let n = strftime(&buffer, buffer.count, "%a, %d %b %Y %H:%M:%S GMT", &parts)
+        return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -8,11 +8,15 @@ import CampaignTLS
 public final class TinyProxy: @unchecked Sendable {
     public let port: Int
     public let directory: String
+    private let connectPorts: [Int]?
     private var process: Process?
     private let user: (name: String, password: String)?
 
     /// Starts tinyproxy on a free port (or `port`, to come back where it was) and waits, bounded, until it accepts connections.
-    public init(in dir: TemporaryDirectory, name: String = "proxy", user: (String, String)? = nil, port: Int? = nil) throws {
+    /// `connectPorts`: the only ports it opens tunnels to (others: 403); nil: any.
+    public init(in dir: TemporaryDirectory, name: String = "proxy", user: (String, String)? = nil, port: Int? = nil,
+                connectPorts: [Int]? = nil) throws {
+        self.connectPorts = connectPorts
         directory = dir.file(name)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         self.user = user.map { (name: $0.0, password: $0.1) }
@@ -35,6 +39,7 @@ public final class TinyProxy: @unchecked Sendable {
 
         """
         if let user { config += "BasicAuth \(user.name) \(user.password)\n" }
+        for p in connectPorts ?? [] { config += "ConnectPort \(p)\n" }
         try config.write(toFile: "\(directory)/tinyproxy.conf", atomically: true, encoding: .utf8)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/tinyproxy")
