@@ -4,6 +4,7 @@ import CampaignJSON
 import CampaignTestSupport
 import CampaignTLS
 import GatewaySimulator
+@testable import CampaignCommands
 
 /// `campaign doctor` against the simulator: all ok with good credentials,
 /// and each set-up fault named in one sentence with its exit code.
@@ -114,5 +115,21 @@ import GatewaySimulator
         let refused = try Self.doctor(["--gateway", "127.0.0.1:\(simulator.port)", "--probe", "--topic", "com.example.campaign"] + other, in: dir)
         #expect(refused.status == 77, "\(refused.checks)")
         #expect(refused.checks["probe"]?["sentence"]?.stringValue?.contains("403 InvalidProviderToken") == true, "\(refused.checks)")
+    }
+
+    /// A clock five minutes off (this machine's, as the checks are given it) is a warning: tokens would be refused.
+    @Test(.timeLimit(.minutes(2))) func aClockMinutesOffIsAWarning() throws {
+        let dir = TemporaryDirectory("doctor-clock")
+        let simulator = try startHTTP2Simulator(in: dir)
+        defer { simulator.stop() }
+        var input = DoctorInput(host: "127.0.0.1", port: simulator.port, proxy: nil)
+        (input.certificate, input.key, input.ca) = (TestCertificates.path("client.pem"), TestCertificates.path("client.key"), TestCertificates.path("ca.pem"))
+        input.topic = "com.example.campaign"
+        input.probe = true
+        input.now = Date().addingTimeInterval(300)
+        let checks = DoctorChecks.run(input)
+        let clock = try #require(checks.first { $0.name == "clock" })
+        #expect(clock.status == .warning && clock.sentence.contains("ahead of the server's"), "\(clock)")
+        #expect(!checks.contains { $0.status == .failed }, "\(checks)")
     }
 }
