@@ -1,6 +1,7 @@
 import Foundation
 import CampaignJSON
 import CampaignSend
+import CampaignResults
 import LocalTime
 import PlanStream
 
@@ -21,6 +22,11 @@ struct JournalView {
     /// The schedule, scanned from the plan when first asked (see ``ScheduleView/scan(state:directory:now:)``).
     private let scheduleScan: ComputedOnce<ScheduleView?>
     var schedule: ScheduleView? { scheduleScan.wrappedValue }
+    private let variantScan: ComputedOnce<[VariantCounts]>
+    /// A plan with variants: each one's counts, summed from the plan's records
+    /// and the journal's outcomes (so they add up to the totals, after a kill
+    /// -9 too); the journal's last variants record when the plan cannot be read.
+    var variants: [VariantCounts] { variantScan.wrappedValue }
 
     init(directory: String) throws {
         self.directory = directory
@@ -34,6 +40,7 @@ struct JournalView {
         // A scheduled send waiting for its next run holds the lock with an outcome journaled.
         running = state.outcome == .complete ? nil : Journal.runningSend(directory: directory)
         scheduleScan = ComputedOnce { [state] in ScheduleView.scan(state: state, directory: directory, now: Int64(wallClockSeconds())) }
+        variantScan = ComputedOnce { [state] in Self.variantBooks(state: state, directory: directory) }
     }
 
     var part: PlanPart? { (try? PlanHeader(json: state.planHeader))?.part }
@@ -128,7 +135,7 @@ struct JournalView {
         if let pool {
             out += "  connections: \(pool.open) in the pool at the last second (at most \(pool.peak))\(pool.roundTrip.map { ", round trip \(StatusOutput.milliseconds($0)) ms" } ?? "")\n"
         }
-        if !state.variants.isEmpty { out += "  variants: " + VariantCounts.text(state.variants) + "\n" }
+        if !variants.isEmpty { out += "  variants: " + VariantCounts.text(variants) + "\n" }
         if state.tornTail { out += "  the last journal record was torn by a crash and is ignored\n" }
         return out
     }
@@ -153,7 +160,7 @@ struct JournalView {
             ("remaining", remaining.map(n) ?? .null), ("resends", n(state.resends)),
             ("resent_by_kind", .object(state.resentByKind.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })), ("reconnects", n(state.reconnects)),
             ("duplicates_risked", n(state.duplicatesRisked)), ("torn_tail", .bool(state.tornTail)),
-        ] + poolMembers + scheduleMembers + (state.variants.isEmpty ? [] : [("variants", VariantCounts.json(state.variants))]))
+        ] + poolMembers + scheduleMembers + (variants.isEmpty ? [] : [("variants", VariantCounts.json(variants))]))
     }
 
     private var poolMembers: [(String, JSONValue)] {
@@ -177,5 +184,14 @@ extension JournalView {
         let capped = skipped.filter { $0.rule != nil }.count, late = skipped.count - capped
         return [late > 0 ? "\(late) skipped as too late" : nil, capped > 0 ? "\(capped) skipped at their frequencyCap when released" : nil]
             .compactMap { $0 }.joined(separator: ", ")
+    }
+}
+
+extension JournalView {
+    static func variantBooks(state: JournalState, directory: String) -> [VariantCounts] {
+        guard let header = try? PlanHeader(json: state.planHeader), !header.variants.isEmpty,
+              let plan = try? SendSession.planReader(state: state, directory: directory),
+              let groups = try? ExperimentLoader.variantBooks(journal: directory, plan: plan) else { return state.variants }
+        return groups.filter { !$0.holdout }.map { VariantCounts(name: $0.name, planned: $0.planned, accepted: $0.accepted, failed: $0.failed, skipped: $0.skipped) }
     }
 }

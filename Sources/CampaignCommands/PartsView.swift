@@ -1,6 +1,7 @@
 import Foundation
 import CampaignJSON
 import CampaignSend
+import CampaignResults
 import LocalTime
 import PlanStream
 
@@ -147,11 +148,17 @@ struct PartsView {
     var variants: [VariantCounts] {
         var sum: [VariantCounts] = []
         for row in rows {
-            for v in row.journal?.state.variants ?? [] {
+            // A part not started: its plan's records, planned and nothing more.
+            let counts = row.journal?.variants ?? row.plan.flatMap { path in
+                (try? PlanReader(path: path)).flatMap { try? ExperimentLoader.variantBooks(journal: nil, plan: $0) }?
+                    .filter { !$0.holdout }.map { VariantCounts(name: $0.name, planned: $0.planned) }
+            } ?? []
+            for v in counts {
                 if let i = sum.firstIndex(where: { $0.name == v.name }) {
                     sum[i].planned += v.planned
                     sum[i].accepted += v.accepted
                     sum[i].failed += v.failed
+                    sum[i].skipped += v.skipped
                 } else {
                     sum.append(v)
                 }

@@ -63,7 +63,7 @@ enum StatusPage {
         page += "<h2>\(wire.rateChartHeading)</h2>\n"
             + rateChart(state.timeline, outcomes: state.runOutcomes, running: running, waves: state.waves, runStartedAt: state.runStartedAt, woke: state.runWoke)
         page += "<h2>Outcomes</h2>\n" + outcomeBars(accepted: state.accepted, presumed: state.presumed, skipped: state.skipped.count, failed: failedByReason)
-        page += variantsTable(state.variants)
+        page += variantsTable(JournalView.variantBooks(state: state, directory: directory))
         page += "<h2>Connections opened and notifications resent over time (cumulative, per run; each on its own scale)</h2>\n" + countsChart(state.timeline)
         if wire.chartsResendsByKind, let chart = resentByKindChart(state.timeline) {
             page += "<h2>Resent, by why (cumulative, per run): answers that ask for a retry, refused streams, lost connections</h2>\n" + chart

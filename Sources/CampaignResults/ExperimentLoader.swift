@@ -138,9 +138,36 @@ public enum ExperimentLoader {
     /// Every record of `plan` as a device of its variant, with the moment its
     /// journal proved it (none: `outcomes` nil, a part never started).
     private static func addRecords(of plan: PlanReader, outcomes: JournalOutcomes?, to devices: ExperimentDevices) throws {
+        let fresh = devices.groups.map { ExperimentGroup(name: $0.name, weight: $0.weight, holdout: $0.holdout) }
+        let tally = try count(plan, outcomes: outcomes, groups: fresh) { token, group, moment in
+            devices.add(token: token, group: group, moment: moment)
+        }
+        // The record counts; the population was counted as the devices were added.
+        devices.update { groups in
+            for g in groups.indices {
+                groups[g].planned += tally[g].planned
+                groups[g].accepted += tally[g].accepted
+                groups[g].failed += tally[g].failed
+                groups[g].skipped += tally[g].skipped
+                groups[g].pending += tally[g].pending
+            }
+        }
+    }
+
+    /// Each variant's records of a send by where they stand, summed from
+    /// the plan's records and the journal's outcomes (nil: a part never
+    /// started), so that they add up to the journal's totals whatever the
+    /// send went through (a kill -9 included): `campaign status` counts so.
+    public static func variantBooks(journal directory: String?, plan: PlanReader) throws -> [ExperimentGroup] {
+        let outcomes = try directory.map { try JournalOutcomes(directory: $0) }
+        return try count(plan, outcomes: outcomes, groups: groups(of: plan.header)) { _, _, _ in }
+    }
+
+    private static func count(_ plan: PlanReader, outcomes: JournalOutcomes?, groups: [ExperimentGroup],
+                              device: (UnsafeBufferPointer<UInt8>, Int, Int64) -> Void) throws -> [ExperimentGroup] {
         var ordinals = [Int](repeating: 0, count: plan.header.shards)
         var cursor = JournalOutcomes.Cursor()
-        var tally = [ExperimentGroup](devices.groups)
+        var tally = groups
         do {
             while try plan.nextView({ record in
                 let ordinal = ordinals[record.shard]
@@ -155,22 +182,14 @@ public enum ExperimentLoader {
                 case .skipped: tally[g].skipped += 1
                 case .pending: tally[g].pending += 1
                 }
-                devices.add(token: record.token, group: g, moment: moment)
+                device(record.token, g, moment)
             }) {}
         } catch let error as PlanError where error.reason == .noTrailer {
             // A plan cut short (a piped plan a send stopped reading): what it held counts.
         } catch {
             throw ResultsError(.unusable, "\(error)")
         }
-        devices.update { groups in
-            for g in groups.indices {
-                groups[g].planned = tally[g].planned
-                groups[g].accepted = tally[g].accepted
-                groups[g].failed = tally[g].failed
-                groups[g].skipped = tally[g].skipped
-                groups[g].pending = tally[g].pending
-            }
-        }
+        return tally
     }
 
     /// The holdout file's devices. A device's moment: a scheduled plan's, from

@@ -332,6 +332,7 @@ final class SendShared: @unchecked Sendable {
     /// A scheduled notification too late to go (`late: skip`): journaled as skipped, final.
     func recordSkip(_ skipped: SkippedNotification) {
         do { try journal.append(.skip(skipped)) } catch { journalFailed(error) }
+        variants?.countSkip(shard: skipped.shard, ordinal: skipped.ordinal)
         mutex.lock()
         counts.skipped += 1
         mutex.unlock()

@@ -10,15 +10,18 @@ public struct VariantCounts: Equatable, Sendable {
     public var planned = 0
     public var accepted = 0
     public var failed = 0
+    /// Skipped (late, or by a campaign rule at release): final, not failed.
+    public var skipped = 0
 
-    public init(name: String, planned: Int = 0, accepted: Int = 0, failed: Int = 0) {
-        (self.name, self.planned, self.accepted, self.failed) = (name, planned, accepted, failed)
+    public init(name: String, planned: Int = 0, accepted: Int = 0, failed: Int = 0, skipped: Int = 0) {
+        (self.name, self.planned, self.accepted, self.failed, self.skipped) = (name, planned, accepted, failed, skipped)
     }
 
-    /// `{"A":{"planned":N,"accepted":N,"failed":N},…}`, in the plan's order.
+    /// `{"A":{"planned":N,"accepted":N,"failed":N,"skipped":N},…}`, in the plan's order.
     public static func json(_ list: [VariantCounts]) -> JSONValue {
         .object(list.map { v in
-            (v.name, .object([("planned", .number(String(v.planned))), ("accepted", .number(String(v.accepted))), ("failed", .number(String(v.failed)))]))
+            (v.name, .object([("planned", .number(String(v.planned))), ("accepted", .number(String(v.accepted))), ("failed", .number(String(v.failed))),
+                              ("skipped", .number(String(v.skipped)))]))
         })
     }
 
@@ -27,13 +30,13 @@ public struct VariantCounts: Equatable, Sendable {
         guard let members = value?.objectMembers else { return nil }
         return members.map { name, v in
             VariantCounts(name: name, planned: Int(v["planned"]?.integerValue ?? 0), accepted: Int(v["accepted"]?.integerValue ?? 0),
-                          failed: Int(v["failed"]?.integerValue ?? 0))
+                          failed: Int(v["failed"]?.integerValue ?? 0), skipped: Int(v["skipped"]?.integerValue ?? 0))
         }
     }
 
     /// `A 450 planned, 440 accepted, 10 failed; B …`.
     public static func text(_ list: [VariantCounts]) -> String {
-        list.map { "\($0.name) \($0.planned) planned, \($0.accepted) accepted, \($0.failed) failed" }.joined(separator: "; ")
+        list.map { "\($0.name) \($0.planned) planned, \($0.accepted) accepted, \($0.failed) failed\($0.skipped > 0 ? ", \($0.skipped) skipped" : "")" }.joined(separator: "; ")
     }
 }
 
@@ -54,6 +57,7 @@ final class VariantTally: @unchecked Sendable {
     private var planned: [Int]
     private var accepted: [Int]
     private var failed: [Int]
+    private var skipped: [Int]
 
     /// Nil for a plan without variants.
     init?(header: PlanHeader) {
@@ -70,6 +74,7 @@ final class VariantTally: @unchecked Sendable {
         planned = Array(repeating: 0, count: names.count)
         accepted = planned
         failed = planned
+        skipped = planned
     }
 
     deinit { for p in shards { p?.deallocate() } }
@@ -114,22 +119,30 @@ final class VariantTally: @unchecked Sendable {
         }
     }
 
+    /// A record skipped (late, or by a rule at release).
+    func countSkip(shard: Int, ordinal: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        if let v = variant(shard: shard, ordinal: ordinal) { skipped[v] += 1 }
+    }
+
     /// The plan reader's counts: planned records read, and those a
-    /// previous run finished, accepted or failed (a resume).
-    func add(planned p: [Int], acceptedBefore a: [Int], failedBefore f: [Int]) {
+    /// previous run finished, accepted, failed or skipped (a resume).
+    func add(planned p: [Int], acceptedBefore a: [Int], failedBefore f: [Int], skippedBefore k: [Int]) {
         lock.lock()
         defer { lock.unlock() }
         for i in names.indices {
             planned[i] += p[i]
             accepted[i] += a[i]
             failed[i] += f[i]
+            skipped[i] += k[i]
         }
     }
 
     var counts: [VariantCounts] {
         lock.lock()
         defer { lock.unlock() }
-        return names.indices.map { VariantCounts(name: names[$0], planned: planned[$0], accepted: accepted[$0], failed: failed[$0]) }
+        return names.indices.map { VariantCounts(name: names[$0], planned: planned[$0], accepted: accepted[$0], failed: failed[$0], skipped: skipped[$0]) }
     }
 }
 
@@ -149,6 +162,7 @@ struct VariantReading {
     var planned: [Int]
     var acceptedBefore: [Int]
     var failedBefore: [Int]
+    var skippedBefore: [Int]
     /// A resume: the records a previous run finished; those it failed or skipped, as shard << 32 | ordinal.
     let done: [Int: OrdinalRanges]
     let failedKeys: Set<Int>
@@ -160,6 +174,7 @@ struct VariantReading {
         planned = Array(repeating: 0, count: tally.names.count)
         acceptedBefore = planned
         failedBefore = planned
+        skippedBefore = planned
         done = before?.done ?? [:]
         failedKeys = Set((before?.failures ?? []).map { $0.shard << 32 | $0.ordinal })
         skippedKeys = Set((before?.skipped ?? []).map { $0.shard << 32 | $0.ordinal })
@@ -175,7 +190,7 @@ struct VariantReading {
         if sincePublished == 1024 { publish() }
         if !done.isEmpty, done[shard]?.contains(ordinal) == true {
             let key = shard << 32 | ordinal
-            if failedKeys.contains(key) { failedBefore[v] += 1 } else if !skippedKeys.contains(key) { acceptedBefore[v] += 1 }
+            if failedKeys.contains(key) { failedBefore[v] += 1 } else if skippedKeys.contains(key) { skippedBefore[v] += 1 } else { acceptedBefore[v] += 1 }
         } else {
             tally.set(shard: shard, ordinal: ordinal, variant: v)
         }
@@ -184,7 +199,7 @@ struct VariantReading {
     /// Hands the counts so far to the tally.
     mutating func publish() {
         sincePublished = 0
-        tally.add(planned: planned, acceptedBefore: acceptedBefore, failedBefore: failedBefore)
-        for i in planned.indices { planned[i] = 0; acceptedBefore[i] = 0; failedBefore[i] = 0 }
+        tally.add(planned: planned, acceptedBefore: acceptedBefore, failedBefore: failedBefore, skippedBefore: skippedBefore)
+        for i in planned.indices { planned[i] = 0; acceptedBefore[i] = 0; failedBefore[i] = 0; skippedBefore[i] = 0 }
     }
 }

@@ -6,6 +6,7 @@ import CampaignJSON
 import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
+import PlanStream
 
 /// A job with variants planned and sent against the simulator: the holdout
 /// never reaches the gateway, and every count per variant adds up to the whole.
@@ -147,5 +148,48 @@ import GatewaySimulator
         #expect(FileManager.default.contents(atPath: path) == written, "the holdout is as the first plan wrote it")
         var info = stat()
         #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+    }
+    /// Counts per variant are sums over the journal's outcomes: after a
+    /// kill -9 (no end, the variants record behind the proofs) status's
+    /// variants add up to its totals.
+    @Test(.timeLimit(.minutes(2))) func afterAKillStatusVariantsAddUpToItsTotals() throws {
+        let dir = TemporaryDirectory("variant-books")
+        let (tokens, holdout) = try Self.plan(count: 6_000, in: dir, seed: 52)
+        let planned = tokens.subtracting(holdout)
+        var faults = FaultPlan()
+        faults.badTokens = Set(planned.sorted().prefix(30).map { DeviceToken(hex: $0)!.bytes })
+        let simulator = try startHTTP2Simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let send = try CampaignProcess(["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--rate", "2000"]
+                                       + SendProcessTests.credentials(), in: dir.path)
+        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted >= 2_000 })
+        send.kill9()
+        let status = try Self.statusJSON(dir)
+        #expect(status["outcome"]?.stringValue == "killed", "\(status)")
+        let accepted = Int(status["accepted"]?.integerValue ?? -1) + Int(status["presumed"]?.integerValue ?? 0)
+        let failed = Int(status["failed"]?.integerValue ?? -1)
+        #expect(accepted > 0)
+        _ = Self.expectVariantsAddUp(status["variants"], planned: planned.count, accepted: accepted, failed: failed)
+    }
+
+    /// Over a manifest with a part not started: its records count as planned, so the variants add up to the plan.
+    @Test(.timeLimit(.minutes(2))) func overAManifestWithAPartNotStartedTheVariantsAddUpToThePlan() throws {
+        let dir = TemporaryDirectory("variant-parts")
+        let (csv, _) = randomAudienceCSV(count: 6_000, seed: 53)
+        try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+        try Self.job.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+        #expect(try PlanProcessTests.run(["plan", "job.json", "audience.csv", "--parts", "3", "--out", "parts"], in: dir).status == 0)
+        let simulator = try startHTTP2Simulator(in: dir)
+        defer { simulator.stop() }
+        for k in 0..<2 {
+            let send = try CampaignProcess([ "send", "parts/part-00\(k).plan", "--journal", "j/00\(k)", "--gateway", "127.0.0.1:\(simulator.port)"]
+                                           + SendProcessTests.credentials(), in: dir.path)
+            #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
+        }
+        let status = try JSONValue.parse(try ChannelsTests.run(["status", "--manifest", "parts/manifest.json", "--journals", "j/*", "--json"], in: dir).out)
+        let records = try PlanManifest.load(path: dir.file("parts/manifest.json")).records
+        #expect(status["not_started"]?.integerValue == 1, "\(status)")
+        _ = Self.expectVariantsAddUp(status["variants"], planned: records, accepted: Int(status["accepted"]?.integerValue ?? -1),
+                                     failed: Int(status["failed"]?.integerValue ?? -1))
     }
 }
