@@ -292,7 +292,7 @@ enum DoctorChecks {
             var out: [UInt8] = []
             try session.send(into: &out)
             if !out.isEmpty { try connection.write(out, deadline: deadline) }
-            let n = try connection.read(into: &buffer, cancellation: nil, deadline: deadline) ?? 0
+            let n = try connection.read(into: &buffer, cancellation: nil, deadline: deadline)
             guard n > 0 else { throw TLSError(.connectionReset(reason: "the gateway closed the connection")) }
             try session.receive(buffer, count: n)
             for event in session.drainEvents() {

@@ -34,6 +34,9 @@ struct Results: ParsableCommand {
     @Option(help: ArgumentHelp("The parts' journal directories as a pattern, e.g. 'journals/*' (quoted: campaign expands it).", valueName: "glob"))
     var journals: String?
 
+    @Option(help: ArgumentHelp("The send's plan, when it is no longer where the journal remembers it.", valueName: "file"))
+    var plan: String?
+
     @Option(help: ArgumentHelp("The holdout file (default: PLAN.holdout.ndjson beside the plan, <campaign>.holdout.ndjson for a piped plan, DIR/holdout.ndjson for parts).", valueName: "file"))
     var holdout: String?
 
@@ -69,6 +72,10 @@ struct Results: ParsableCommand {
         }
         _ = seconds
         if !(confidence > 0 && confidence < 1) { throw ValidationError("--confidence must be between 0 and 1 (such as 0.95).") }
+        if let columns {
+            do { _ = try EventColumns(parsing: columns) } catch { throw ValidationError("\(error)") }
+        }
+        if plan != nil, manifest != nil { throw ValidationError("--plan names one send's plan; with --manifest, the parts are the manifest's.") }
     }
 
     func run() throws {
@@ -77,9 +84,13 @@ struct Results: ParsableCommand {
             let now = Int64(Date().timeIntervalSince1970)
             let experiment: Experiment
             if let manifest, let journals {
-                experiment = try ExperimentLoader.load(manifest: manifest, journals: try StatusOutput.journals(matching: journals), holdout: holdout, now: now)
+                let matched = try StatusOutput.journals(matching: journals)
+                guard !matched.isEmpty else {
+                    throw ResultsError(.unreadable, "--journals '\(journals)' matches no journal: name the parts' journal directories (quoted, as 'journals/*').")
+                }
+                experiment = try ExperimentLoader.load(manifest: manifest, journals: matched, holdout: holdout, now: now)
             } else {
-                experiment = try ExperimentLoader.load(journal: journal!, holdout: holdout, now: now)
+                experiment = try ExperimentLoader.load(journal: journal!, plan: plan, holdout: holdout, now: now)
             }
             let windowSeconds = Int64(CampaignJob.duration(window)!)
             let tally = EventTally(devices: experiment.devices, windowSeconds: windowSeconds, event: event, rejectsPath: rejects)
@@ -92,8 +103,15 @@ struct Results: ParsableCommand {
                 print(report.text, terminator: "")
             }
             if let rejectsFile { printError("results: \(tally.counts.rejected) unreadable event line\(tally.counts.rejected == 1 ? "" : "s") listed in \(rejectsFile)") }
+            if let event, tally.counts.otherEvent > 0, tally.counts.otherEvent + tally.counts.rejected == tally.counts.read {
+                printError("results: warning: no event is named \"\(event)\" (all \(tally.counts.otherEvent) readable events have other names): check --event, or --columns event=NAME")
+            }
+            let pending = experiment.devices.groups.reduce(0) { $0 + $1.pending }
+            if pending > 0 {
+                printError("results: warning: \(pending) notification\(pending == 1 ? " is" : "s are") not final yet (the send stopped, or waits): their devices are not measured, the holdout's all are; resume the send for a fair comparison")
+            }
             if report.sampleRatioMismatch {
-                printError("results: warning: the split is not what the job asked (sample ratio p = \(ResultsReport.pText(report.sampleRatio?.pValue))): do not trust these results")
+                printError("results: warning: the split is not what the job asked (sample ratio \(ResultsReport.pSaid(report.sampleRatio?.pValue))): do not trust these results")
             }
             if let html { try writeOutput(Array(ResultsPage.html(report).utf8), to: html) }
         }

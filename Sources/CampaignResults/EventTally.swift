@@ -80,12 +80,7 @@ public final class EventTally {
         do {
             reader = try AudienceFile.open(path, delimiter: delimiter, columns: ColumnMapping(["token": columns.token]))
         } catch let error as AudienceError {
-            switch error.reason {
-            case .noTokenColumn, .noTokenKey, .empty, .unnamedColumn, .duplicateColumn, .malformedHeader:
-                throw ResultsError(.unusable, "\(error.path): no usable token column \"\(columns.token)\" (\(error.reason.sentence)); name it with --columns token=NAME.")
-            case .noColumnForVariables:
-                throw ResultsError(.unusable, "\(error)")
-            }
+            throw Self.unusable(error, columns: columns)
         } catch {
             throw ResultsError(.unreadable, "\(error)")
         }
@@ -103,6 +98,8 @@ public final class EventTally {
             }
         }
         let wanted = event.map { Array($0.utf8) }
+        let before = counts
+        var timesRead = 0, timesUnreadable = 0
         var token = [UInt8](repeating: 0, count: 128)
         var row = AudienceRow()
         var rowsSeen = 0
@@ -110,6 +107,8 @@ public final class EventTally {
             let record: AudienceRecord?
             do { record = try reader.next(into: &row) } catch let error as IOError {
                 throw ResultsError(.unreadable, "\(error)")
+            } catch let error as AudienceError {
+                throw Self.unusable(error, columns: columns)
             }
             guard let record else { break }
             counts.read += 1
@@ -141,8 +140,10 @@ public final class EventTally {
                 }
                 guard let timeRange = row.range(of: timeColumn) else { return .reject("no time") }
                 guard let time = EventTime.parse(UnsafeBufferPointer(rebasing: storage[timeRange])) else {
+                    timesUnreadable += 1
                     return .reject("the time is neither RFC 3339 nor UNIX seconds")
                 }
+                timesRead += 1
                 let d = token.withUnsafeBufferPointer { devices.device(UnsafeBufferPointer(rebasing: $0[0..<n])) }
                 guard let d else { return .unknownDevice }
                 let moment = devices.moment[d]
@@ -162,8 +163,30 @@ public final class EventTally {
             case .reject(let why): try reject(path, row.line, why)
             }
         }
-        if !csv, counts.read > 0, timeColumn == nil {
+        if !csv, counts.read > before.read, timeColumn == nil {
             throw ResultsError(.unusable, "\(path): no \"\(columns.time)\" key in any line; name the time's with --columns time=NAME.")
+        }
+        // A time column none of whose values reads is no time column: the results would be all zeros.
+        if timesRead == 0, timesUnreadable > 0 {
+            throw ResultsError(.unusable, "\(path): none of the \(timesUnreadable) times in \"\(columns.time)\" is RFC 3339 (2026-11-28T09:15:02Z) or UNIX seconds; convert them, or name another column with --columns time=NAME.")
+        }
+    }
+
+    /// An export the readers refuse, said as `results` is used (`--columns`, not a job's).
+    static func unusable(_ error: AudienceError, columns: EventColumns) -> ResultsError {
+        func shown(_ names: [String]) -> String {
+            let printable = names.allSatisfy { $0.unicodeScalars.allSatisfy { !$0.properties.isWhitespace || $0 == " " } && $0.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F && $0.value != 0xFFFD } }
+            return printable ? names.joined(separator: ", ") : "unreadable: is it CSV or NDJSON?"
+        }
+        switch error.reason {
+        case .noTokenColumn(_, let names, _, _):
+            return ResultsError(.unusable, "\(error.path): no token column \"\(columns.token)\" (its columns: \(shown(names))); name it with --columns token=NAME.")
+        case .noTokenKey(_, let rows, let keys):
+            return ResultsError(.unusable, "\(error.path): no \"\(columns.token)\" key in its first \(rows) lines (its keys: \(keys)); name it with --columns token=KEY.")
+        case .empty:
+            return ResultsError(.unusable, "\(error.path): empty, not even a header row.")
+        default:
+            return ResultsError(.unusable, "\(error.path): \(error.reason.sentence).")
         }
     }
 

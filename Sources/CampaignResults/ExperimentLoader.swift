@@ -42,14 +42,30 @@ public enum ExperimentLoader {
     /// One send: its journal, and the holdout file beside its plan
     /// (`PLAN.holdout.ndjson`; a plan piped in: `<campaign>.holdout.ndjson`
     /// here) unless `holdout` names it. `now`: held-out moments still to come are not measured.
-    public static func load(journal: String, holdout: String? = nil, now: Int64) throws -> Experiment {
+    public static func load(journal: String, plan planPath: String? = nil, holdout: String? = nil, now: Int64) throws -> Experiment {
         let (state, header) = try readJournal(journal)
         var experiment = Experiment(campaign: header.campaign, devices: ExperimentDevices(groups: groups(of: header)))
         let outcomes = try JournalOutcomes(directory: journal)
-        let plan = try openPlan { try SendSession.planReader(state: state, directory: journal) }
+        let plan: PlanReader
+        if let planPath {
+            plan = try openPlan { try PlanReader(path: planPath) }
+            guard plan.header.campaign == header.campaign, plan.header.shards == header.shards else {
+                throw ResultsError(.unusable, "\(planPath) is not the plan of the send in \(journal) (campaign \(plan.header.campaign), not \(header.campaign)).")
+            }
+        } else if let remembered = state.settings.planPath, access(remembered, F_OK) != 0 {
+            throw ResultsError(.unreadable, "The send's plan \(remembered) (as its journal remembers it) is gone: give where it is now with --plan FILE.")
+        } else {
+            plan = try openPlan { try SendSession.planReader(state: state, directory: journal) }
+        }
         try addRecords(of: plan, outcomes: outcomes, to: experiment.devices)
         if header.variants.contains(where: \.holdout) {
-            let path = holdout ?? state.settings.planPath.map { "\($0).holdout.ndjson" } ?? "\(header.campaign).holdout.ndjson"
+            // Beside the plan file (PLAN.holdout.ndjson); a plan written to standard output
+            // (piped, or redirected into a file) has it as <campaign>.holdout.ndjson where plan ran.
+            let planFile = planPath ?? state.settings.planPath
+            let candidates = [planFile.map { "\($0).holdout.ndjson" },
+                              planFile.map { ($0 as NSString).deletingLastPathComponent }.map { "\($0.isEmpty ? "." : $0)/\(header.campaign).holdout.ndjson" },
+                              "\(header.campaign).holdout.ndjson"].compactMap { $0 }
+            let path = holdout ?? candidates.first { access($0, R_OK) == 0 } ?? candidates[0]
             experiment.holdoutPath = path
             experiment.heldOutUnmeasured = try addHeldOut(path: path, header: header, now: now, to: experiment.devices) { _ in outcomes.firstStart }
         }
@@ -114,6 +130,12 @@ public enum ExperimentLoader {
     }
 
     // MARK: - Pieces
+
+    private static func reason(_ error: Error) -> String {
+        var text = "\(error)"
+        while text.hasSuffix(".") { text.removeLast() }
+        return text
+    }
 
     private static func readJournal(_ directory: String) throws -> (JournalState, PlanHeader) {
         let state: JournalState
@@ -201,7 +223,7 @@ public enum ExperimentLoader {
                                    start: (UnsafeBufferPointer<UInt8>) -> Int64?) throws -> Int {
         let source: FileSource
         do { source = try FileSource(path: path) } catch {
-            throw ResultsError(.unreadable, "The holdout file \(path) cannot be read (\(error)): it is the only list of who was held out; give its path with --holdout FILE.")
+            throw ResultsError(.unreadable, "the holdout file \(path) cannot be read, and it is the only list of who was held out: give its path with --holdout FILE (\(Self.reason(error))).")
         }
         let groupByName = Dictionary(devices.groups.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
         let zones = ZoneDatabase()
@@ -250,7 +272,7 @@ public enum ExperimentLoader {
                 if let m = moment, m > now { moment = nil }
                 if moment == nil { unmeasured += 1 }
                 guard devices.add(token: token, group: g, moment: moment ?? ExperimentDevices.unmeasured) else {
-                    throw ResultsError(.unusable, "\(path), line \(number): a device held out that the plan also holds (or held out twice).")
+                    throw ResultsError(.unusable, "\(path), line \(number): a device this send's plan holds (or held out twice): is it the holdout of this plan (campaign \(header.campaign))?")
                 }
                 devices.update { $0[g].planned += 1 }
             }

@@ -21,7 +21,7 @@ public enum ResultsPage {
 
         """
         if report.sampleRatioMismatch {
-            out += "<p class=\"warn\">The split is not what the job asked (sample ratio p = \(ResultsReport.pText(report.sampleRatio?.pValue))): do not trust these results.</p>\n"
+            out += "<p class=\"warn\">The split is not what the job asked (sample ratio \(ResultsReport.pSaid(report.sampleRatio?.pValue))): do not trust these results.</p>\n"
         }
         out += "<h2>Conversion rate by group</h2>\n" + rateChart(report)
         if report.groups.contains(where: { $0.difference != nil }) {
@@ -38,10 +38,10 @@ public enum ResultsPage {
         }
         out += "</table>\n<h2>Checks</h2>\n<ul>\n"
         if let x = report.independence {
-            out += "<li>Across all groups (Pearson's chi-squared, \(x.degreesOfFreedom) df): \(String(format: "%.3f", x.statistic)), p = \(ResultsReport.pText(x.pValue))</li>\n"
+            out += "<li>Across all groups (Pearson's chi-squared, \(x.degreesOfFreedom) df): \(String(format: "%.3f", x.statistic)), \(ResultsReport.pSaid(x.pValue))</li>\n"
         }
         if let s = report.sampleRatio {
-            out += "<li>Sample ratio against the job's weights (chi-squared, \(s.degreesOfFreedom) df): \(String(format: "%.3f", s.statistic)), p = \(ResultsReport.pText(s.pValue))</li>\n"
+            out += "<li>Sample ratio against the job's weights (chi-squared, \(s.degreesOfFreedom) df): \(String(format: "%.3f", s.statistic)), \(ResultsReport.pSaid(s.pValue))</li>\n"
         }
         let e = report.events
         out += "<li>Events: \(e.read) read, \(e.counted) counted, \(e.unknownDevice) of devices not in the campaign, \(e.notReached) of devices not reached, "
@@ -97,7 +97,7 @@ public enum ResultsPage {
                 svg += "<line x1=\"\(f(x(ci.low)))\" x2=\"\(f(x(ci.high)))\" y1=\"\(f(y + 11))\" y2=\"\(f(y + 11))\" stroke=\"\(color)\" stroke-width=\"3\"/>\n"
             }
             svg += "<circle cx=\"\(f(x(d)))\" cy=\"\(f(y + 11))\" r=\"5\" fill=\"\(color)\"/>"
-            svg += "<text x=\"\(f(x(r.differenceInterval?.high ?? d) + 8))\" y=\"\(Int(y + 15))\">\(ResultsReport.points(d)) pts, p = \(ResultsReport.pText(r.pValue))</text>\n"
+            svg += "<text x=\"\(f(x(r.differenceInterval?.high ?? d) + 8))\" y=\"\(Int(y + 15))\">\(ResultsReport.points(d)) pts, \(ResultsReport.pSaid(r.pValue))</text>\n"
         }
         svg += "<text x=\"\(f(left))\" y=\"\(f(height - 6))\" text-anchor=\"middle\">\(ResultsReport.points(-extent))</text>"
             + "<text x=\"\(f(x(0)))\" y=\"\(f(height - 6))\" text-anchor=\"middle\">0</text>"

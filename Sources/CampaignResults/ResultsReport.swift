@@ -135,6 +135,12 @@ public struct ResultsReport {
         return String(format: "%.4f", p)
     }
 
+    /// "p = 0.0123", "p < 0.0001".
+    public static func pSaid(_ p: Double?) -> String {
+        let t = pText(p)
+        return t.hasPrefix("<") ? "p \(t)" : "p = \(t)"
+    }
+
     public var level: String {
         let pct = confidence * 100
         return pct == pct.rounded() ? "\(Int(pct))%" : String(format: "%g%%", pct)
@@ -152,23 +158,25 @@ public struct ResultsReport {
             let by = String(format: "%.2f", abs(diff) * 100)
             let lift = r.lift.map { String(format: " (%+.1f%%)", $0 * 100) } ?? ""
             if p < 1 - confidence {
-                return "\(name): converted \(diff > 0 ? "more" : "less") than \(control), by \(by) percentage points\(lift); p = \(Self.pText(p)), significant at \(level)."
+                return "\(name): converted \(diff > 0 ? "more" : "less") than \(control), by \(by) percentage points\(lift); \(Self.pSaid(p)), significant at \(level)."
             }
-            return "\(name): no difference from \(control) shown at \(level) (\(Self.points(diff)) points, p = \(Self.pText(p)))."
+            return "\(name): no difference from \(control) shown at \(level) (\(Self.points(diff)) points, \(Self.pSaid(p)))."
         }
     }
 
     public var text: String {
         var out = "campaign \(campaign): conversions within \(Self.durationText(windowSeconds)) of each device's moment, \(event.map { "event \"\($0)\"" } ?? "any event"), \(level) intervals\n"
-        let header = ["group", "population", "converted", "rate (\(level) CI)", "vs \(control ?? "-"): points (\(level) CI)", "lift", "p-value"]
+        let header = ["group", "population", "converted", "rate (\(level) CI)"]
+            + (control.map { ["vs \($0): points (\(level) CI)", "lift", "p-value"] } ?? [])
         var rows: [[String]] = [header]
         for r in groups {
             let g = r.group
             let interval = r.rateInterval.map { "\(Self.percent($0.low))–\(Self.percent($0.high))" } ?? "-"
             let diff = r.difference.map { _ in "\(Self.points(r.difference)) (\(Self.points(r.differenceInterval?.low)) to \(Self.points(r.differenceInterval?.high)))" }
                 ?? (g.name == control ? "(control)" : "-")
-            rows.append([g.name + (g.holdout ? " (holdout)" : ""), String(g.population), String(g.converted),
-                         "\(Self.percent(r.rate)) (\(interval))", diff, r.lift.map { String(format: "%+.1f%%", $0 * 100) } ?? "-", Self.pText(r.pValue)])
+            let compared = r.pValue == nil ? (g.name == control ? "(control)" : "-") : diff
+            rows.append([g.name + (g.holdout ? " (holdout)" : ""), String(g.population), String(g.converted), "\(Self.percent(r.rate)) (\(interval))"]
+                        + (control == nil ? [] : [compared, r.pValue == nil ? "-" : r.lift.map { String(format: "%+.1f%%", $0 * 100) } ?? "-", Self.pText(r.pValue)]))
         }
         let widths = header.indices.map { c in rows.map { $0[c].count }.max() ?? 0 }
         for row in rows {
@@ -177,13 +185,13 @@ public struct ResultsReport {
         }
         for v in verdicts { out += "  \(v)\n" }
         if let x = independence {
-            out += "  across all groups: chi-squared \(String(format: "%.3f", x.statistic)) (\(x.degreesOfFreedom) df), p = \(Self.pText(x.pValue))\n"
+            out += "  across all groups: chi-squared \(String(format: "%.3f", x.statistic)) (\(x.degreesOfFreedom) df), \(Self.pSaid(x.pValue))\n"
         }
         if let s = sampleRatio {
             let said = sampleRatioMismatch
                 ? "WARNING: the split is not what the job asked (sample ratio mismatch): do not trust these results"
                 : "the split is as the job asked"
-            out += "  sample ratio: chi-squared \(String(format: "%.3f", s.statistic)) (\(s.degreesOfFreedom) df) against the weights \(groups.map { "\($0.group.name) \($0.group.weight)" }.joined(separator: ", ")), p = \(Self.pText(s.pValue)): \(said)\n"
+            out += "  sample ratio: chi-squared \(String(format: "%.3f", s.statistic)) (\(s.degreesOfFreedom) df) against the weights \(groups.map { "\($0.group.name) \($0.group.weight)" }.joined(separator: ", ")), \(Self.pSaid(s.pValue)): \(said)\n"
         }
         let reached = groups.filter { !$0.group.holdout }
         out += "  sent: " + reached.map { "\($0.group.name) \($0.group.planned) planned, \($0.group.accepted) accepted, \($0.group.failed) failed, \($0.group.skipped) skipped, \($0.group.pending) not final" }.joined(separator: "; ") + "\n"

@@ -12,10 +12,10 @@ import SendLedger
 /// the kernel. A resume merges what the journal holds and the ledger lacks
 /// (a power loss can lose the segment's last writes before their fsync).
 ///
-/// A scheduled plan with a `frequencyCap` asks the ledger again as each
-/// notification is released: a device that reached the cap since the plan
-/// was made (another campaign of the scope sent meanwhile) is skipped, final,
-/// with the reason `frequency_capped`.
+/// A plan with a `frequencyCap` asks the ledger again as each notification
+/// is released (scheduled or not, in every run, a resume's too): a device
+/// that reached the cap since the plan was made (another campaign of the
+/// scope sent meanwhile) is skipped, final, with the reason `frequency_capped`.
 final class LedgerRecorder: @unchecked Sendable {
     let directory: String
     let writer: LedgerSegmentWriter
@@ -119,14 +119,15 @@ extension LedgerRecorder {
         return recorder
     }
 
-    /// A scheduled record released now: skipped (journaled, final, reason
+    /// A record released now (any record of any run: a resume's, an
+    /// unscheduled plan's): skipped (journaled, final, reason
     /// `frequency_capped`) when the ledger shows its device at the cap.
     func skipsAtRelease(_ record: PlanReader.RecordView, ordinal: Int32, freshWave: Bool, shared: SendShared) -> Bool {
-        guard cap != nil, let at = record.at else { return false }
+        guard cap != nil else { return false }
         let now = Int64(time(nil))
         guard !capAllows(token: record.token, now: now, fresh: freshWave) else { return false }
         var skipped = SkippedNotification(seq: record.seq, shard: record.shard, ordinal: Int(ordinal),
-                                          token: Array(record.token), moment: at, skippedAt: now)
+                                          token: Array(record.token), moment: record.at ?? now, skippedAt: now)
         skipped.rule = "frequency_capped"
         shared.recordSkip(skipped)
         return true

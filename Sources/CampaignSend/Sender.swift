@@ -265,6 +265,7 @@ public final class Sender: @unchecked Sendable {
                         return
                     }
                     var zone: Int32 = -1
+                    var freshWave = false
                     if let at = record.at {
                         switch gate.admit(at: at, timeZone: record.timeZone, handOver: { moment in
                             _ = staging.handOverAll()
@@ -290,8 +291,11 @@ public final class Sender: @unchecked Sendable {
                             try? journal.append(.wave(moment: Int(wave), unixSeconds: Int(time(nil))))
                             report.waves += 1
                         }
-                        if let ledger, ledger.skipsAtRelease(record, ordinal: ordinal, freshWave: wave != nil, shared: shared) { return }
+                        freshWave = wave != nil
                     }
+                    // The cap is asked again of every record as it goes, scheduled or not, first run or resume:
+                    // another campaign of the scope may have reached the device since the plan was made.
+                    if let ledger, ledger.skipsAtRelease(record, ordinal: ordinal, freshWave: freshWave, shared: shared) { return }
                     let queue = connections == 1 ? 0 : transport.queue(forShard: record.shard, parts: parts, queues: connections)
                     pushed = staging.append(to: queue, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal,
                                             moment: record.at ?? 0, zone: zone) { bytes in
