@@ -168,7 +168,14 @@ struct Plan: ParsableCommand {
             do {
                 result = try planner.run(reader: reader, plans: writers, rejects: rejectsWriter, holdout: holdoutWriter)
             } catch {
+                // The last complete plan's holdout and rejects stay where they are; this run's rejects so far are kept aside.
                 holdoutWriter?.abandon()
+                if rejectsWriter.written > 0 {
+                    try? rejectsWriter.flush()
+                    printError("plan: the \(rejectsWriter.written) rejects read before the failure are in \(rejectsWriter.pendingPath)")
+                } else {
+                    rejectsWriter.abandon()
+                }
                 throw error
             }
             printError(result.text)

@@ -288,7 +288,7 @@ public final class Planner {
         for plan in plans { try plan.finish(rowsRead: summary.rowsRead, rejected: summary.rejectedTotal) }
         for plan in plans { try plan.commit(syncingDirectory: !parted) }
         if parted { try SecureFile.syncDirectory(of: plan.path) }
-        try rejects?.flush()
+        try rejects?.commit()
         // The plan is complete: its holdout takes the place of any earlier one.
         try holdout?.commit()
         // Variants may share tags: their counts add up.

@@ -1,3 +1,4 @@
+import Glibc
 import APNSWire
 import CampaignIO
 import CampaignJSON
@@ -44,17 +45,37 @@ public enum RejectCode: String, CaseIterable, Sendable {
 /// (a broadcast's: `"channel":"base64"` in the token's place), created 0600 (it holds tokens).
 public final class RejectsWriter {
     private let file: BufferedFileWriter
-    public var path: String { file.name }
+    /// Where the file goes (written beside it, `….part`, and renamed there by
+    /// ``commit()``: a planner that dies early, such as of the pipe a send
+    /// already complete closes, leaves the last run's rejects as they were).
+    public let path: String
     /// A broadcast plan's rejects name channels by their ids, as APNs issued them.
     var namesChannels = false
 
     public init(path: String) throws(IOError) {
-        file = try BufferedFileWriter(path: path)
+        self.path = path
+        file = try BufferedFileWriter(path: path == "-" ? path : "\(path).part")
+    }
+
+    /// Rejects written so far.
+    public private(set) var written = 0
+    /// Where they are until ``commit()``.
+    public var pendingPath: String { path == "-" ? path : "\(path).part" }
+
+    /// Removes the unfinished file (nothing in it): the last plan's rejects stay.
+    public func abandon() { if path != "-" { unlink(pendingPath) } }
+
+    /// Puts what was written in its place, at the end of a complete plan.
+    public func commit() throws(IOError) {
+        try file.flush()
+        guard path != "-" else { return }
+        guard rename("\(path).part", path) == 0 else { throw IOError(path: path, operation: "rename", errno: errno) }
     }
 
     /// `given`: the field as the row had it, when it is no token (a broadcast's reject names it;
     /// a channel missing altogether is `"channel":null`).
     func append(line: Int, token: UnsafeBufferPointer<UInt8>?, given: String? = nil, code: RejectCode, reason: String) throws(IOError) {
+        written += 1
         file.buffer.append(contentsOf: #"{"line":"#.utf8)
         JSONText.appendDecimal(line, to: &file.buffer)
         if let token, namesChannels {

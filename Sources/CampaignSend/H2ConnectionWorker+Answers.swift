@@ -106,10 +106,18 @@ extension H2ConnectionWorker {
                 shared.fail(.credentialRefused("APNs says the provider token expired (403 ExpiredProviderToken), but it was made \(age / 60) min \(age % 60) s ago (APNs accepts a token for an hour): check this machine's clock (it must be within minutes of the real time), then resume."))
             }
         case .tooManyTokenUpdates:
-            // This connection is unusable; a new one with the same token, after a pause.
+            // Another process's token of the key is the one APNs holds: take it from the
+            // shared cache when there is one; else no new connection helps for 20 minutes.
             retryLater(item, afterSeconds: nil, kind: answer.label)
             goingAway = true
-            shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
+            if let auth, let used = connectionToken, let other = auth.refusedAsTooManyUpdates(used) {
+                connectionToken = other
+                shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
+            } else if shared.tokenRefused() {
+                shared.fail(.providerTokenRefused(keyID: auth?.keyID ?? "?"))
+            } else {
+                shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
+            }
         case .retryLater(let after):
             retryLater(item, afterSeconds: after, kind: answer.label)
             // The server asked this connection to wait: it does, the others go on.

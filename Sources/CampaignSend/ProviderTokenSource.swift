@@ -80,6 +80,21 @@ public final class ProviderTokenSource: @unchecked Sendable {
         return token
     }
 
+    /// APNs refused `used` as one token update too many: the cache's token
+    /// when another process made a different one (APNs took that one), else
+    /// `used` again; never a new signing, which would only be refused too.
+    func refusedAsTooManyUpdates(_ used: ProviderToken, now: Int64 = ProviderTokenSource.now()) -> ProviderToken {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let cachePath, let cached = Self.load(cachePath), cached.keyID == keyID, cached.teamID == teamID,
+              cached.text != used.text, now - cached.issuedAt < Self.renewAfter, ProviderToken.verify(cached.text, key: key) else { return token }
+        token = cached
+        return token
+    }
+
+    /// The key id the tokens name.
+    var keyIdentifier: String { keyID }
+
     /// Under the cache's lock: the cached token when `usable` says so, else a
     /// new one, written back. Called with `lock` held (or from `init`).
     private func refresh(now: Int64, usable: (ProviderToken) -> Bool) throws(TLSError) {

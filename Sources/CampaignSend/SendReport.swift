@@ -26,6 +26,10 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
     /// HTTP/2: APNs refused for the account's state at Apple (a broadcast's
     /// FeatureNotEnabled): the sentence says what to change; resumable.
     case accountState(String)
+    /// HTTP/2: APNs refuses the provider token as one update too many (429
+    /// TooManyProviderTokenUpdates): another token of the key was made within
+    /// 20 minutes, by another process using the key; resumable.
+    case providerTokenRefused(keyID: String)
 
     public var description: String { sentence(journal: nil) }
 
@@ -38,6 +42,8 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
         case .unproductive(let n):
             "Giving up: the gateway ended \(n) connections in a row without accepting or refusing anything (is it an APNs gateway?)"
         case .credentialRefused(let sentence), .accountState(let sentence): sentence
+        case .providerTokenRefused(let kid):
+            "APNs refuses this send's provider token for key \(kid) (429 TooManyProviderTokenUpdates): another token of the key was made less than 20 minutes ago, by another send, part or machine using it, and APNs takes one new token a key every 20 minutes. Give every send of the key one --token-cache DIR (parallel.sh gives its parts one), or resume in 20 minutes with \(resume); nothing was made final"
         case .malformedRequests(let n, let last):
             "Stopping: APNs refused \(n) requests in a row as malformed (the last: \(last)); the plan or campaign is wrong, or --gateway is not APNs; none of those refusals is final, and sending the rest would fail the same way"
         case .serverTrouble(let seconds, let count, let last):

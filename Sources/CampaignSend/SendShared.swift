@@ -248,6 +248,19 @@ final class SendShared: @unchecked Sendable {
     }
 
     /// Journals a proof: final ordinals per shard, failures; then fsync.
+    /// 429 TooManyProviderTokenUpdates answers since anything was accepted or refused.
+    private var tokenRefusals = 0
+    /// A few in a row happen when connections open at once; past this, the token is refused for good (20 minutes).
+    static let tokenRefusalsToStop = 6
+
+    /// One more 429 TooManyProviderTokenUpdates; whether the send should stop for it.
+    func tokenRefused() -> Bool {
+        mutex.lock()
+        defer { mutex.unlock() }
+        tokenRefusals += 1
+        return tokenRefusals >= Self.tokenRefusalsToStop
+    }
+
     func record(_ outcome: ProofOutcome) {
         mutex.lock()
         defer { mutex.unlock() }
@@ -255,6 +268,7 @@ final class SendShared: @unchecked Sendable {
             fruitless = 0
             gatewayHasAnswered = true
             troubleSince = nil
+            tokenRefusals = 0
         }
         counts.accepted += outcome.accepted
         counts.presumed += outcome.presumed

@@ -355,7 +355,7 @@ public final class Sender: @unchecked Sendable {
         if let failure = shared.failureReason {
             switch failure {
             case .credentials, .credentialRefused: report.outcome = .credentials
-            case .unreachable, .unproductive, .serverTrouble, .notificationsParked, .accountState: report.outcome = .gaveUp
+            case .unreachable, .unproductive, .serverTrouble, .notificationsParked, .accountState, .providerTokenRefused: report.outcome = .gaveUp
             case .malformedRequests: report.outcome = .malformed
             }
             var notes = [pendingNote].compactMap { $0 }

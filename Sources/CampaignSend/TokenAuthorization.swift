@@ -29,6 +29,15 @@ struct TokenAuthorization {
     /// Apple holds a token connection to one stream until a request on it succeeds (more would only be refused).
     static let streamsBeforeFirstSuccess = 1
 
+    /// APNs refused `used` as one update too many (429 TooManyProviderTokenUpdates):
+    /// another process's token for the key, found in a shared cache, or nil (none to take).
+    func refusedAsTooManyUpdates(_ used: ProviderToken) -> ProviderToken? {
+        let other = source.refusedAsTooManyUpdates(used, now: Int64(clock.wallSeconds))
+        return other.text != used.text ? other : nil
+    }
+
+    var keyID: String { source.keyIdentifier }
+
     /// APNs said `used` has expired.
     func expired(_ used: ProviderToken) -> AfterExpiry {
         let now = Int64(clock.wallSeconds)

@@ -125,7 +125,7 @@ import PlanStream
     @Test(.timeLimit(.minutes(2))) func aPipeResumeOfACompleteSendLeavesTheHoldoutWhole() throws {
         let dir = TemporaryDirectory("variantpipe")
         let (csv, _) = randomAudienceCSV(count: 20_000, seed: 37)
-        try csv.write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+        try (csv + "not-a-token,en,1\nzz,en,2\n").write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
         try Self.job.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
         let simulator = try startHTTP2Simulator(in: dir)
         defer { simulator.stop() }
@@ -142,10 +142,13 @@ import PlanStream
         let lines = written.split(separator: 0x0A).count
         #expect(lines > 1_500 && lines < 2_500, "about a tenth held out: \(lines)")
 
+        let rejects = try #require(FileManager.default.contents(atPath: dir.file("spring-ab.rejects.ndjson")))
+        #expect(rejects.split(separator: 0x0A).count == 2)
         let again = try pipe("send --resume journal --replan")
         #expect(again.wait(timeout: 90) == 0, "\(again.stderr)")
         #expect(again.stderr.contains("already complete"), "\(again.stderr)")
         #expect(FileManager.default.contents(atPath: path) == written, "the holdout is as the first plan wrote it")
+        #expect(FileManager.default.contents(atPath: dir.file("spring-ab.rejects.ndjson")) == rejects, "so are the rejects")
         var info = stat()
         #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
     }
