@@ -140,7 +140,9 @@ struct PartsView {
 
     /// When the remaining notifications end at the campaign's rate (UNIX seconds), from `now`.
     func expectedEnd(now: Int64) -> Int64? {
-        guard let perMinute = campaignRatePerMinute, let remaining = totals.remaining else { return nil }
+        // Nothing left, or nothing sending: no end to expect.
+        guard let perMinute = campaignRatePerMinute, let remaining = totals.remaining, remaining > 0,
+              rows.contains(where: { $0.phase == .running || $0.phase == .waiting }) else { return nil }
         return now + Int64((Double(remaining) * 60 / Double(perMinute)).rounded(.up))
     }
 
@@ -199,7 +201,7 @@ struct PartsView {
         if let perMinute = campaignRatePerMinute {
             let end = expectedEnd(now: Int64(Date().timeIntervalSince1970))
             out += "campaign rate: \(perMinute) a minute over every part (\(perMinute / 60)/s); now \(rateNow)/s"
-                + (end.map { t.remaining == 0 ? "" : "; the \(t.remaining!) remaining end about \(utcText($0))" } ?? "") + "\n"
+                + (end.map { "; the \(t.remaining!) remaining end about \(utcText($0))" } ?? ((t.remaining ?? 0) > 0 ? "; no part is sending" : "")) + "\n"
         }
         if !variants.isEmpty { out += "variants: " + VariantCounts.text(variants) + "\n" }
         let commands = rows.compactMap { row in commandText(for: row).map { (row, $0) } }

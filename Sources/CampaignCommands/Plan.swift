@@ -181,7 +181,7 @@ struct Plan: ParsableCommand {
             printError(result.text)
             if let perMinute = jobFile.throttlePerMinute, result.planned > 0 {
                 let seconds = Int((Double(result.planned) * 60 / Double(perMinute)).rounded(.up))
-                printError("  throttle: \(perMinute) a minute over every part: the \(result.planned) planned take about \(DeliverAt.durationText(seconds)) to send")
+                printError("  throttle: \(perMinute) a minute\(parts != nil ? " over every part" : ""): the \(result.planned) planned take about \(DeliverAt.durationText(seconds)) to send")
             }
             if result.rejectedTotal > 0 { printError("  rejects: \(rejectsPath)") }
             if let holdoutWriter { printError("  held out: \(holdoutWriter.path)") }

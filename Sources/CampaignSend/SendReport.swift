@@ -287,7 +287,7 @@ public struct SendReport: Sendable {
             s += "\n  scheduled: the next notifications are due at \(utcText(next))" + (deferred > 0 ? " (\(deferred) held back by their quiet hours)" : "")
         }
         if let whole = wholeSend, whole.runs > 1 {
-            s += "\n  the whole send (\(whole.runs) runs): \(whole.accepted + whole.presumed) delivered, \(whole.failed) failed"
+            s += "\n  the whole send (\(whole.runs) runs): \(whole.accepted) accepted\(whole.presumed > 0 ? ", \(whole.presumed) presumed" : ""), \(whole.failed) failed"
                 + (whole.failedByReason.isEmpty ? "" : " (" + whole.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")")
                 + ", \(whole.resends) resent, \(whole.duplicatesRisked) possible duplicates"
         }
