@@ -160,7 +160,7 @@ struct JournalView {
             ("remaining", remaining.map(n) ?? .null), ("resends", n(state.resends)),
             ("resent_by_kind", .object(state.resentByKind.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) })), ("reconnects", n(state.reconnects)),
             ("duplicates_risked", n(state.duplicatesRisked)), ("torn_tail", .bool(state.tornTail)),
-        ] + poolMembers + scheduleMembers + (variants.isEmpty ? [] : [("variants", VariantCounts.json(variants))]))
+        ] + poolMembers + (schedule == nil ? skippedMembers : scheduleMembers) + (variants.isEmpty ? [] : [("variants", VariantCounts.json(variants))]))
     }
 
     private var poolMembers: [(String, JSONValue)] {
@@ -193,5 +193,14 @@ extension JournalView {
               let plan = try? SendSession.planReader(state: state, directory: directory),
               let groups = try? ExperimentLoader.variantBooks(journal: directory, plan: plan) else { return state.variants }
         return groups.filter { !$0.holdout }.map { VariantCounts(name: $0.name, planned: $0.planned, accepted: $0.accepted, failed: $0.failed, skipped: $0.skipped) }
+    }
+}
+
+extension JournalView {
+    /// An unscheduled send's skips: those a campaign rule stopped at release (its frequencyCap).
+    var skippedMembers: [(String, JSONValue)] {
+        guard !state.skipped.isEmpty else { return [] }
+        return [("skipped", .number(String(state.skipped.count))),
+                ("skipped_frequency_capped", .number(String(state.skipped.filter { $0.rule != nil }.count)))]
     }
 }

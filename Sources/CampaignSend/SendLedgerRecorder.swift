@@ -31,8 +31,11 @@ final class LedgerRecorder: @unchecked Sendable {
     private var reached: LedgerView?
     /// Entries merged from the journal on resume.
     private(set) var merged = 0
-    /// A scheduled plan with a cap: the ledger as last read, and when.
+    /// A plan with a cap: the ledger as last read, and when.
     private var capView: LedgerView?
+    /// A scheduled plan reads the ledger again each wave and once a minute
+    /// (its run may last hours); another, once a run, at its first record.
+    private let rereadEveryMinute: Bool
     private var capViewAt: Int64 = 0
     private let log: @Sendable (String) -> Void
 
@@ -41,6 +44,7 @@ final class LedgerRecorder: @unchecked Sendable {
         self.directory = directory
         campaign = header.campaign
         cap = header.frequencyCap
+        rereadEveryMinute = header.schedule != nil
         self.log = log
         writer = try LedgerSegmentWriter(directory: directory, name: LedgerFormat.segmentName(journalDirectory: journalDirectory),
                                          campaign: header.campaign, scope: header.frequencyCap?.scope ?? "")
@@ -81,11 +85,12 @@ final class LedgerRecorder: @unchecked Sendable {
         try writer.append(hashes: batch, seconds: UInt32(clamping: time(nil)))
     }
 
-    /// Whether a scheduled record may go at `now` under the cap: the ledger
-    /// is read again when `fresh` (a new wave) or once a minute.
+    /// Whether a record may go at `now` under the cap: the ledger is read at
+    /// the run's first record, and again when `fresh` (a new wave) or, for a
+    /// scheduled plan, once a minute.
     func capAllows(token: UnsafeBufferPointer<UInt8>, now: Int64, fresh: Bool) -> Bool {
         guard let cap else { return true }
-        if capView == nil || fresh || now - capViewAt >= 60 {
+        if capView == nil || fresh || (rereadEveryMinute && now - capViewAt >= 60) {
             do {
                 capView = try LedgerReader.load(directory: directory, filter: .init(campaign: "", cap: cap, now: UInt32(clamping: now)))
                 capViewAt = now

@@ -181,6 +181,43 @@ import GatewaySimulator
         simulator.stop()
     }
 
+    /// A resume re-checks the cap of every record not yet sent: a campaign
+    /// of the scope that went out while the first was stopped has reached
+    /// its devices (it sent all 2,985 again, with no word).
+    @Test(.timeLimit(.minutes(3))) func aResumeAfterAnotherCampaignOfTheScopeSkipsTheDevicesItReached() throws {
+        let dir = TemporaryDirectory("ledger-resume")
+        let simulator = try SendProcessTests.simulator(in: dir)
+        defer { simulator.stop() }
+        for name in ["early", "late"] {
+            try Self.audience(0..<600, to: dir.file("\(name).csv"))
+            try Self.job(name, cap: 1, to: dir.file("\(name).json"))
+        }
+        #expect(try Self.plan("early", in: dir).status == 0)
+        let first = try Self.send("early.plan", journal: "j-early", in: dir, port: simulator.port, extra: ["--rate", "300"])
+        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted >= 100 })
+        kill(first.process.processIdentifier, SIGTERM)
+        #expect(first.wait(timeout: 30) == 75, "\(first.stderr)")
+        let sentEarly = try Journal.read(directory: dir.file("j-early")).accepted
+        #expect(sentEarly > 0 && sentEarly < 600)
+        // The second campaign of the scope: planned against the ledger (the first's devices dropped), sent whole.
+        #expect(try Self.plan("late", in: dir).status == 0)
+        #expect(try Self.send("late.plan", journal: "j-late", in: dir, port: simulator.port).wait(timeout: 120) == 0)
+        let sentLate = try Journal.read(directory: dir.file("j-late")).accepted
+        #expect(sentLate == 600 - sentEarly, "\(sentLate) + \(sentEarly)")
+        // The first, resumed: every device it had not reached, the second has.
+        let resumed = try CampaignProcess(["send", "--resume", "j-early"] + SendProcessTests.credentials(), in: dir.path)
+        #expect(resumed.wait(timeout: 120) == 0, "\(resumed.stderr)")
+        let state = try Journal.read(directory: dir.file("j-early"))
+        #expect(state.accepted == sentEarly, "the resume sent nothing the cap forbids")
+        #expect(state.skipped.count == 600 - sentEarly && state.skipped.allSatisfy { $0.rule == "frequency_capped" })
+        let json = try JSONValue.parse(String(decoding: try PlanProcessTests.run(["status", "j-early", "--json"], in: dir).out, as: UTF8.self))
+        #expect(json["skipped"]?.integerValue == Int64(600 - sentEarly), "\(json)")
+        simulator.stop()
+        var perDevice: [String: Int] = [:]
+        for t in try SendProcessTests.recorded(dir) { perDevice[t, default: 0] += 1 }
+        #expect(perDevice.count == 600 && perDevice.values.max() == 1, "no device reached twice under a cap of 1")
+    }
+
     @Test func aScheduledSendChecksTheCapAgainAtRelease() throws {
         let dir = TemporaryDirectory("ledger-release")
         let simulator = try SendProcessTests.simulator(in: dir)
