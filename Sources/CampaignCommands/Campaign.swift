@@ -9,7 +9,8 @@ public struct Campaign: ParsableCommand {
         Stages: plan an audience export into notifications (`plan`, checked with \
         `validate`), send them over parallel TLS connections with a resumable journal \
         (`send`; HTTP/2 with a provider token or certificate, sized to the distance \
-        from Apple), stop one for good (`cancel`), and tell how far a send got (`status`). `channels` manages \
+        from Apple), stop one for good (`cancel`), tell how far a send got (`status`) and what \
+        each variant did against the holdout (`results`); check the set-up first (`doctor`). `channels` manages \
         broadcast channels for Live Activities. `feedback` keeps the \
         suppression store; `simulator` runs a local APNs (both protocols) for \
         testing, `certs` writes development certificates for it, and `token` \
