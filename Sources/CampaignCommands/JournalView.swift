@@ -197,9 +197,9 @@ extension JournalView {
 }
 
 extension JournalView {
-    /// An unscheduled send's skips: those a campaign rule stopped at release (its frequencyCap).
+    /// An unscheduled send's skips: those a campaign rule stopped at release (its frequencyCap);
+    /// always given, so a script reads 0 rather than a missing key.
     var skippedMembers: [(String, JSONValue)] {
-        guard !state.skipped.isEmpty else { return [] }
         return [("skipped", .number(String(state.skipped.count))),
                 ("skipped_frequency_capped", .number(String(state.skipped.filter { $0.rule != nil }.count)))]
     }

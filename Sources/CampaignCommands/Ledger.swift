@@ -52,12 +52,12 @@ struct LedgerStats: ParsableCommand {
     func run() throws {
         try reportingErrors(as: "ledger stats") {
             let s = try LedgerMaintenance.stats(directory: directory)
-            var lines = ["\(directory): \(s.segments) segments, \(s.bytes) bytes, \(s.entries) entries (\(LedgerFormat.entryBytes) bytes each)"
+            var lines = ["\(directory): \(s.segments) segments, \(s.bytes) bytes, \(s.entries) entries\(s.claims > 0 ? " and \(s.claims) claims" : "") (\(LedgerFormat.entryBytes) bytes each)"
                          + (s.tornSegments > 0 ? ", \(s.tornSegments) with a torn tail (ignored from there)" : "")
                          + (s.corruptSegments.isEmpty ? "" : "; damaged blocks (checksum fails) in \(s.corruptSegments.joined(separator: ", ")): \(s.corruptEntries) entries unreadable")]
             for c in s.campaigns.values.sorted(by: { $0.name < $1.name }) {
                 let span = c.entries == 0 ? "" : " \(utcText(Int64(c.oldest))) … \(utcText(Int64(c.newest)))"
-                lines.append("  \(c.name)\(c.scope.isEmpty ? "" : " (scope \(c.scope))"): \(c.entries) entries\(span)")
+                lines.append("  \(c.name)\(c.scope.isEmpty ? "" : " (scope \(c.scope))"): \(c.entries) entries\(c.claims > 0 ? ", \(c.claims) claims (written before sending, proven or not)" : "")\(span)")
             }
             print(lines.joined(separator: "\n"))
         }

@@ -82,7 +82,7 @@ struct Send: ParsableCommand {
     @Option(help: ArgumentHelp("Record unregistered devices in this suppression store, with when they stopped being valid: HTTP/2 410 answers, binary status 8; for a broadcast plan, channels APNs answers ChannelNotRegistered (a dead-channel store).", valueName: "file"))
     var feedbackStore: String?
 
-    @Option(help: ArgumentHelp("The app's send ledger (a directory, shared by every part and machine): each accepted notification is recorded in this send's own segment, for plan --ledger's campaign rules; a scheduled plan's frequencyCap is checked again at release.", valueName: "dir"))
+    @Option(help: ArgumentHelp("The app's send ledger (a directory, shared by every part and machine): each accepted notification is recorded in this send's own segment, for plan --ledger's campaign rules; a plan's frequencyCap is checked again, and each notification claimed, as it is written.", valueName: "dir"))
     var ledger: String?
 
     @Option(help: ArgumentHelp("Prove acceptance after every N notifications per connection (costs a reconnect each; default 0: by time and at the end).", valueName: "n"))

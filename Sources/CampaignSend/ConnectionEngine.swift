@@ -42,11 +42,14 @@ final class ConnectionEngine {
     /// A scheduled plan whose rule may hold a due record back (quiet hours,
     /// `late: skip`): asked again as frames are taken to be written.
     let release: WireRelease?
+    /// A plan with a frequencyCap and a ledger: claimed as frames are taken to be written.
+    let cap: WireCap?
 
     init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, shards: Int, release: WireRelease? = nil,
-         dialer: LinkDialer? = nil) {
+         cap: WireCap? = nil, dialer: LinkDialer? = nil) {
         self.index = index
         self.release = release
+        self.cap = cap
         self.queue = queue
         self.shared = shared
         self.settings = settings
@@ -270,14 +273,22 @@ final class ConnectionEngine {
 
     /// Takes whole frames from the queue into `out` (see ``WorkQueue/take(maxBytes:maxFrames:into:taken:)``); how many.
     /// A scheduled frame its ``release`` holds back is not taken: it is
-    /// journaled as skipped, or left pending until its quiet hours end.
+    /// journaled as skipped, or left pending until its quiet hours end; one
+    /// whose device is at the plan's ``cap`` is journaled as skipped.
     func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], taken: (QueuedFrame, Int) -> Void) -> Int {
         let n: Int, finished: Bool
-        if let release {
+        if release != nil || cap != nil {
             let now = clock.wallSeconds
             var held: [WireRelease.Held] = []
-            (n, finished) = queue.take(maxBytes: maxBytes, maxFrames: maxFrames, into: &out,
-                                       admit: { release.admit($0, bytes: $1, now: now, held: &held) }, taken: taken)
+            var capped: [WireCap.Capped] = []
+            cap?.begin(now: Int64(now), shared: shared)
+            (n, finished) = queue.take(maxBytes: maxBytes, maxFrames: maxFrames, into: &out, admit: { [release, cap] frame, bytes in
+                if let release, !release.admit(frame, bytes: bytes, now: now, held: &held) { return false }
+                if let cap, !cap.admit(frame, bytes: bytes, capped: &capped) { return false }
+                return true
+            }, taken: taken)
+            // The claims are in the ledger before any byte of what was taken is written.
+            cap?.end(now: Int64(now), capped: capped, shared: shared)
             if !held.isEmpty { shared.heldAtTheWire(held, now: Int64(now)) }
         } else {
             (n, finished) = queue.take(maxBytes: maxBytes, maxFrames: maxFrames, into: &out, taken: taken)

@@ -12,44 +12,46 @@ import SendLedger
 /// the kernel. A resume merges what the journal holds and the ledger lacks
 /// (a power loss can lose the segment's last writes before their fsync).
 ///
-/// A plan with a `frequencyCap` asks the ledger again as each notification
-/// is released (scheduled or not, in every run, a resume's too): a device
-/// that reached the cap since the plan was made (another campaign of the
-/// scope sent meanwhile) is skipped, final, with the reason `frequency_capped`.
+/// A plan with a `frequencyCap` is held to it at the wire (``WireCap``): each
+/// notification is claimed in the ledger before its bytes leave, checked
+/// under the scope's claim lock against every other send's claims
+/// (``LedgerClaims``), in every run, a resume's too; a device at the cap is
+/// skipped, final, with the reason `frequency_capped`. Its acceptances are
+/// then written as proofs, which do not count a second time.
 final class LedgerRecorder: @unchecked Sendable {
     let directory: String
     let writer: LedgerSegmentWriter
     let campaign: String
     let cap: FrequencyCap?
+    /// The cap's claims (a plan with a frequencyCap).
+    let claims: LedgerClaims?
     private let lock = Lock()
     /// Per shard, by ordinal: the token hash of each record read so far.
     private var hashes: [[UInt64]]
     /// On resume: final ordinals that were not accepted (failed, skipped).
     private let notAccepted: Set<Int64>
-    private let resumeState: JournalState?
     /// On resume: the devices the ledger shows this campaign reached.
     private var reached: LedgerView?
     /// Entries merged from the journal on resume.
     private(set) var merged = 0
-    /// A plan with a cap: the ledger as last read, and when.
-    private var capView: LedgerView?
-    /// A scheduled plan reads the ledger again each wave and once a minute
-    /// (its run may last hours); another, once a run, at its first record.
-    private let rereadEveryMinute: Bool
-    private var capViewAt: Int64 = 0
+    private let clock: SendClock
     private let log: @Sendable (String) -> Void
 
-    init(directory: String, journalDirectory: String, header: PlanHeader, resumeState: JournalState?,
+    init(directory: String, journalDirectory: String, header: PlanHeader, resumeState: JournalState?, clock: SendClock,
          log: @escaping @Sendable (String) -> Void) throws {
         self.directory = directory
         campaign = header.campaign
         cap = header.frequencyCap
-        rereadEveryMinute = header.schedule != nil
+        self.clock = clock
         self.log = log
-        writer = try LedgerSegmentWriter(directory: directory, name: LedgerFormat.segmentName(journalDirectory: journalDirectory),
-                                         campaign: header.campaign, scope: header.frequencyCap?.scope ?? "")
+        let writer = try LedgerSegmentWriter(directory: directory, name: LedgerFormat.segmentName(journalDirectory: journalDirectory),
+                                             campaign: header.campaign, scope: header.frequencyCap?.scope ?? "")
+        self.writer = writer
+        claims = try header.frequencyCap.map {
+            try LedgerClaims(directory: directory, cap: $0, campaign: header.campaign, writer: writer, shards: header.shards,
+                             resumed: resumeState != nil)
+        }
         hashes = Array(repeating: [], count: header.shards)
-        self.resumeState = resumeState
         var skip = Set<Int64>()
         if let state = resumeState {
             for f in state.failures { skip.insert(Int64(f.shard) << 32 | Int64(f.ordinal)) }
@@ -61,8 +63,14 @@ final class LedgerRecorder: @unchecked Sendable {
         notAccepted = skip
     }
 
+    /// What a proof is written as: a proof where the notification was claimed first.
+    private var acceptedKind: LedgerFormat.BlockKind { claims == nil ? .entries : .proofs }
+
+    private var seconds: UInt32 { UInt32(clamping: Int64(clock.wallSeconds)) }
+
     /// A record read from the plan (in order of its shard's ordinals). One
-    /// final in the journal and accepted there, but missing from the ledger, is appended now.
+    /// final in the journal and accepted there, but missing from the ledger, is appended now
+    /// (as an entry that counts: its claim, if any, may have been lost with it).
     func note(shard: Int, ordinal: Int32, token: UnsafeBufferPointer<UInt8>, alreadyDone: Bool) throws {
         let h = LedgerFormat.tokenHash(token)
         lock.lock()
@@ -70,8 +78,16 @@ final class LedgerRecorder: @unchecked Sendable {
         lock.unlock()
         guard alreadyDone, let reached, !notAccepted.contains(Int64(shard) << 32 | Int64(ordinal)),
               reached.flags(h) & LedgerView.reachedBit == 0 else { return }
-        try writer.append(hashes: [h], seconds: UInt32(clamping: time(nil)))
+        try writer.append(hashes: [h], seconds: seconds)
         merged += 1
+    }
+
+    /// The token hash of record (`shard`, `ordinal`), read from the plan.
+    func hash(shard: Int32, ordinal: Int32) -> UInt64? {
+        lock.lock()
+        defer { lock.unlock() }
+        let s = Int(shard), o = Int(ordinal)
+        return s < hashes.count && o < hashes[s].count ? hashes[s][o] : nil
     }
 
     /// Appends the notifications a proof accepted (or presumed delivered).
@@ -82,25 +98,7 @@ final class LedgerRecorder: @unchecked Sendable {
         for (shard, ordinals) in outcome.acceptedOrdinals { for o in ordinals where o < hashes[Int(shard)].count { batch.append(hashes[Int(shard)][o]) } }
         for (shard, ordinals) in outcome.presumedOrdinals { for o in ordinals where o < hashes[Int(shard)].count { batch.append(hashes[Int(shard)][o]) } }
         lock.unlock()
-        try writer.append(hashes: batch, seconds: UInt32(clamping: time(nil)))
-    }
-
-    /// Whether a record may go at `now` under the cap: the ledger is read at
-    /// the run's first record, and again when `fresh` (a new wave) or, for a
-    /// scheduled plan, once a minute.
-    func capAllows(token: UnsafeBufferPointer<UInt8>, now: Int64, fresh: Bool) -> Bool {
-        guard let cap else { return true }
-        if capView == nil || fresh || (rereadEveryMinute && now - capViewAt >= 60) {
-            do {
-                capView = try LedgerReader.load(directory: directory, filter: .init(campaign: "", cap: cap, now: UInt32(clamping: now)))
-                capViewAt = now
-            } catch {
-                log("cannot read the ledger to check the frequencyCap at release: \(error); sending as planned")
-                capView = LedgerView()
-                capViewAt = now
-            }
-        }
-        return Int(capView!.flags(LedgerFormat.tokenHash(token)) & 0x7F) < cap.max
+        try writer.append(hashes: batch, seconds: seconds, kind: acceptedKind)
     }
 
     func sync() throws { try writer.sync() }
@@ -119,28 +117,17 @@ extension LedgerRecorder {
             return nil
         }
         let recorder = try LedgerRecorder(directory: directory, journalDirectory: journal.directory, header: header,
-                                          resumeState: resumeState, log: { shared.log($0) })
+                                          resumeState: resumeState, clock: shared.clock, log: { shared.log($0) })
         shared.ledger = recorder
         return recorder
-    }
-
-    /// A record released now (any record of any run: a resume's, an
-    /// unscheduled plan's): skipped (journaled, final, reason
-    /// `frequency_capped`) when the ledger shows its device at the cap.
-    func skipsAtRelease(_ record: PlanReader.RecordView, ordinal: Int32, freshWave: Bool, shared: SendShared) -> Bool {
-        guard cap != nil else { return false }
-        let now = Int64(time(nil))
-        guard !capAllows(token: record.token, now: now, fresh: freshWave) else { return false }
-        var skipped = SkippedNotification(seq: record.seq, shard: record.shard, ordinal: Int(ordinal),
-                                          token: Array(record.token), moment: record.at ?? now, skippedAt: now)
-        skipped.rule = "frequency_capped"
-        shared.recordSkip(skipped)
-        return true
     }
 
     /// At the end of a run: fsync the segment, and say what a resume merged.
     func finish() throws {
         try sync()
+        if let claims, claims.refused > 0 {
+            log("ledger: \(claims.refused) device\(claims.refused == 1 ? " was" : "s were") at the frequencyCap (\(cap!.max) per \(cap!.perSeconds) s of scope \(cap!.scope)) when \(claims.refused == 1 ? "its notification was" : "their notifications were") about to be written, and skipped")
+        }
         if merged > 0 { log("ledger: \(merged) notification\(merged == 1 ? "" : "s") the journal holds as accepted were missing from the ledger and were added") }
     }
 }

@@ -166,9 +166,11 @@ public final class Sender: @unchecked Sendable {
         var gate = ScheduleGate(schedule: plan.header.schedule, dueOnly: dueOnly, holdOpenSeconds: holdOpenSeconds, clock: shared.clock)
         // Quiet hours and `late: skip` are asked again as each frame is taken to be written.
         let release = gate.rule.flatMap { $0.checksWhenDue ? WireRelease(rule: $0, zones: gate.zones, token: transport.tokenInFrame) : nil }
+        // The frequencyCap likewise, claimed in the ledger as each frame is taken.
+        let cap = ledger.flatMap { recorder in recorder.claims.map { WireCap(recorder: recorder, claims: $0, token: transport.tokenInFrame) } }
         let pool = ConnectionPool(maximum: oneQueue ? max(settings.connections, settings.maxConnections ?? 0) : settings.connections) { [shared, settings] index in
             transport.makeWorker(engine: ConnectionEngine(index: index, queue: queues[oneQueue ? 0 : index], shared: shared,
-                                                          settings: settings, shards: plan.header.shards, release: release))
+                                                          settings: settings, shards: plan.header.shards, release: release, cap: cap))
         }
         let growable = pool.maximum > settings.connections
         shared.syncer.start()
@@ -265,7 +267,6 @@ public final class Sender: @unchecked Sendable {
                         return
                     }
                     var zone: Int32 = -1
-                    var freshWave = false
                     if let at = record.at {
                         switch gate.admit(at: at, timeZone: record.timeZone, handOver: { moment in
                             _ = staging.handOverAll()
@@ -286,16 +287,11 @@ public final class Sender: @unchecked Sendable {
                                                                   token: Array(record.token), moment: at, skippedAt: now))
                             return
                         }
-                        let wave = gate.takeWave()
-                        if let wave {
+                        if let wave = gate.takeWave() {
                             try? journal.append(.wave(moment: Int(wave), unixSeconds: Int(time(nil))))
                             report.waves += 1
                         }
-                        freshWave = wave != nil
                     }
-                    // The cap is asked again of every record as it goes, scheduled or not, first run or resume:
-                    // another campaign of the scope may have reached the device since the plan was made.
-                    if let ledger, ledger.skipsAtRelease(record, ordinal: ordinal, freshWave: freshWave, shared: shared) { return }
                     let queue = connections == 1 ? 0 : transport.queue(forShard: record.shard, parts: parts, queues: connections)
                     pushed = staging.append(to: queue, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal,
                                             moment: record.at ?? 0, zone: zone) { bytes in

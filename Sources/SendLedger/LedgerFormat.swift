@@ -13,6 +13,8 @@ import CampaignIO
 ///     block        kind u8 | 0 0 0 | payload bytes u32 | CRC-32 of the payload u32 | 0 u32 | payload
 ///       kind 1, entries: n × 16 bytes, each token hash u64 | campaign id u32 | UNIX seconds u32
 ///       kind 2, names:   repeated campaign id u32 | name length u16 | name | scope length u16 | scope
+///       kind 3, claims:  as entries: notifications a send with a frequencyCap is about to write
+///       kind 4, proofs:  as entries: the accepted ones among a send's claims
 ///
 /// Little-endian. An entry is 16 bytes: a device is the FNV-1a-64 hash of its
 /// token's bytes, a campaign the low 32 bits of the FNV-1a-64 hash of its name;
@@ -20,6 +22,14 @@ import CampaignIO
 /// campaign, so one names block, written again by each resume). A block that
 /// runs past the end of the file or whose CRC does not match (a torn tail
 /// after a crash) ends the segment: readers ignore it, the writer cuts it off.
+///
+/// What an entry counts for: a cap counts what may have reached a device, so
+/// a send with a `frequencyCap` claims each notification (kind 3) under the
+/// scope's claim lock before its bytes leave, and records its acceptance as
+/// a proof (kind 4) that counts for "once per campaign" only; a send without
+/// a cap writes kind 1, which counts for both. Each notification is counted
+/// once per campaign whatever became of it: a claim lost with a connection
+/// or a killed process still counts.
 public enum LedgerFormat {
     public static let magic: [UInt8] = Array("CLEDGER".utf8) + [0]
     public static let version: UInt16 = 1
@@ -31,7 +41,23 @@ public enum LedgerFormat {
     public static let maxBlockPayload = maxEntriesPerBlock * entryBytes
     public static let segmentSuffix = ".seg"
 
-    public enum BlockKind: UInt8 { case entries = 1, names = 2 }
+    public enum BlockKind: UInt8 {
+        case entries = 1, names = 2, claims = 3, proofs = 4
+        /// Blocks of 16-byte entries (every kind but names).
+        public var holdsEntries: Bool { self != .names }
+        /// Whether an entry of this kind names a device the campaign reached (once per campaign).
+        public var reaches: Bool { self == .entries || self == .proofs }
+        /// Whether an entry of this kind counts toward a frequencyCap.
+        public var counts: Bool { self == .entries || self == .claims }
+    }
+
+    /// The claim lock of a cap's scope in a ledger directory: held for the
+    /// short time a send checks devices against the ledger and appends its
+    /// claims, so two sends of one scope cannot both pass the same device.
+    public static func claimLockName(scope: String) -> String {
+        let h = String(nameID(scope), radix: 16)
+        return ".claims-\(String(repeating: "0", count: 8 - h.count))\(h).lock"
+    }
 
     /// FNV-1a-64, the project's token hash (as ``Planner/shard(of:shards:)``); 0 is never returned (it marks empty slots).
     @inline(__always)

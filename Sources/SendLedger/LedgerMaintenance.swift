@@ -40,7 +40,7 @@ public enum LedgerMaintenance {
                 switch kind {
                 case .names:
                     out += LedgerFormat.block(kind: .names, payload: Array(payload))
-                case .entries:
+                case .entries, .claims, .proofs:
                     var keep: [UInt8] = []
                     let count = payload.count / LedgerFormat.entryBytes
                     for i in 0..<count {
@@ -48,7 +48,7 @@ public enum LedgerMaintenance {
                         let t = e.loadUnaligned(fromByteOffset: 12, as: UInt32.self).littleEndian
                         if t >= cutoff { keep += e; kept += 1; newest = max(newest, t) } else { dropped += 1 }
                     }
-                    if !keep.isEmpty { out += LedgerFormat.block(kind: .entries, payload: keep) }
+                    if !keep.isEmpty { out += LedgerFormat.block(kind: kind, payload: keep) }
                 }
             }
             result.entriesKept += kept
@@ -69,12 +69,15 @@ public enum LedgerMaintenance {
 
     public struct CampaignStats: Sendable, Equatable {
         public var name: String, scope: String
+        /// Notifications recorded as accepted (or presumed delivered).
         public var entries = 0
+        /// Notifications claimed before they were written (a send with a frequencyCap), proven or not.
+        public var claims = 0
         public var oldest = UInt32.max, newest: UInt32 = 0
     }
 
     public struct Stats: Sendable {
-        public var segments = 0, bytes = 0, entries = 0, tornSegments = 0
+        public var segments = 0, bytes = 0, entries = 0, claims = 0, tornSegments = 0
         /// Entries in blocks whose checksum fails, and the segments holding them.
         public var corruptEntries = 0
         public var corruptSegments: [String] = []
@@ -97,7 +100,14 @@ public enum LedgerMaintenance {
                     for n in LedgerFormat.parseNames(payload) ?? [] where s.campaigns[n.id] == nil {
                         s.campaigns[n.id] = CampaignStats(name: n.name, scope: n.scope)
                     }
-                case .entries:
+                case .claims:
+                    let count = payload.count / LedgerFormat.entryBytes
+                    s.claims += count
+                    for i in 0..<count {
+                        let id = payload.loadUnaligned(fromByteOffset: i * 16 + 8, as: UInt32.self).littleEndian
+                        s.campaigns[id, default: CampaignStats(name: "#\(id)", scope: "")].claims += 1
+                    }
+                case .entries, .proofs:
                     let count = payload.count / LedgerFormat.entryBytes
                     s.entries += count
                     for i in 0..<count {

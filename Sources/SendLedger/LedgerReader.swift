@@ -103,11 +103,16 @@ public struct LedgerView: Sendable {
 public enum LedgerReader {
     /// What to keep: entries of `campaign` (once per campaign), and entries
     /// of campaigns of `cap.scope` at or after `now - cap.perSeconds`.
+    /// With `ownClaims`, the count is instead `campaign`'s own claims (a
+    /// resume's: which devices its earlier runs claimed, so it claims none twice).
     public struct Filter: Sendable {
         public var campaign: String
         public var cap: FrequencyCap?
         public var now: UInt32
-        public init(campaign: String, cap: FrequencyCap?, now: UInt32) { (self.campaign, self.cap, self.now) = (campaign, cap, now) }
+        public var ownClaims: Bool
+        public init(campaign: String, cap: FrequencyCap?, now: UInt32, ownClaims: Bool = false) {
+            (self.campaign, self.cap, self.now, self.ownClaims) = (campaign, cap, now, ownClaims)
+        }
     }
 
     /// The segment files of `directory` (a missing directory: none).
@@ -160,15 +165,17 @@ public enum LedgerReader {
                     case .names:
                         for name in LedgerFormat.parseNames(payload) ?? [] where name.scope == scope { inScope.insert(name.id) }
                         haveLast = false
-                    case .entries:
+                    case .entries, .claims, .proofs:
                         let count = payload.count / LedgerFormat.entryBytes
                         part.read += count
                         let base = payload.baseAddress!
+                        let (reaches, counts, ownCount) = (kind.reaches, kind.counts, filter.ownClaims && kind == .claims)
                         for i in 0..<count {
                             let e = base + i * LedgerFormat.entryBytes
                             let id = e.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian
-                            var flag: UInt8 = id == me ? LedgerView.reachedBit : 0
-                            if let cutoff, e.loadUnaligned(fromByteOffset: 12, as: UInt32.self).littleEndian >= cutoff {
+                            var flag: UInt8 = id == me && reaches ? LedgerView.reachedBit : 0
+                            if ownCount, id == me { flag |= 1 }
+                            if counts, let cutoff, e.loadUnaligned(fromByteOffset: 12, as: UInt32.self).littleEndian >= cutoff {
                                 if !haveLast || id != lastID { (lastID, lastInScope, haveLast) = (id, inScope.contains(id), true) }
                                 if lastInScope { flag |= 1 }
                             }

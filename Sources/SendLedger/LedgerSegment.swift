@@ -100,7 +100,8 @@ public final class LedgerSegmentWriter: @unchecked Sendable {
     }
 
     /// Appends entries (token hash, UNIX seconds) of this campaign, in blocks of at most 65,536.
-    public func append(hashes: [UInt64], seconds: UInt32) throws(LedgerError) {
+    public func append(hashes: [UInt64], seconds: UInt32, kind: LedgerFormat.BlockKind = .entries) throws(LedgerError) {
+        precondition(kind.holdsEntries)
         guard !hashes.isEmpty else { return }
         lock.lock()
         defer { lock.unlock() }
@@ -111,7 +112,7 @@ public final class LedgerSegmentWriter: @unchecked Sendable {
             var payload: [UInt8] = []
             payload.reserveCapacity((end - start) * LedgerFormat.entryBytes)
             for h in hashes[start..<end] { LedgerFormat.appendEntry(hash: h, campaign: campaign, seconds: seconds, to: &payload) }
-            try write(LedgerFormat.block(kind: .entries, payload: payload), at: Int(lseek(fd, 0, SEEK_END)))
+            try write(LedgerFormat.block(kind: kind, payload: payload), at: Int(lseek(fd, 0, SEEK_END)))
             start = end
         }
         appended += hashes.count
@@ -134,14 +135,19 @@ public enum LedgerScanner {
     /// fails is skipped, told to `corrupt` with its entries, and the scan goes
     /// on: one bad byte must not lose every entry after it. Returns the length
     /// of the readable prefix (0: not a segment).
+    ///
+    /// From `offset` (a block boundary a previous scan returned) the file
+    /// header is not looked for; with `tailMayBeGrowing`, a last block whose
+    /// checksum fails ends the scan instead of being skipped: another
+    /// process may be writing it (its write seen in part), so it is read again later.
     @discardableResult
-    public static func scan(fd: Int32, checkCRC: Bool = true,
+    public static func scan(fd: Int32, from offset: Int = 0, checkCRC: Bool = true, tailMayBeGrowing: Bool = false,
                             _ body: (LedgerFormat.BlockKind, UnsafeRawBufferPointer) -> Void = { _, _ in },
                             corrupt: (_ entries: Int) -> Void = { _ in }) -> Int {
         let capacity = 8 << 20
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
         defer { buffer.deallocate() }
-        var filled = 0, consumed = 0, fileOffset = 0
+        var filled = 0, consumed = 0, fileOffset = offset
         var eof = false
         func refill() {
             if consumed > 0 {
@@ -158,10 +164,13 @@ public enum LedgerScanner {
             }
         }
         refill()
-        guard filled >= LedgerFormat.fileHeaderBytes,
-              LedgerFormat.isFileHeader(UnsafeRawBufferPointer(start: buffer, count: LedgerFormat.fileHeaderBytes)) else { return 0 }
-        consumed = LedgerFormat.fileHeaderBytes
-        var valid = consumed
+        var valid = offset
+        if offset == 0 {
+            guard filled >= LedgerFormat.fileHeaderBytes,
+                  LedgerFormat.isFileHeader(UnsafeRawBufferPointer(start: buffer, count: LedgerFormat.fileHeaderBytes)) else { return 0 }
+            consumed = LedgerFormat.fileHeaderBytes
+            valid = consumed
+        }
         while true {
             if filled - consumed < LedgerFormat.blockHeaderBytes + LedgerFormat.maxBlockPayload && !eof { refill() }
             guard filled - consumed >= LedgerFormat.blockHeaderBytes else { break }
@@ -169,7 +178,7 @@ public enum LedgerScanner {
             guard let kind = LedgerFormat.BlockKind(rawValue: h.load(as: UInt8.self)) else { break }
             let length = Int(h.loadUnaligned(fromByteOffset: 4, as: UInt32.self).littleEndian)
             guard length <= LedgerFormat.maxBlockPayload, filled - consumed >= LedgerFormat.blockHeaderBytes + length,
-                  kind != .entries || length % LedgerFormat.entryBytes == 0 else { break }
+                  !kind.holdsEntries || length % LedgerFormat.entryBytes == 0 else { break }
             let payload = UnsafeRawBufferPointer(start: h + LedgerFormat.blockHeaderBytes, count: length)
             var intact = true
             if checkCRC {
@@ -177,7 +186,8 @@ public enum LedgerScanner {
                 crc.update(payload)
                 intact = crc.value == h.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian
             }
-            if intact { body(kind, payload) } else { corrupt(kind == .entries ? length / LedgerFormat.entryBytes : 0) }
+            if !intact, tailMayBeGrowing, eof, consumed + LedgerFormat.blockHeaderBytes + length == filled { break }
+            if intact { body(kind, payload) } else { corrupt(kind.holdsEntries ? length / LedgerFormat.entryBytes : 0) }
             consumed += LedgerFormat.blockHeaderBytes + length
             valid += LedgerFormat.blockHeaderBytes + length
         }
