@@ -366,12 +366,8 @@ extension Planner {
     }
 }
 
-/// Seconds on the monotonic clock, for durations.
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
+/// Seconds on the monotonic clock, for durations (the plan's own time is `PlanOptions.now`).
+func monotonicSeconds() -> Double { Double(Deadline.now().nanoseconds) / 1e9 }
 
 /// A scheduled job that cannot make a campaign as given (every record would
 /// be skipped as late): the planner writes no plan.

@@ -79,11 +79,12 @@ public enum CampaignCancel {
         // finds the record itself within a second (``CancelWatch``).
         let pid = Journal.runningSend(directory: directory) ?? 0
         if pid > 0, pid != getpid(), holdsOpen(pid: pid, path: "\(directory)/\(Journal.lockName)") { kill(pid, signal) }
-        let deadline = Deadline.after(seconds: waitSeconds)
+        let clock = SystemClock.shared
+        let giveUp = clock.now + UInt64(max(0, waitSeconds) * 1e9)
         while Journal.runningSend(directory: directory) != nil {
             // The send is another process: its lock's release wakes nothing here, so look every 50 ms (bounded).
-            if deadline < Deadline.now() { return result(.stillRunning(pid: pid)) }
-            _ = sleep(until: .after(milliseconds: 50), cancellation: nil)
+            if clock.now > giveUp { return result(.stillRunning(pid: pid)) }
+            _ = clock.sleep(seconds: 0.05, cancellation: nil)
         }
         // It ended: with `cancelled`, or (a race, another version) otherwise: then the end is written here.
         guard let state = try endUnderLock(directory: directory) else { return result(.stillRunning(pid: pid)) }

@@ -26,7 +26,7 @@ struct HTTP2Transport: NotificationTransport {
     /// channel id may be longer than 255 bytes), the token, the collapse id's
     /// length and the collapse id (0 and none without a template), the payload.
     @inline(__always)
-    func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
+    func encode(_ record: PlanReader.RecordView, sentAt: Int64, to bytes: inout [UInt8]) {
         H2QueuedRequest.append(token: record.token, collapseId: record.collapseId ?? UnsafeRawBufferPointer(start: nil, count: 0),
                                payload: record.payload, to: &bytes)
     }
@@ -53,7 +53,7 @@ struct HTTP2Transport: NotificationTransport {
     }
 }
 
-/// Where the parts of a queued request (``HTTP2Transport/encode(_:to:)``) are.
+/// Where the parts of a queued request (``HTTP2Transport/encode(_:sentAt:to:)``) are.
 enum H2QueuedRequest {
     static let tokenStart = 2
 

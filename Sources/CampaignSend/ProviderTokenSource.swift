@@ -50,11 +50,8 @@ public final class ProviderTokenSource: @unchecked Sendable {
         try refresh(now: now) { cached in now - cached.issuedAt < Self.renewAfter }
     }
 
-    public static func now() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec)
-    }
+    /// The wall clock's whole seconds (callers that test give their own `now`).
+    public static func now() -> Int64 { Int64(SystemClock.shared.wallSeconds) }
 
     /// The token to send now: renewed once it is 50 minutes old (by this
     /// process, or by another on the same cache: then read from there).
@@ -159,9 +156,5 @@ final class FileLock {
 }
 
 extension ProviderTokenSource {
-    static func monotonic() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+    static func monotonic() -> Double { Double(SystemClock.shared.now) / 1e9 }
 }

@@ -26,9 +26,13 @@ public enum ScheduledRunWait {
     /// held and its pid alive, from one killed while waiting), then sleeps
     /// until `wake`. False when `stop` ended the wait first.
     public static func wait(until wake: Double, journal: Journal, stop: CancellationPipe) throws -> Bool {
+        try wait(until: wake, journal: journal, stop: stop, clock: SystemClock.shared)
+    }
+
+    static func wait(until wake: Double, journal: Journal, stop: CancellationPipe, clock: SendClock) throws -> Bool {
         try journal.append(.wait(untilUnixSeconds: Int(wake.rounded(.up))))
         try journal.checkpoint()
-        let wait = wake - wallClockSeconds()
-        return !((wait > 0 && !sleep(until: .after(seconds: wait), cancellation: stop)) || stop.isCancelled)
+        let wait = wake - clock.wallSeconds
+        return !((wait > 0 && !clock.sleep(seconds: wait, cancellation: stop)) || stop.isCancelled)
     }
 }

@@ -148,9 +148,10 @@ public final class Sender: @unchecked Sendable {
     }
 
     func run<Transport: NotificationTransport>(plan: PlanReader, transport: Transport) throws -> SendReport {
-        let started = Deadline.now()
+        let clock = shared.clock
+        let started = clock.now
         // The run's wall-clock start, for the page (its ticks count seconds from here).
-        try journal.append(.clock(unixSeconds: Int(time(nil))))
+        try journal.append(.clock(unixSeconds: Int(clock.wallSeconds)))
         let ledger = try LedgerRecorder.start(settings: settings, journal: journal, header: plan.header, resumeState: resumeState, shared: shared)
         // However the run ends: a waiting scheduled send's next run locks the segment again (it hung on its own lock).
         defer { ledger?.close() }
@@ -186,8 +187,7 @@ public final class Sender: @unchecked Sendable {
             var sizer = PoolSizer(maximum: pool.maximum)
             var secondsRoundTrip: UInt64?
             let every = PoolSizer.tickSeconds
-            while sleep(until: .after(seconds: Double(tick + 1) * every - Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9),
-                        cancellation: tickerStop) {
+            while clock.sleep(seconds: Double(tick + 1) * every - Double(clock.now - started) / 1e9, cancellation: tickerStop) {
                 tick += 1
                 let c = shared.report
                 let answered = c.accepted + c.presumed + c.failed
@@ -271,7 +271,7 @@ public final class Sender: @unchecked Sendable {
                         switch gate.admit(at: at, timeZone: record.timeZone, handOver: { moment in
                             _ = staging.handOverAll()
                             // A wait with the connections open is said, and journaled for `status`.
-                            if Double(moment) - wallClockSeconds() >= 2 {
+                            if Double(moment) - clock.wallSeconds >= 2 {
                                 logger("waiting until \(utcText(moment)) for the next notifications (connections open)")
                                 do { try journal.append(.wait(untilUnixSeconds: Int(moment))); try journal.checkpoint() } catch { shared.journalFailed(error) }
                             }
@@ -288,14 +288,15 @@ public final class Sender: @unchecked Sendable {
                             return
                         }
                         if let wave = gate.takeWave() {
-                            try? journal.append(.wave(moment: Int(wave), unixSeconds: Int(time(nil))))
+                            try? journal.append(.wave(moment: Int(wave), unixSeconds: Int(clock.wallSeconds)))
                             report.waves += 1
                         }
                     }
                     let queue = connections == 1 ? 0 : transport.queue(forShard: record.shard, parts: parts, queues: connections)
                     pushed = staging.append(to: queue, seq: record.seq, shard: Int32(record.shard), ordinal: ordinal,
                                             moment: record.at ?? 0, zone: zone) { bytes in
-                        transport.encode(record, to: &bytes)
+                        // Encoded as the reader releases it: a scheduled record's expiry counts from now.
+                        transport.encode(record, sentAt: record.at == nil ? 0 : Int64(clock.wallSeconds), to: &bytes)
                     }
                 }
                 if !pushed { break }
@@ -341,7 +342,7 @@ public final class Sender: @unchecked Sendable {
         report.roundTripMilliseconds = shared.roundTripMilliseconds
         // A run shorter than its first journaled second still tells `status`
         // the connections it opened and the round trip it measured.
-        if oneQueue, Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9 < 1 {
+        if oneQueue, Double(clock.now - started) / 1e9 < 1 {
             try? journal.append(.tick(.init(second: 1, counts: counts, open: report.poolConnections,
                                             roundTripMilliseconds: report.roundTripMilliseconds)))
         }
@@ -382,7 +383,7 @@ public final class Sender: @unchecked Sendable {
         try journal.checkpoint()
         try updateFeedbackStore()
         try ledger?.finish()
-        report.seconds = Double(Deadline.now().nanoseconds - started.nanoseconds) / 1e9
+        report.seconds = Double(clock.now - started) / 1e9
         report.wholeSend = SendTotals(before: resumeState, run: report)
         return report
     }

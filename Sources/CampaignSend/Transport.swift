@@ -10,7 +10,7 @@ import PlanStream
 /// wire protocol, which knows only how bytes reach a gateway and what its
 /// answers mean.
 ///
-/// The sender encodes each plan record with ``encode(_:to:)`` on its reading
+/// The sender encodes each plan record with ``encode(_:sentAt:to:)`` on its reading
 /// thread and queues it (``sharesOneQueue``: in the one queue all connections
 /// share; otherwise for the connection ``queue(forShard:parts:queues:)``
 /// names); the ``ConnectionPool`` runs one worker per connection, each the
@@ -33,9 +33,9 @@ protocol NotificationTransport: Sendable {
     var warning: String? { get }
 
     /// Appends what a connection sends for `record`.
-    func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8])
+    func encode(_ record: PlanReader.RecordView, sentAt: Int64, to bytes: inout [UInt8])
 
-    /// The device token inside `frame`, as ``encode(_:to:)`` laid it out.
+    /// The device token inside `frame`, as ``encode(_:sentAt:to:)`` laid it out.
     var tokenInFrame: @Sendable (UnsafeBufferPointer<UInt8>) -> [UInt8] { get }
 
     /// The wire protocol around a connection's engine.
@@ -93,8 +93,8 @@ struct BinaryTransport: NotificationTransport {
     }
 
     @inline(__always)
-    func encode(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
-        encoder.append(record, to: &bytes)
+    func encode(_ record: PlanReader.RecordView, sentAt: Int64, to bytes: inout [UInt8]) {
+        encoder.append(record, sentAt: sentAt, to: &bytes)
     }
 
     /// The connection that sends `shard` of a plan that is one of `parts`
@@ -136,10 +136,10 @@ public struct PlanFrameEncoder: Sendable {
 
     /// Appends the record's notification to `bytes`.
     @inline(__always)
-    public func append(_ record: PlanReader.RecordView, to bytes: inout [UInt8]) {
+    /// `sentAt`: the send's clock as the reader releases the record (a scheduled record's expiry counts from it).
+    public func append(_ record: PlanReader.RecordView, sentAt: Int64, to bytes: inout [UInt8]) {
         let identifier = UInt32(truncatingIfNeeded: record.seq)
-        // Encoded as the reader releases it: now is when it is sent.
-        let expiry = record.at == nil ? header.expiry : header.expiry(forMoment: record.at, sentAt: Int64(time(nil)))
+        let expiry = record.at == nil ? header.expiry : header.expiry(forMoment: record.at, sentAt: sentAt)
         switch format {
         case .simple:
             NotificationEncoder.appendSimple(token: record.token, payload: record.payload, to: &bytes)

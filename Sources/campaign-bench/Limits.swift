@@ -57,7 +57,7 @@ func runWriter(_ args: [String]) throws {
         let encoder = PlanFrameEncoder(header: plan.header)
         count = 0
         while try plan.nextView({ record in
-            encoder.append(record, to: &frames)
+            encoder.append(record, sentAt: 0, to: &frames)
             count += 1
         }) {}
     } else {
