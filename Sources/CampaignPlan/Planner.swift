@@ -181,6 +181,8 @@ public final class Planner {
         var plannedCounts = [Int](repeating: 0, count: job.messages.count)
         var defaultedCounts = [Int](repeating: 0, count: min(64, renderer.variables.count))
         var variantCounts = [Int](repeating: 0, count: job.variants.count)
+        // Per part (one without parts): its records of each variant, for its trailer.
+        var partVariantCounts = [[Int]](repeating: [Int](repeating: 0, count: job.variants.count), count: max(1, plans.count))
 
         func reject(_ batch: PreparedBatch, _ i: Int, _ code: RejectCode, _ reason: String, given: String? = nil) throws {
             summary.rejected[code, default: 0] += 1
@@ -270,7 +272,10 @@ public final class Planner {
                         try (parted ? plans[Int(p.part)] : plan).append(lineAfterSeq: line)
                     }
                     summary.planned += 1
-                    if p.variant >= 0 { variantCounts[Int(p.variant)] += 1 }
+                    if p.variant >= 0 {
+                        variantCounts[Int(p.variant)] += 1
+                        partVariantCounts[parted ? Int(p.part) : 0][Int(p.variant)] += 1
+                    }
                     plannedCounts[Int(p.message)] += 1
                     if p.kind == .truncated { truncatedCounts[Int(p.message)] += 1 }
                     if p.defaulted != 0 {
@@ -285,7 +290,10 @@ public final class Planner {
         }
         if let spill, let zones { summary.schedule = try writeScheduled(spill, zones: zones, plans: plans, defaultedZones: defaultedZones) }
         // Each part's trailer counts its own records; rows and rejects are the whole audience's.
-        for plan in plans { try plan.finish(rowsRead: summary.rowsRead, rejected: summary.rejectedTotal) }
+        for (k, plan) in plans.enumerated() {
+            try plan.finish(rowsRead: summary.rowsRead, rejected: summary.rejectedTotal,
+                            variants: job.variants.isEmpty ? nil : partVariantCounts[min(k, partVariantCounts.count - 1)])
+        }
         for plan in plans { try plan.commit(syncingDirectory: !parted) }
         if parted { try SecureFile.syncDirectory(of: plan.path) }
         try rejects?.commit()

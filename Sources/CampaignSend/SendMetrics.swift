@@ -47,9 +47,10 @@ public enum SendMetrics {
             func perVariant(_ value: (VariantCounts) -> Int) -> [(labels: String, value: String)] {
                 counts.variants.map { (",variant=\"\(escaped($0.name))\"", String(value($0))) }
             }
-            metric("variant_planned", "gauge", "Plan records read, by variant.", perVariant(\.planned))
+            metric("variant_planned", "gauge", "Plan records, by variant (those read so far while a plan on standard input is read).", perVariant(\.planned))
             metric("variant_accepted_total", "counter", "Notifications accepted (or presumed delivered), by variant.", perVariant(\.accepted))
             metric("variant_failed_total", "counter", "Notifications refused for good, by variant.", perVariant(\.failed))
+            metric("variant_skipped_total", "counter", "Notifications skipped for good (too late, or at the frequencyCap), by variant.", perVariant(\.skipped))
         }
         if let total = progress.total {
             metric("plan_records", "gauge", "Records in the plan.", [("", String(total))])

@@ -30,6 +30,8 @@ public final class SendSession {
     public private(set) var notes: [String] = []
     /// The plan's record count, when known before sending (a plan file's trailer, or a journal that read it through).
     public private(set) var planTotal: Int?
+    /// The plan's records per variant (its trailer), when known before it is read.
+    public private(set) var planVariants: [Int]?
     private var plan: PlanReader
     /// A scheduled plan on standard input, read only as far as its header:
     /// ``readInputToEnd(cancellation:)`` reads the rest into the spool.
@@ -56,8 +58,9 @@ public final class SendSession {
             } else {
                 settings.planPath = URL(fileURLWithPath: planPath).standardizedFileURL.path
                 // A plan file whose planner failed is refused whole, before anything is sent.
-                let records = try PlanReader.checkComplete(path: planPath)
-                planTotal = records >= 0 ? records : nil
+                let trailer = try PlanReader.completeTrailer(path: planPath)
+                planTotal = trailer?.records
+                planVariants = trailer?.variants
                 plan = try PlanReader(path: planPath)
                 try prepare(plan.header, &settings)
                 // Only for a plan that can be sent: a refused one leaves no directory behind.
@@ -97,6 +100,7 @@ public final class SendSession {
             journal = opened
             state = replayed
             planTotal = replayed.planRecords ?? scanned
+            planVariants = Self.planVariants(settings: settings, journal: opened)
             self.settings = settings
         }
     }
@@ -116,6 +120,12 @@ public final class SendSession {
         self.state = replayed
         self.settings = settings
         planTotal = replayed.planRecords ?? scanned
+        planVariants = Self.planVariants(settings: settings, journal: journal)
+    }
+
+    /// A resume's plan variants: the plan file's trailer, or the spool's once it is whole.
+    private static func planVariants(settings: SendSettings, journal: Journal) -> [Int]? {
+        (try? PlanReader.completeTrailer(path: settings.planPath ?? journal.spoolPath))??.variants
     }
 
     /// A resumed run's first steps: the plan checked against the journal,
@@ -176,6 +186,7 @@ public final class SendSession {
         }
         plan = try PlanReader(source: journal.openSpool(), path: journal.spoolPath)
         planTotal = spooled.recordsRead
+        planVariants = spooled.trailer?.variants
         return nil
     }
 
@@ -224,6 +235,7 @@ public final class SendSession {
                                 campaignRate: campaignRate, cancellation: cancellation, logger: logger)
         sender.duplicatesRiskedBeforeThisRun = carried
         sender.planTotal = planTotal
+        sender.planVariants = planVariants
         return sender
     }
 

@@ -148,10 +148,19 @@ final class VariantTally: @unchecked Sendable {
 
 extension SendReport {
     /// These counts with `tally`'s per variant (unchanged without one).
-    func with(_ tally: VariantTally?) -> SendReport {
+    /// `planTotals` (the plan trailer's records per header variant, when
+    /// known) are each variant's planned, so they add up to the plan's
+    /// records whether or not this run read it all (a scheduled run stops at
+    /// its next moment; a stopped one wherever it was).
+    func with(_ tally: VariantTally?, planTotals: [Int]? = nil) -> SendReport {
         guard let tally else { return self }
         var r = self
         r.variants = tally.counts
+        if let planTotals {
+            for (h, v) in tally.indexOfHeaderVariant.enumerated() where v >= 0 && h < planTotals.count {
+                r.variants[v].planned = planTotals[h]
+            }
+        }
         return r
     }
 }

@@ -57,7 +57,7 @@ public final class Sender: @unchecked Sendable {
 
     /// The counts so far (accepted, failed by status, resends, possible
     /// duplicates, connections), for metrics.
-    public func counts() -> SendReport { shared.report.with(shared.variants) }
+    public func counts() -> SendReport { shared.report.with(shared.variants, planTotals: planVariants) }
 
     /// The whole send so far: what the journal held when this run started, and this run's counts.
     public func wholeSendCounts() -> SendTotals {
@@ -69,6 +69,8 @@ public final class Sender: @unchecked Sendable {
     /// The plan's record count when known before reading it (a plan file's
     /// trailer, a journal that read the plan through): progress is measured against it.
     public var planTotal: Int?
+    /// The plan's records per header variant, from its trailer (a plan file, or a spool read whole).
+    public var planVariants: [Int]?
 
     private func published(read: Int, alreadyDone: Int) {
         readMutex.lock()
@@ -346,7 +348,7 @@ public final class Sender: @unchecked Sendable {
             try? journal.append(.tick(.init(second: 1, counts: counts, open: report.poolConnections,
                                             roundTripMilliseconds: report.roundTripMilliseconds)))
         }
-        report = report.with(shared.variants)
+        report = report.with(shared.variants, planTotals: plan.trailer?.variants ?? planVariants)
         if !report.variants.isEmpty { try? journal.append(.variants(report.variants)) }
 
         if let failure = shared.failureReason {

@@ -243,6 +243,14 @@ public struct PlanTrailer: Equatable, Sendable {
     public var crc32: String
     public var rowsRead: Int
     public var rejected: Int
+    /// A plan with variants: its records of each of the header's variants, in
+    /// the header's order (a holdout's: 0, it has none), so a send knows each
+    /// variant's share of the plan before reading it all.
+    public var variants: [Int]?
+
+    public init(records: Int, crc32: String, rowsRead: Int, rejected: Int, variants: [Int]? = nil) {
+        (self.records, self.crc32, self.rowsRead, self.rejected, self.variants) = (records, crc32, rowsRead, rejected, variants)
+    }
 
     public var json: JSONValue {
         .object([("trailer", .object([
@@ -250,7 +258,14 @@ public struct PlanTrailer: Equatable, Sendable {
             ("crc32", .string(crc32)),
             ("rows", .number(String(rowsRead))),
             ("rejected", .number(String(rejected))),
-        ]))])
+        ] + (variants.map { [("variants", .array($0.map { .number(String($0)) }))] } ?? [])))])
+    }
+
+    /// Reads ``json``'s `"trailer"` member; nil when it lacks records or crc32.
+    public init?(trailer t: JSONValue?) {
+        guard let t, let records = t["records"]?.integerValue, let sum = t["crc32"]?.stringValue else { return nil }
+        self.init(records: Int(records), crc32: sum, rowsRead: Int(t["rows"]?.integerValue ?? 0), rejected: Int(t["rejected"]?.integerValue ?? 0),
+                  variants: { if case .array(let a)? = t["variants"] { a.map { Int($0.integerValue ?? 0) } } else { nil } }())
     }
 }
 

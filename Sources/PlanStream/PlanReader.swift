@@ -45,18 +45,23 @@ public final class PlanReader {
     /// Returns the record count the trailer gives.
     @discardableResult
     public static func checkComplete(path: String) throws -> Int {
+        try completeTrailer(path: path)?.records ?? -1
+    }
+
+    /// ``checkComplete(path:)``'s trailer (nil for a pipe).
+    public static func completeTrailer(path: String) throws -> PlanTrailer? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw IOError(path: path, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return -1 }   // a pipe: checked as it is read
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }   // a pipe: checked as it is read
         let size = Int(info.st_size)
         var magic = [UInt8](repeating: 0, count: 2)
         if size >= 2, pread(fd, &magic, 2, 0) == 2, magic == [0x1F, 0x8B] {
             let reader = try PlanReader(path: path)
             while try reader.nextView({ _ in }) {}
             guard let trailer = reader.trailer else { throw PlanError(path: path, line: 0, reason: .noTrailer) }
-            return trailer.records
+            return trailer
         }
         let count = min(size, 1 << 16)
         var tail = [UInt8](repeating: 0, count: count)
@@ -67,10 +72,10 @@ public final class PlanReader {
         while end > 0, tail[end - 1] == 0x0A || tail[end - 1] == 0x0D || tail[end - 1] == 0x20 { end -= 1 }
         let start = tail[..<end].lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
         let value = try? tail[start..<end].withUnsafeBytes { try JSONValue.parse($0) }
-        guard let t = value?["trailer"], let records = t["records"]?.integerValue, t["crc32"]?.stringValue != nil else {
+        guard let trailer = PlanTrailer(trailer: value?["trailer"]) else {
             throw PlanError(path: path, line: 0, reason: .noTrailer)
         }
-        return Int(records)
+        return trailer
     }
 
     public convenience init(path: String) throws {
@@ -255,8 +260,7 @@ public final class PlanReader {
         guard sum == computed else {
             throw PlanError(path: path, line: number, reason: .checksumMismatch(trailer: sum, computed: computed))
         }
-        trailer = PlanTrailer(records: Int(records), crc32: sum,
-                              rowsRead: Int(t["rows"]?.integerValue ?? 0), rejected: Int(t["rejected"]?.integerValue ?? 0))
+        trailer = PlanTrailer(trailer: t)
     }
 
     /// The layout `PlanWriter` writes, read in place: the token decoded into

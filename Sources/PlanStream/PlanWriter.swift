@@ -83,8 +83,8 @@ public final class PlanWriter {
         return out
     }
 
-    public func writeTrailer(rowsRead: Int, rejected: Int) throws(IOError) {
-        try finish(rowsRead: rowsRead, rejected: rejected)
+    public func writeTrailer(rowsRead: Int, rejected: Int, variants: [Int]? = nil) throws(IOError) {
+        try finish(rowsRead: rowsRead, rejected: rejected, variants: variants)
         try commit()
     }
 
@@ -92,9 +92,9 @@ public final class PlanWriter {
     /// waiting; ``commit(syncingDirectory:)`` then waits and puts it in place.
     /// Parts are all finished before the first is committed, so their disk
     /// writes overlap (one after another, 8 parts took 10–30% longer than one file).
-    public func finish(rowsRead: Int, rejected: Int) throws(IOError) {
+    public func finish(rowsRead: Int, rejected: Int, variants: [Int]? = nil) throws(IOError) {
         try flush()
-        let trailer = PlanTrailer(records: records, crc32: crc.hex, rowsRead: rowsRead, rejected: rejected)
+        let trailer = PlanTrailer(records: records, crc32: crc.hex, rowsRead: rowsRead, rejected: rejected, variants: variants)
         trailer.json.serialize(into: &file.buffer)
         file.buffer.append(0x0A)
         try file.flush()

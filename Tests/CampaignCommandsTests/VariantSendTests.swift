@@ -175,6 +175,33 @@ import PlanStream
         _ = Self.expectVariantsAddUp(status["variants"], planned: planned.count, accepted: accepted, failed: failed)
     }
 
+    /// A send stopped partway has read only part of its plan: each variant's
+    /// planned still comes from the plan's trailer, so the report's and the
+    /// metrics' variants add up to the plan (they were the records read so far).
+    @Test(.timeLimit(.minutes(2))) func aStoppedSendsReportAndMetricsCountEachVariantsWholePlan() throws {
+        let dir = TemporaryDirectory("variant-report")
+        let (tokens, holdout) = try Self.plan(count: 20_000, in: dir, seed: 61)
+        let planned = tokens.subtracting(holdout)
+        let simulator = try startHTTP2Simulator(in: dir)
+        defer { simulator.stop() }
+        let send = try CampaignProcess(["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--rate", "1000",
+                                        "--report", "report.json", "--metrics", "metrics.prom"] + SendProcessTests.credentials(), in: dir.path)
+        #expect(simulator.waitForStatistics(timeout: 60) { $0.accepted >= 1_000 })
+        kill(send.process.processIdentifier, SIGTERM)
+        #expect(send.wait(timeout: 30) == 75, "\(send.stderr)")
+        let report = try JSONValue.parse(String(contentsOfFile: dir.file("report.json"), encoding: .utf8))
+        let accepted = Int(report["accepted"]?.integerValue ?? -1), failed = Int(report["failed"]?.integerValue ?? -1)
+        #expect(accepted >= 1_000 && accepted < planned.count, "\(report)")
+        _ = Self.expectVariantsAddUp(report["variants"], planned: planned.count, accepted: accepted, failed: failed)
+        // The metrics file's last rewrite: the same books.
+        var metricPlanned = 0
+        for line in try String(contentsOfFile: dir.file("metrics.prom"), encoding: .utf8).split(separator: "\n")
+        where line.hasPrefix("campaign_send_variant_planned{") {
+            metricPlanned += Int(line.split(separator: " ").last ?? "") ?? -1_000_000
+        }
+        #expect(metricPlanned == planned.count)
+    }
+
     /// Over a manifest with a part not started: its records count as planned, so the variants add up to the plan.
     @Test(.timeLimit(.minutes(2))) func overAManifestWithAPartNotStartedTheVariantsAddUpToThePlan() throws {
         let dir = TemporaryDirectory("variant-parts")
