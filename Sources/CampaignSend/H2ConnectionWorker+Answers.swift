@@ -20,9 +20,7 @@ extension H2ConnectionWorker {
                 noteRoundTrip(now - min(now, item.sentAt))
                 let status = headers.first { $0.name == ":status" }.flatMap { Int($0.value) } ?? 0
                 var answer = H2Answer(status: status, body: body, retryAfter: headers.first { $0.name == "retry-after" }?.value)
-                if fields.broadcastPath != nil, status == 200 {
-                    answer.uniqueID = headers.first { $0.name == "apns-unique-id" }.map { H2Answer.boundedReason($0.value) }
-                }
+                answer.uniqueID = fields.target.uniqueID(status: status, headers: headers)
                 answered(item, answer)
             case .streamClosed(let stream, let code):
                 guard let item = inFlight.removeValue(forKey: stream) else { continue }
@@ -58,13 +56,13 @@ extension H2ConnectionWorker {
     }
 
     func answered(_ item: Item, _ answer: H2Answer) {
-        switch answer.verdict(broadcast: fields.broadcastPath != nil) {
+        switch answer.verdict(broadcast: fields.target.answersAsBroadcast) {
         case .accepted:
             acceptedOnConnection = true
             becameProductive()
             answers.acceptedOrdinals[item.shard, default: []].append(Int(item.ordinal))
             answers.accepted += 1
-            if fields.broadcastPath != nil {
+            if fields.target.journalsAnswerIDs {
                 answers.answerIDs.append(.init(seq: item.seq, requestID: NotificationID.uuid(hash: idHash, seq: item.seq), uniqueID: answer.uniqueID))
             }
         case .accountRefused:
@@ -78,9 +76,7 @@ extension H2ConnectionWorker {
         case .refusedForItsToken:
             becameProductive()
             fail(item, answer)
-            if fields.broadcastPath != nil, answer.reason == .badExpirationDate, fields.toldOnce.first("BadExpirationDate") {
-                engine.log("APNs refused a broadcast's apns-expiration (400 BadExpirationDate): its channel stores no messages, so only 0 is allowed; plan the job with \"expiresIn\": 0 (or give the audience the storage column `channels create --out x.csv` writes, and plan refuses such rows)")
-            }
+            if let advice = fields.target.advice(for: answer.reason), fields.toldOnce.first(advice.key) { engine.log(advice.sentence) }
         case .refusedAsMalformed:
             // Final only once the server shows it is sane (held until then).
             engine.log("APNs refused plan record \(item.seq) with \(answer.description): a bug in the plan or in campaign; it will not be sent again")

@@ -9,7 +9,7 @@ extension H2ConnectionWorker {
 
     /// The variable fields of ``makeTemplate()``, in order.
     var templateSlots: [TemplateSlot] {
-        (fields.broadcastPath == nil ? [.path] : [.channel]) + (fields.expiryPerRecord ? [.expiration] : [])
+        [fields.target.slot] + (fields.expiryPerRecord ? [.expiration] : [])
             + (fields.collapsePerRecord ? [.collapseId] : []) + [.id]
     }
 
@@ -20,13 +20,13 @@ extension H2ConnectionWorker {
     /// and `apns-request-id` change per request.
     func makeTemplate() -> RequestTemplate {
         var f: [(name: String, value: String?, room: Int)] = [(":method", "POST", 0), (":scheme", "https", 0),
-                                                              (":path", fields.broadcastPath, fields.broadcastPath == nil ? 10 + 200 : 0),
+                                                              (":path", fields.target.path.value, fields.target.path.room),
                                                               (":authority", settings.gatewayPort == 443 ? settings.gatewayHost : "\(settings.gatewayHost):\(settings.gatewayPort)", 0)]
-        if fields.broadcastPath != nil { f.append(("apns-channel-id", nil, Base64.encodedCount(ChannelID.maxBytes))) }
+        if let target = fields.target.targetField { f.append((target.name, nil, target.room)) }
         for (name, value) in fields.common { f.append((name, value, 0)) }
         if fields.expiryPerRecord { f.append(("apns-expiration", nil, 10)) }
         if fields.collapsePerRecord { f.append(("apns-collapse-id", nil, 64)) }
-        f.append((fields.broadcastPath == nil ? "apns-id" : "apns-request-id", nil, 36))
+        f.append((fields.target.idHeader, nil, 36))
         if let connectionToken {
             let field = TokenAuthorization.field(connectionToken)
             f.append((field.name, field.value, 0))

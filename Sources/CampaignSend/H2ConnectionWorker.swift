@@ -154,7 +154,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             engine.log("\(error)")
             return false
         }
-        session.keptHeaders = [Array(":status".utf8), Array("retry-after".utf8)] + (fields.broadcastPath == nil ? [] : [Array("apns-unique-id".utf8)])
+        session.keptHeaders = [Array(":status".utf8), Array("retry-after".utf8)] + fields.target.keptAnswerHeaders
         session.maxHeaderBytes = Self.maxAnswerHeaderBytes
         session.maxBodyBytes = Self.maxAnswerBodyBytes
         connectionState = .open(H2OpenConnection(session: session, token: auth?.tokenForNewConnection(), openedAt: now))

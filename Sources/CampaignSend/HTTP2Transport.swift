@@ -132,8 +132,8 @@ struct RequestFields: Sendable {
     let expiryPerRecord: Bool
     let header: PlanHeader
 
-    /// A broadcast plan's path, the same for every request (`/4/broadcasts/apps/<bundle id>`); nil for device pushes.
-    let broadcastPath: String?
+    /// A device or a broadcast channel (``H2RequestTarget``).
+    let target: H2RequestTarget
     /// Advice logged once per send, however many connections meet its cause.
     let toldOnce = OnceNotes()
 
@@ -142,7 +142,7 @@ struct RequestFields: Sendable {
         let broadcast = header.http2?.broadcast == true
         // A broadcast names its bundle id in the path and carries no apns-topic (apns-broadcast.md §2).
         if let topic = header.http2?.topic, !broadcast { common.append(("apns-topic", topic)) }
-        broadcastPath = broadcast ? header.http2?.topic.map { Broadcast.broadcastPath(bundleID: $0) } : nil
+        target = H2RequestTarget(header: header)
         common.append(("apns-push-type", header.http2?.pushType ?? "alert"))
         common.append(("apns-priority", String(header.priority?.rawValue ?? 10)))
         expiryPerRecord = header.schedule != nil && header.expiry != 0

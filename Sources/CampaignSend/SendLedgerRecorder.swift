@@ -108,7 +108,7 @@ final class LedgerRecorder: @unchecked Sendable {
 }
 
 extension LedgerRecorder {
-    /// The recorder of a send with `--ledger` (none for a broadcast: its tokens are channels), attached to `shared`.
+    /// The recorder of a send with `--ledger` (none for a broadcast: its tokens are channels).
     static func start(settings: SendSettings, journal: Journal, header: PlanHeader, resumeState: JournalState?,
                       shared: SendShared) throws -> LedgerRecorder? {
         guard let directory = settings.ledger else { return nil }
@@ -118,7 +118,6 @@ extension LedgerRecorder {
         }
         let recorder = try LedgerRecorder(directory: directory, journalDirectory: journal.directory, header: header,
                                           resumeState: resumeState, clock: shared.clock, log: { shared.log($0) })
-        shared.ledger = recorder
         return recorder
     }
 

@@ -39,7 +39,9 @@ final class SendShared: @unchecked Sendable {
     /// `--rate`, over every connection; nil without a limit.
     let rate: SharedRate?
     private var sentBelow: [Int32: Int32] = [:]
-    var ledger: LedgerRecorder?   // `send --ledger`: what a proof accepted goes there before the journal
+    /// Where each outcome goes after the run's counts, in order (``OutcomeSink``); the journal's alone until a run sets them
+    /// (before its connections start).
+    var sinks: [any OutcomeSink] = []
     /// Suppressions answered in this run (410, binary status 8), in order; under the mutex.
     private var feedbackTokens: [([UInt8], UInt32)] = []
 
@@ -72,6 +74,7 @@ final class SendShared: @unchecked Sendable {
             ?? (rate > 0 ? SharedRate(perSecond: rate, clock: clock) : nil)
         self.maxConnectAttempts = maxConnectAttempts
         self.logger = logger
+        sinks = [JournalOutcomes(journal: journal, syncer: syncer)]
     }
 
     var runState: SendRunState { mutex.lock(); defer { mutex.unlock() }; return state }
@@ -272,7 +275,6 @@ final class SendShared: @unchecked Sendable {
         }
         counts.accepted += outcome.accepted
         counts.presumed += outcome.presumed
-        variants?.count(outcome)
         let failures = outcome.failures
         for i in failures.indices {
             counts.failedByStatus[failures[i].status, default: 0] += 1
@@ -281,13 +283,7 @@ final class SendShared: @unchecked Sendable {
             if let at = failures[i].unregisteredAt { feedbackTokens.append((failures[i].token, at)) }
         }
         do {
-            try ledger?.accepted(outcome)
-            for f in failures { try journal.append(.fail(f)) }
-            for ids in outcome.answerIDs { try journal.append(.ids(ids)) }
-            for (shard, ordinals) in outcome.acceptedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: false) }
-            for (shard, ordinals) in outcome.presumedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: true) }
-            try journal.flush()
-            try syncer.request()
+            for sink in sinks { try sink.proven(outcome) }
         } catch {
             journalBroke(error)
         }
@@ -345,11 +341,14 @@ final class SendShared: @unchecked Sendable {
 
     /// A scheduled notification too late to go (`late: skip`): journaled as skipped, final.
     func recordSkip(_ skipped: SkippedNotification) {
-        do { try journal.append(.skip(skipped)) } catch { journalFailed(error) }
-        variants?.countSkip(shard: skipped.shard, ordinal: skipped.ordinal)
         mutex.lock()
+        defer { mutex.unlock() }
         counts.skipped += 1
-        mutex.unlock()
+        do {
+            for sink in sinks { try sink.skipped(skipped) }
+        } catch {
+            journalBroke(error)
+        }
     }
 
     /// Frames a connection's ``WireRelease`` did not let go at `now`.

@@ -12,6 +12,9 @@ final class StagedFrames {
     /// next record, then waits for its moment, holding it back).
     let handedOver = Atomic<Int>(0)
 
+    /// The connections' queues it hands frames to.
+    var queueCount: Int { queues.count }
+
     init(queues: [WorkQueue], cancellation: CancellationPipe) {
         self.queues = queues
         self.cancellation = cancellation
