@@ -153,8 +153,9 @@ import GatewaySimulator
         #expect(try Self.plan("night", in: dir).status == 0)
         let run = try Self.send("night.plan", journal: "journal", in: dir, port: simulator.port,
                                 extra: ["--connections", "2", "--rate", "4000", "--checkpoint-seconds", "0.2"])
-        // Killed once a few thousand were accepted (bounded wait on the simulator's count).
-        #expect(eventually(within: 60) { simulator.currentStatistics().accepted >= 3000 })
+        // Killed once the journal holds a thousand and more as accepted (bounded wait on the journal
+        // itself: on a busy machine its proofs may lag the simulator's count by thousands).
+        #expect(eventually(within: 60) { ((try? Journal.read(directory: dir.file("journal")))?.accepted ?? 0) >= 1500 })
         run.kill9()
         let accepted = try Self.journaledAccepted(journal: dir.file("journal"), plan: dir.file("night.plan"))
         #expect(accepted.count >= 1000 && accepted.count < 20_000, "\(accepted.count) accepted before the kill")
