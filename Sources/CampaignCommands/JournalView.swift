@@ -179,10 +179,10 @@ struct JournalView {
 }
 
 extension JournalView {
-    /// "3 skipped as too late", "2 skipped at their frequencyCap when released", or both.
+    /// "3 skipped as too late", "2 skipped at their frequencyCap as they were about to go", or both.
     static func skippedText(_ skipped: [SkippedNotification]) -> String {
         let capped = skipped.filter { $0.rule != nil }.count, late = skipped.count - capped
-        return [late > 0 ? "\(late) skipped as too late" : nil, capped > 0 ? "\(capped) skipped at their frequencyCap when released" : nil]
+        return [late > 0 ? "\(late) skipped as too late" : nil, capped > 0 ? "\(capped) skipped at their frequencyCap as they were about to go" : nil]
             .compactMap { $0 }.joined(separator: ", ")
     }
 }

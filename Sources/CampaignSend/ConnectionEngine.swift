@@ -281,7 +281,10 @@ final class ConnectionEngine {
             let now = clock.wallSeconds
             var held: [WireRelease.Held] = []
             var capped: [WireCap.Capped] = []
-            cap?.begin(now: Int64(now), shared: shared)
+            if let cap, !cap.begin(now: Int64(now), shared: shared) {
+                cap.end(now: Int64(now), capped: [], shared: shared)
+                return 0
+            }
             (n, finished) = queue.take(maxBytes: maxBytes, maxFrames: maxFrames, into: &out, admit: { [release, cap] frame, bytes in
                 if let release, !release.admit(frame, bytes: bytes, now: now, held: &held) { return false }
                 if let cap, !cap.admit(frame, bytes: bytes, capped: &capped) { return false }

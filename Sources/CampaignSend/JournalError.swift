@@ -91,10 +91,13 @@ public struct JournalError: Error, Equatable, Sendable, CustomStringConvertible 
         case .planChanged(let checksum, let journal):
             return "the plan has changed since the send started (checksum \(checksum ?? "missing"), journal \(journal)); refusing to resume"
         case .replanOtherHeader: return "the plan on standard input is for another job or settings (its header differs beyond its times); refusing to resume"
-        case .replanShorter(let records): return "the plan on standard input ends at record \(records) but the spool holds more; refusing to resume"
+        case .replanShorter(let records): return "the plan on standard input ends at record \(records) but the spool holds more\(Self.ledgerHint); refusing to resume"
         case .replanRecordDiffers(let seq):
-            return "record \(seq) of the plan on standard input differs from the spooled one (another audience?); refusing to resume"
+            return "record \(seq) of the plan on standard input differs from the spooled one (another audience?)\(Self.ledgerHint); refusing to resume"
         case .replanWithoutTrailer: return "the plan on standard input has no trailer either (was it cut short too?); refusing to resume"
         }
     }
+
+    /// A replan that differs from the spool: the usual cause when the plan named a ledger.
+    static let ledgerHint = "; if the plan was made with --ledger, plan again without it: run again, it drops the devices this send already reached (the send's own --ledger still holds the rules)"
 }

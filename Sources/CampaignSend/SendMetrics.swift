@@ -24,7 +24,7 @@ public enum SendMetrics {
         metric("failed_total", "counter", "Notifications refused for good (all reasons).", [("", String(whole.failed))])
         metric("failed_by_reason_total", "counter", "Notifications refused for good, by status and reason.",
                SendReport.split(whole.failedByReason).map { (",status=\"\($0.status)\",reason=\"\(escaped($0.reason))\"", String($0.count)) })
-        metric("skipped_total", "counter", "Scheduled notifications skipped: reached more than the job's window after their moment (late: skip).",
+        metric("skipped_total", "counter", "Notifications skipped for good: a scheduled one more than the job's window after its moment (late: skip), or one whose device was at the job's frequencyCap as it was about to be written.",
                [("", String(whole.skipped))])
         metric("resends_total", "counter", "Notifications sent again (discarded after a refusal, or unproven on a lost connection).", [("", String(whole.resends))])
         metric("resent_by_kind_total", "counter", "Notifications sent again, by why (HTTP/2: 429, 500, 503, REFUSED_STREAM, lost connection).",

@@ -30,6 +30,10 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
     /// TooManyProviderTokenUpdates): another token of the key was made within
     /// 20 minutes, by another process using the key; resumable.
     case providerTokenRefused(keyID: String)
+    /// `--ledger`: another send of the frequencyCap's scope held the ledger's
+    /// claim lock too long (a stopped or hung process): nothing is sent
+    /// unclaimed, so the send stops; resumable.
+    case ledgerBusy(lock: String, seconds: Int)
 
     public var description: String { sentence(journal: nil) }
 
@@ -48,6 +52,8 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
             "Stopping: APNs refused \(n) requests in a row as malformed (the last: \(last)); the plan or campaign is wrong, or --gateway is not APNs; none of those refusals is final, and sending the rest would fail the same way"
         case .serverTrouble(let seconds, let count, let last):
             "Stopping: the gateway has been failing for \(seconds) s with nothing accepted (\(count) times; the last: \(last)); nothing it failed is final: resume later with \(resume)"
+        case .ledgerBusy(let lock, let seconds):
+            "Stopping: another send of this frequencyCap's scope has held the ledger's claim lock \(lock) for \(seconds) s (a stopped or hung process: `fuser \(lock)` names it), and no notification goes out unclaimed; nothing was made final: resume with \(resume) once it is free"
         case .notificationsParked(let n):
             "Stopping: \(n) notification\(n == 1 ? " was" : "s were") on too many lost connections (over HTTP/2 open on \(H2NotificationLimits.maxLosses), over the binary interface at the head of \(DropStrikes.parkAfter) in a row, each) and not sent again in this run (possible duplicates); none is final: resume later with \(resume) to send \(n == 1 ? "it" : "them")"
         }
@@ -280,7 +286,7 @@ public struct SendReport: Sendable {
         if !failedByReason.isEmpty {
             s += " (" + failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"
         }
-        if skipped > 0 { s += ", \(skipped) skipped (too late, or at their frequencyCap when released)" }
+        if skipped > 0 { s += ", \(skipped) skipped (too late, or at their frequencyCap as they were about to go)" }
         if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
         // A cancelled send has no next notifications, whatever was due next when it stopped.
         if let next = nextMoment, outcome != .cancelled {

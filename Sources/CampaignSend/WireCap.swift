@@ -23,9 +23,17 @@ final class WireCap: Sendable {
         var token: [UInt8]
     }
 
-    /// Takes the claim lock and reads what other sends claimed meanwhile.
-    func begin(now: Int64, shared: SendShared) {
-        if let problem = claims.begin(now: now, stopped: { shared.isStopping }) { shared.log(problem) }
+    /// Takes the claim lock and reads what other sends claimed meanwhile;
+    /// false when it could not (stopping, or the lock held elsewhere too
+    /// long: then the send stops, resumable): nothing may be taken, as
+    /// nothing may go out unclaimed. ``end(now:capped:shared:)`` follows either way.
+    func begin(now: Int64, shared: SendShared) -> Bool {
+        switch claims.begin(now: now, stopped: { shared.isStopping }) {
+        case .locked: return true
+        case .notLocked(let waited):
+            if !shared.isStopping { shared.fail(.ledgerBusy(lock: claims.lockPath, seconds: waited)) }
+            return false
+        }
     }
 
     /// Whether `frame` may be written; if not, it is added to `capped`.

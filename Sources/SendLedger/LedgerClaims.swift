@@ -45,14 +45,19 @@ public final class LedgerClaims: @unchecked Sendable {
     private let claimedBefore: LedgerView?
     private var pending: [UInt64] = []
     private var locked = false
-    private var toldProblem = false
     public private(set) var claimsWritten = 0
     /// Devices kept back at the cap, and how many times the lock was waited for.
     public private(set) var refused = 0
 
-    /// How long a send waits for another to let the claim lock go before it
-    /// goes on without it (logged): the other holds it for one batch.
-    public static let lockWaitSeconds = 10.0
+    /// How long a send waits for another to let the claim lock go (it holds
+    /// it for one batch) before it stops: a stopped or hung holder must not
+    /// make it send unclaimed, nor crawl.
+    public static let lockWaitSeconds = 30.0
+    /// This claimer's wait (tests shorten it).
+    public var lockWaitSeconds = LedgerClaims.lockWaitSeconds
+
+    /// The claim lock's path.
+    public var lockPath: String { "\(directory)/\(LedgerFormat.claimLockName(scope: cap.scope))" }
 
     public init(directory: String, cap: FrequencyCap, campaign: String, writer: LedgerSegmentWriter, shards: Int,
                 resumed: Bool) throws {
@@ -72,35 +77,39 @@ public final class LedgerClaims: @unchecked Sendable {
 
     deinit { close(lockFD) }
 
+    /// How ``begin(now:stopped:)`` ended.
+    public enum Begun: Equatable, Sendable {
+        /// The lock is held and the view is up to date: admit, then ``end(now:)``.
+        case locked
+        /// Stopping, or the lock was held elsewhere for ``lockWaitSeconds``:
+        /// nothing may be admitted (``admit(hash:shard:ordinal:)`` says no to all); ``end(now:)`` still follows.
+        case notLocked(waitedSeconds: Int)
+    }
+
     /// Takes the scope's claim lock (waiting at most ``lockWaitSeconds``,
     /// and no longer once `stopped` says so) and brings the view up to `now`.
-    /// Returns a sentence the first time it goes on without the lock.
-    public func begin(now: Int64, stopped: () -> Bool) -> String? {
+    public func begin(now: Int64, stopped: () -> Bool) -> Begun {
         mutex.lock()
-        var problem: String?
-        let giveUp = Deadline.after(seconds: Self.lockWaitSeconds)
-        while flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR else {
-                problem = "the ledger's claim lock cannot be taken (\(String(cString: strerror(errno)))): devices are checked against the ledger without it"
+        let started = Deadline.now()
+        let giveUp = Deadline.after(seconds: lockWaitSeconds)
+        locked = false
+        while !stopped() {
+            if flock(lockFD, LOCK_EX | LOCK_NB) == 0 {
+                locked = true
                 break
             }
-            if stopped() { break }
-            if Deadline.now() >= giveUp {
-                problem = "another send has held the ledger's claim lock for \(Int(Self.lockWaitSeconds)) s: devices are checked against the ledger without it"
-                break
-            }
+            guard errno == EWOULDBLOCK || errno == EINTR, Deadline.now() < giveUp else { break }
             usleep(1000)
         }
-        locked = problem == nil && !stopped()
+        guard locked else { return .notLocked(waitedSeconds: Int((Deadline.now().nanoseconds - started.nanoseconds) / 1_000_000_000)) }
         refresh(now: now)
-        guard problem != nil, !toldProblem else { return nil }
-        toldProblem = true
-        return problem
+        return .locked
     }
 
     /// Whether the device of record (`shard`, `ordinal`), token hash `hash`,
     /// may be written: below the cap. If so, it is claimed (written at ``end(now:)``).
     public func admit(hash: UInt64, shard: Int32, ordinal: Int32) -> Bool {
+        guard locked else { return false }
         guard Int(view.flags(hash) & 0x7F) < cap.max else {
             refused += 1
             return false

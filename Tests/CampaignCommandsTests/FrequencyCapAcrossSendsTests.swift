@@ -5,6 +5,7 @@ import CampaignJSON
 import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
+import SendLedger
 import LocalTime
 
 /// A frequencyCap is a promise about a device, kept across processes and
@@ -110,6 +111,48 @@ import LocalTime
         let capped = Int(json["skipped_frequency_capped"]?.integerValue ?? -1)
         let accepted = Int(json["accepted"]?.integerValue ?? -1)
         #expect(accepted + dropped + capped == 6000, "\(accepted) accepted (\(reached["late", default: [:]].count) recorded), \(dropped) dropped by the plan, \(capped) at the wire; \(json)")
+    }
+
+    /// Another send of the scope stopped (SIGSTOP, a frozen container) while
+    /// it holds the claim lock: a send never goes on unclaimed (a device got
+    /// both campaigns), nor crawls (it waited 10 s a batch): it stops after
+    /// 30 s with 69, nothing final, and a first SIGTERM still ends it at once;
+    /// once the lock is free, the resume sends every device once.
+    @Test(.timeLimit(.minutes(3))) func aClaimLockHeldByAFrozenSendStopsTheSendResumably() throws {
+        let dir = TemporaryDirectory("cap-lock-held")
+        let simulator = try startHTTP2Simulator(in: dir)
+        defer { simulator.stop() }
+        try LedgerProcessTests.audience(0..<300, to: dir.file("autumn.csv"))
+        try Self.job("autumn", format: "h2", in: dir)
+        #expect(try LedgerProcessTests.plan("autumn", in: dir).status == 0)
+        // The frozen send's lock: held by this process.
+        try FileManager.default.createDirectory(atPath: dir.file("ledger"), withIntermediateDirectories: true)
+        let lock = dir.file("ledger/\(LedgerFormat.claimLockName(scope: "marketing"))")
+        let fd = open(lock, O_RDWR | O_CREAT, 0o600)
+        #expect(fd >= 0 && flock(fd, LOCK_EX) == 0)
+        // A first signal ends the wait at once.
+        let signalled = try LedgerProcessTests.send("autumn.plan", journal: "j-signalled", in: dir, port: simulator.port)
+        #expect(eventually(within: 30) { FileManager.default.fileExists(atPath: dir.file("j-signalled/journal.log")) })
+        usleep(500_000)
+        let signalledAt = Date()
+        kill(signalled.process.processIdentifier, SIGTERM)
+        #expect(signalled.wait(timeout: 30) == 75, "\(signalled.stderr)")
+        #expect(Date().timeIntervalSince(signalledAt) < 10)
+        // Left alone: 69 after the wait, naming the lock; nothing sent, nothing final.
+        let started = Date()
+        let send = try LedgerProcessTests.send("autumn.plan", journal: "j-autumn", in: dir, port: simulator.port)
+        #expect(send.wait(timeout: 90) == 69, "\(send.stderr)")
+        #expect(Date().timeIntervalSince(started) < 60)
+        #expect(send.stderr.contains("has held the ledger's claim lock \(lock) for") && send.stderr.contains("resume"), "\(send.stderr)")
+        #expect(simulator.currentStatistics().accepted == 0)
+        #expect(try Journal.read(directory: dir.file("j-autumn")).doneCount == 0)
+        // Free again: the resume sends each device once.
+        close(fd)
+        let resumed = try CampaignProcess(["send", "--resume", "j-autumn"] + SendProcessTests.credentials(), in: dir.path)
+        #expect(resumed.wait(timeout: 120) == 0, "\(resumed.stderr)")
+        simulator.stop()
+        let reached = try Self.reached(dir.file("record.ndjson"))["autumn", default: [:]]
+        #expect(reached.count == 300 && reached.values.allSatisfy { $0 == 1 })
     }
 
     /// Case 3: an HTTP/2 send against a gateway that drops connections,

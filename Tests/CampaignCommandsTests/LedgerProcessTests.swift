@@ -248,7 +248,7 @@ import GatewaySimulator
         #expect(state.skipped.count == 100 && state.skipped.allSatisfy { $0.rule == "frequency_capped" })
         #expect(Set(state.skipped.map { $0.token.map { String(format: "%02x", $0) }.joined() }) == Set((0..<100).map(Self.token)))
         let status = try PlanProcessTests.run(["status", "j-evening"], in: dir)
-        #expect(String(decoding: status.out, as: UTF8.self).contains("100 skipped at their frequencyCap when released"), "not 'too late': \(String(decoding: status.out, as: UTF8.self))")
+        #expect(String(decoding: status.out, as: UTF8.self).contains("100 skipped at their frequencyCap as they were about to go"), "not 'too late': \(String(decoding: status.out, as: UTF8.self))")
         simulator.stop()
         var perDevice: [String: Int] = [:]
         for t in try SendProcessTests.recorded(dir) { perDevice[t, default: 0] += 1 }

@@ -21,16 +21,16 @@ import CampaignTestSupport
     @Test func theSecondSendOfAScopeSeesTheFirstsClaimsAndItsOwnNeverCount() throws {
         let dir = TemporaryDirectory("claims-two")
         let spring = try Self.claimer("spring", in: dir), summer = try Self.claimer("summer", in: dir)
-        #expect(spring.begin(now: 10_000, stopped: { false }) == nil)
+        #expect(spring.begin(now: 10_000, stopped: { false }) == .locked)
         #expect((0..<10).allSatisfy { spring.admit(hash: UInt64(100 + $0), shard: 0, ordinal: Int32($0)) })
         try spring.end(now: 10_000)
         // Devices 100…109 are spring's: summer, the second to claim, keeps them back and claims the rest.
-        #expect(summer.begin(now: 10_001, stopped: { false }) == nil)
+        #expect(summer.begin(now: 10_001, stopped: { false }) == .locked)
         let admitted = (0..<20).filter { summer.admit(hash: UInt64(100 + $0), shard: 0, ordinal: Int32($0)) }
         try summer.end(now: 10_001)
         #expect(admitted == Array(10..<20) && summer.refused == 10)
         // Spring again (its next batch, or a resume): its own claims never count against it.
-        #expect(spring.begin(now: 10_002, stopped: { false }) == nil)
+        #expect(spring.begin(now: 10_002, stopped: { false }) == .locked)
         #expect(spring.admit(hash: 100, shard: 0, ordinal: 0))
         #expect(!spring.admit(hash: 115, shard: 0, ordinal: 15), "summer's claim counts")
         try spring.end(now: 10_002)
@@ -93,10 +93,23 @@ import CampaignTestSupport
         let fd = open(dir.file("ledger/\(LedgerFormat.claimLockName(scope: "marketing"))"), O_RDWR)
         #expect(fd >= 0 && flock(fd, LOCK_EX) == 0)
         defer { close(fd) }
-        // Stopping: no wait at all, and nothing said (the send is ending).
+        // Stopping: no wait at all.
         let started = Deadline.now()
-        #expect(c.begin(now: 1, stopped: { true }) == nil)
+        #expect(c.begin(now: 1, stopped: { true }) == .notLocked(waitedSeconds: 0))
+        #expect(!c.admit(hash: 5, shard: 0, ordinal: 0), "nothing goes out unclaimed")
         try c.end(now: 1)
         #expect(Deadline.now().nanoseconds - started.nanoseconds < 1_000_000_000)
+        // Held elsewhere past the wait: not locked, and nothing admitted or claimed.
+        c.lockWaitSeconds = 0.3
+        #expect(c.begin(now: 2, stopped: { false }) == .notLocked(waitedSeconds: 0))
+        #expect(!c.admit(hash: 5, shard: 0, ordinal: 0))
+        try c.end(now: 2)
+        #expect(c.claimsWritten == 0 && c.refused == 0)
+        // Once it is free: locked again.
+        #expect(flock(fd, LOCK_UN) == 0)
+        #expect(c.begin(now: 3, stopped: { false }) == .locked)
+        #expect(c.admit(hash: 5, shard: 0, ordinal: 0))
+        try c.end(now: 3)
+        #expect(c.claimsWritten == 1)
     }
 }
