@@ -145,8 +145,10 @@ public enum SendOutcome: RawRepresentable, Hashable, Sendable {
 /// started (a resume) and this run's counts.
 public struct SendTotals: Sendable, Equatable {
     public var runs = 1
-    /// Scheduled notifications skipped as too late.
+    /// Notifications skipped for good: too late (a scheduled one), or at the frequencyCap.
     public var skipped = 0
+    /// Of ``skipped``, those at the frequencyCap.
+    public var skippedFrequencyCapped = 0
     public var accepted = 0
     public var presumed = 0
     public var failedByStatus: [Int: Int] = [:]
@@ -173,6 +175,7 @@ public struct SendTotals: Sendable, Equatable {
         duplicatesRisked = (before?.duplicatesRisked ?? 0) + run.duplicatesRisked
         reconnects = (before?.reconnects ?? 0) + run.reconnects
         skipped = (before?.skipped.count ?? 0) + run.skipped
+        skippedFrequencyCapped = (before?.skipped.filter { $0.rule != nil }.count ?? 0) + run.skippedFrequencyCapped
     }
 }
 
@@ -217,6 +220,8 @@ public struct SendReport: Sendable {
     /// A scheduled plan: skipped as too late in this run (final), and held
     /// back because the device was in its quiet hours (left for later).
     public var skipped = 0
+    /// Of ``skipped``, those whose device was at the frequencyCap.
+    public var skippedFrequencyCapped = 0
     public var deferred = 0
     /// A scheduled plan: the next moment something is due (UNIX seconds), when the run ended before it.
     public var nextMoment: Int64?
@@ -252,6 +257,7 @@ public struct SendReport: Sendable {
             ("outcome", .string(outcome.rawValue)),
             ("plan_records", planTotal.map(n) ?? .null), ("runs", n(whole.runs)),
             ("accepted", n(whole.accepted)), ("presumed", n(whole.presumed)), ("failed", n(whole.failed)), ("skipped", n(whole.skipped)),
+            ("skipped_frequency_capped", n(whole.skippedFrequencyCapped)),
             ("next_moment", outcome == .cancelled ? .null : nextMoment.map { .string(utcText($0)) } ?? .null),
             // Held back now (at this run's end) by quiet hours, waiting for a later run: the send's state, not a sum over runs.
             ("deferred_for_quiet_hours", n(outcome == .complete || outcome == .cancelled ? 0 : deferred)),

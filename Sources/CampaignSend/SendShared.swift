@@ -344,6 +344,7 @@ final class SendShared: @unchecked Sendable {
         mutex.lock()
         defer { mutex.unlock() }
         counts.skipped += 1
+        if skipped.rule != nil { counts.skippedFrequencyCapped += 1 }
         do {
             for sink in sinks { try sink.skipped(skipped) }
         } catch {

@@ -76,6 +76,7 @@ extension Sender {
 
         let counts = shared.report
         report.skipped = counts.skipped
+        report.skippedFrequencyCapped = counts.skippedFrequencyCapped
         let (heldAtTheWire, quietUntil) = shared.deferredAtTheWire
         if let until = quietUntil { gate.noteDeferred(count: heldAtTheWire, until: until) }
         report.wire = plan.header.wire

@@ -244,6 +244,7 @@ import GatewaySimulator
         let report = try JSONValue.parse(String(contentsOfFile: dir.file("evening.json.report"), encoding: .utf8))
         #expect(report["outcome"]?.stringValue == "complete")
         #expect(report["accepted"]?.integerValue == 100 && report["skipped"]?.integerValue == 100, "\(report)")
+        #expect(report["skipped_frequency_capped"]?.integerValue == 100, "\(report)")
         let state = try Journal.read(directory: dir.file("j-evening"))
         #expect(state.skipped.count == 100 && state.skipped.allSatisfy { $0.rule == "frequency_capped" })
         #expect(Set(state.skipped.map { $0.token.map { String(format: "%02x", $0) }.joined() }) == Set((0..<100).map(Self.token)))
