@@ -38,6 +38,7 @@ final class WireCap: Sendable {
 
     /// Whether `frame` may be written; if not, it is added to `capped`.
     func admit(_ frame: QueuedFrame, bytes: UnsafeBufferPointer<UInt8>, capped: inout [Capped]) -> Bool {
+        // The hash the plan reader noted for the record (every record is noted before it is queued).
         let hash = recorder.hash(shard: frame.shard, ordinal: frame.ordinal) ?? LedgerFormat.tokenHash(token(bytes))
         if claims.admit(hash: hash, shard: frame.shard, ordinal: frame.ordinal) { return true }
         capped.append(Capped(frame: frame, token: token(bytes)))

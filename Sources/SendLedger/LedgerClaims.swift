@@ -46,7 +46,7 @@ public final class LedgerClaims: @unchecked Sendable {
     private var pending: [UInt64] = []
     private var locked = false
     public private(set) var claimsWritten = 0
-    /// Devices kept back at the cap, and how many times the lock was waited for.
+    /// Devices kept back at the cap.
     public private(set) var refused = 0
 
     /// How long a send waits for another to let the claim lock go (it holds
@@ -65,7 +65,7 @@ public final class LedgerClaims: @unchecked Sendable {
         self.cap = cap
         me = LedgerFormat.nameID(campaign)
         self.writer = writer
-        let path = "\(directory)/\(LedgerFormat.claimLockName(scope: cap.scope))"
+        let path = "\(directory)/\(LedgerFormat.claimLockName(scope: cap.scope))"   // lockPath, before self is whole
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw LedgerError(path: path, reason: "cannot be opened: \(String(cString: strerror(errno)))", writing: true, errno: errno) }
         lockFD = fd
