@@ -80,12 +80,14 @@ let package = Package(
         .target(name: "CampaignTLS", dependencies: ["CampaignIO", "COpenSSL", "COpenSSLShims"]),
         // HTTP/2 sessions over bytes (nghttp2), client and server.
         .target(name: "CampaignHTTP2", dependencies: ["CNGHTTP2"]),
-        // The sender: sessions, the transport seam, the binary transport, the journal.
+        // A send's journal: its settings, each run's records (outcomes, failures, skips, ticks) and the state read back from them.
+        .target(name: "SendJournal", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "LocalTime"], swiftSettings: hotPath),
+        // The sender: sessions, the record stages and outcome sinks, the connection engine and its HTTP/2 and binary workers.
         .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
-                                                     "CampaignHTTP2", "FeedbackStore", "LocalTime", "SendLedger"], swiftSettings: hotPath),
+                                                     "CampaignHTTP2", "FeedbackStore", "LocalTime", "SendJournal", "SendLedger"], swiftSettings: hotPath),
 
         // A send's results: who was in which group, the app's events, the statistics (pure) against the holdout.
-        .target(name: "CampaignResults", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream", "CampaignSend",
+        .target(name: "CampaignResults", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream", "CampaignSend", "SendJournal",
                                                         "LocalTime"], swiftSettings: hotPath),
 
         // The gateway and feedback simulator, startable in-process on port 0.
@@ -96,13 +98,13 @@ let package = Package(
             name: "CampaignCommands",
             dependencies: [
                 "APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream",
-                "CampaignTLS", "CampaignSend", "CampaignResults", "FeedbackStore", "GatewaySimulator", "LocalTime", "SendLedger",
+                "CampaignTLS", "CampaignSend", "SendJournal", "CampaignResults", "FeedbackStore", "GatewaySimulator", "LocalTime", "SendLedger",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(name: "campaign", dependencies: ["CampaignCommands"]),
         // Measurements for `make bench`; release builds only.
-        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "CampaignIO", "SendLedger", "CampaignPlan", "PlanStream", "CampaignSend", "CampaignTLS", "GatewaySimulator", "CampaignHTTP2"]),
+        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "CampaignIO", "SendLedger", "CampaignPlan", "PlanStream", "CampaignSend", "SendJournal", "CampaignTLS", "GatewaySimulator", "CampaignHTTP2"]),
         // The parsers of untrusted input as fuzz targets, and `campaign-fuzz`,
         // which replays inputs through them (or, built by `make fuzz`, runs libFuzzer).
         .target(name: "CampaignFuzzTargets", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream"]),
@@ -115,7 +117,8 @@ let package = Package(
         .testTarget(name: "SendLedgerTests", dependencies: ["SendLedger", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "LocalTimeTests", dependencies: ["LocalTime", "CampaignTestSupport"]),
         .testTarget(name: "CampaignFuzzTargetsTests", dependencies: ["CampaignFuzzTargets"], exclude: []),
-        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
+        .testTarget(name: "SendJournalTests", dependencies: ["SendJournal", "CampaignJSON", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "SendJournal", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
         .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "SendLedger", "PlanStream", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport", "LocalTime"]),
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
@@ -129,7 +132,7 @@ let package = Package(
         .testTarget(
             name: "CampaignCommandsTests",
             dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream",
-                           "CampaignPayload", "CampaignSend", "CampaignResults", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime", "SendLedger"]
+                           "CampaignPayload", "CampaignSend", "SendJournal", "CampaignResults", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime", "SendLedger"]
         ),
     ]
 )

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import CampaignSend
+import SendJournal
 
 /// `campaign cancel JOURNAL…`: a campaign stopped for good (the logic is
 /// ``CampaignCancel``).

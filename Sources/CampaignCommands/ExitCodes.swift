@@ -9,6 +9,7 @@ import CampaignSend
 import CampaignResults
 import CampaignTLS
 import GatewaySimulator
+import SendJournal
 
 /// Exit codes, as documented in README.md. They follow sysexits(3) where one fits.
 public enum CampaignExit {

@@ -2,6 +2,7 @@ import CampaignJSON
 import CampaignSend
 import LocalTime
 import PlanStream
+import SendJournal
 
 /// A scheduled send: what is not final yet, by when it is due (from a
 /// pass over the plan; nil when the plan is not scheduled or cannot be read).

@@ -4,6 +4,7 @@ import CampaignSend
 import CampaignResults
 import LocalTime
 import PlanStream
+import SendJournal
 
 /// One journal as `status` tells it.
 struct JournalView {

@@ -4,6 +4,7 @@ import CampaignSend
 import CampaignResults
 import LocalTime
 import PlanStream
+import SendJournal
 
 /// The parts of a plan and their journals, for `status` over several.
 struct PartsView {

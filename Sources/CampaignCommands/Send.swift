@@ -7,6 +7,7 @@ import CampaignSend
 import CampaignTLS
 import LocalTime
 import SendLedger
+import SendJournal
 
 /// `campaign send`: a plan to the gateway over parallel TLS connections.
 struct Send: ParsableCommand {

@@ -5,6 +5,7 @@ import CampaignJSON
 import CampaignSend
 import PlanStream
 import LocalTime
+import SendJournal
 
 /// `campaign status DIR…`: how far a send got, from its journal alone; over
 /// several journals (the parts of one plan), one view of the whole.

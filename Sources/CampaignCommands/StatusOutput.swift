@@ -4,6 +4,7 @@ import APNSWire
 import CampaignJSON
 import CampaignSend
 import LocalTime
+import SendJournal
 
 /// What `status` prints besides its views: the journals a `--journals`
 /// pattern names, and `--failures`' NDJSON lines.

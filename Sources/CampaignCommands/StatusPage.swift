@@ -6,6 +6,7 @@ import APNSWire
 import CampaignSend
 import PlanStream
 import LocalTime
+import SendJournal
 
 /// `campaign status DIR --html FILE`: one self-contained page (inline CSS and
 /// SVG; no script, no network) with the send's rate over time, its outcomes

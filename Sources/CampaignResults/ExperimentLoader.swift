@@ -6,6 +6,7 @@ import CampaignPlan
 import CampaignSend
 import LocalTime
 import PlanStream
+import SendJournal
 
 /// A send's experiment as its files tell it: who was in which group (the
 /// plan's records and the holdout file), where each notification stands

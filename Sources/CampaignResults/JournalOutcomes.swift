@@ -1,4 +1,5 @@
 import CampaignSend
+import SendJournal
 
 /// What a send's journal says of each notification, by shard and ordinal:
 /// proven (accepted or presumed) and the second it was proven, refused for

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CampaignIO
 import PlanStream
+import SendJournal
 
 /// `campaign cancel`: stops a send for good. The cancel record is written
 /// first (``JournalCancel``, durable); then a send that holds the journal

@@ -5,6 +5,7 @@ import Foundation
 import CampaignIO
 import CampaignJSON
 import PlanStream
+import SendJournal
 
 /// A campaign's rate over all its parts (a job's `throttle.perMinute`, or
 /// `send --rate-total`): this part's share of it. Parts whose journals share

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CampaignIO
+import SendJournal
 
 /// How a running `send` notices `campaign cancel`: at once when `cancel`
 /// signals it (``check()`` from the signal's handler), and otherwise

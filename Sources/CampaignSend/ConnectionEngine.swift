@@ -5,6 +5,7 @@ import Synchronization
 import CampaignIO
 import CampaignTLS
 import LocalTime
+import SendJournal
 
 /// What every connection of a send does, whatever its wire protocol: it
 /// runs the one connection loop (``run(_:)``), takes work from its queue,

@@ -4,6 +4,7 @@ import Glibc
 import APNSWire
 import CampaignIO
 import CampaignTLS
+import SendJournal
 
 /// One connection to a binary-interface gateway and the shards it owns, on
 /// its own thread: the binary protocol around a ``ConnectionEngine``.

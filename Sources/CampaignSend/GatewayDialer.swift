@@ -1,5 +1,6 @@
 import CampaignIO
 import CampaignTLS
+import SendJournal
 
 /// Opens a worker's TLS connections to the gateway: backoff between failed
 /// attempts, giving up (through ``SendShared/fail(_:)``) on a credential or

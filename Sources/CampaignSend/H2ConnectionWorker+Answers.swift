@@ -5,6 +5,7 @@ import APNSWire
 import CampaignHTTP2
 import CampaignIO
 import CampaignTLS
+import SendJournal
 
 /// What the server's answers, resets and GOAWAYs mean for each notification
 /// (the table in docs/protocol.md), and the sentences for refused credentials.

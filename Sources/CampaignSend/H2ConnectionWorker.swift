@@ -6,6 +6,7 @@ import Foundation
 import CampaignHTTP2
 import CampaignIO
 import CampaignTLS
+import SendJournal
 
 /// One HTTP/2 connection to APNs, on its own thread: the HTTP/2 protocol
 /// around a ``ConnectionEngine`` (which takes work from the queue every

@@ -2,6 +2,7 @@ import APNSWire
 import CampaignIO
 import CampaignJSON
 import PlanStream
+import SendJournal
 
 /// The HTTP/2 provider API: one `POST /3/device/<token>` stream per
 /// notification, each answered with a status (``H2Answer``), over

@@ -1,4 +1,5 @@
 import CampaignIO
+import SendJournal
 
 /// Where every final outcome of a send goes: the proofs a connection
 /// reports (accepted, presumed delivered, failed) and the notifications a

@@ -1,6 +1,7 @@
 import CampaignIO
 import PlanStream
 import LocalTime
+import SendJournal
 
 /// What one stage of the plan reader says of a record.
 enum RecordVerdict {

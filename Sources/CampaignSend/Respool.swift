@@ -4,6 +4,7 @@ import Glibc
 import CampaignIO
 import CampaignJSON
 import PlanStream
+import SendJournal
 
 /// When `campaign plan … | campaign send` is killed as a whole, the plan the
 /// journal spooled ends where the kill cut it. Planning again gives the same

@@ -1,5 +1,6 @@
 import CampaignIO
 import LocalTime
+import SendJournal
 
 /// A scheduled send that waits between its runs (without `--due-only`):
 /// when it starts the next run, and the wait itself.

@@ -4,6 +4,7 @@ import Glibc
 import CampaignIO
 import PlanStream
 import SendLedger
+import SendJournal
 
 /// A send's part of the ledger (`send --ledger DIR`): every notification
 /// accepted (or presumed delivered) is appended to this send's own segment

@@ -1,6 +1,8 @@
 /// A send's counts in the Prometheus text exposition format, for
 /// node_exporter's textfile collector (or any scraper of such a file):
 /// counters for what has become final, gauges for what is in flight.
+import SendJournal
+
 public enum SendMetrics {
     /// The file's text for `counts` and `progress` after `seconds` of
     /// sending; every series is labelled with the journal directory.

@@ -1,4 +1,5 @@
 import CampaignIO
+import SendJournal
 /// `--rate` over all of a send's connections, however many there are: one
 /// bucket they take from under a lock.
 final class SharedRate: @unchecked Sendable {

@@ -2,6 +2,7 @@ import APNSWire
 import CampaignJSON
 import CampaignTLS
 import LocalTime
+import SendJournal
 
 /// Why a send stopped before its end.
 public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
@@ -92,52 +93,6 @@ public struct SendProgress: Equatable, Sendable {
         let eta = rate > 0 ? ", ETA \(Int((Double(remaining) / rate).rounded(.up))) s" : ""
         let of = total != nil ? "of \(toDo)" : "of \(toDo) read so far"
         return "sent \(settled) \(of) (\(rateText(rate))), \(failed) failed\(eta)"
-    }
-}
-
-/// How a send ended.
-public enum SendOutcome: RawRepresentable, Hashable, Sendable {
-    /// Every notification has a final outcome.
-    case complete
-    /// Stopped by a signal; `--resume` goes on.
-    case interrupted
-    /// The plan had no trailer (or was damaged): what it held was sent.
-    case incompletePlan
-    /// The gateway stayed unreachable; `--resume` goes on.
-    case gaveUp
-    /// A credential or trust failure.
-    case credentials
-    /// HTTP/2: too many requests in a row refused as malformed.
-    case malformed
-    /// A scheduled campaign: what was due is final; the rest waits for its
-    /// moment (``SendReport/nextMoment``); `--resume` goes on.
-    case scheduled
-    /// `campaign cancel` stopped it for good: what was sent stays counted, nothing more is sent.
-    case cancelled
-    /// A word a journal holds that this version does not know (another
-    /// version wrote it); no run of this version ends so. Shown as it is.
-    case unrecognized(String)
-
-    /// Every outcome a run of this version can end with.
-    public static let known: [SendOutcome] = [.complete, .interrupted, .incompletePlan, .gaveUp, .credentials, .malformed, .scheduled, .cancelled]
-
-    /// The word reports and journals use; any other word is ``unrecognized(_:)``.
-    public init(rawValue: String) {
-        self = Self.known.first { $0.rawValue == rawValue } ?? .unrecognized(rawValue)
-    }
-
-    public var rawValue: String {
-        switch self {
-        case .complete: "complete"
-        case .interrupted: "interrupted"
-        case .incompletePlan: "incomplete-plan"
-        case .gaveUp: "gave-up"
-        case .credentials: "credentials"
-        case .malformed: "malformed"
-        case .scheduled: "scheduled"
-        case .cancelled: "cancelled"
-        case .unrecognized(let word): word
-        }
     }
 }
 
@@ -339,4 +294,12 @@ func rateText(_ perSecond: Double) -> String {
 /// A wait as the operator reads it: "1.5 s", "30 s", or below a second "50 ms" (not "0.0 s").
 func waitText(_ seconds: Double) -> String {
     seconds >= 1 || seconds <= 0 ? "\(format1(max(0, seconds))) s" : "\(max(1, Int((seconds * 1000).rounded()))) ms"
+}
+
+extension JournalRecord.Tick {
+    /// The tick of a run's live counts at `second`.
+    init(second: Int, counts c: SendReport, open: Int?, roundTripMilliseconds: Double?) {
+        self.init(second: second, accepted: c.accepted + c.presumed, failed: c.failed, resent: c.resends, connections: c.reconnects,
+                  open: open, roundTripMilliseconds: roundTripMilliseconds, resentByKind: c.resentByKind)
+    }
 }

@@ -2,6 +2,7 @@ import Foundation
 import CampaignIO
 import PlanStream
 import CampaignTLS
+import SendJournal
 
 /// A send from its first step to its report: a new send (its journal
 /// created, a plan from standard input spooled into it) or a resume (the

@@ -5,6 +5,7 @@ import APNSWire
 import CampaignIO
 import CampaignTLS
 import FeedbackStore
+import SendJournal
 
 /// State the workers share: counters, the journal, the stop flags.
 final class SendShared: @unchecked Sendable {

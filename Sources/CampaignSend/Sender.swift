@@ -9,6 +9,7 @@ import Synchronization
 import CampaignTLS
 import FeedbackStore
 import LocalTime
+import SendJournal
 
 /// Sends a plan: reads it on the calling thread, spreads its shards over
 /// connections, and journals every proof.

@@ -1,4 +1,5 @@
 import PlanStream
+import SendJournal
 
 /// The one place a plan's protocol picks the transport that carries it: a
 /// new protocol adds its case here, and the sender runs whatever comes back.

@@ -1,4 +1,5 @@
 import APNSWire
+import SendJournal
 
 /// A notification written (or about to be written) on the current connection
 /// and not yet proven accepted.
@@ -223,7 +224,7 @@ struct ResendQueue {
 /// ends with 69 and `--resume` sends it.
 struct DropStrikes {
     private var strikes: [UInt64: Int] = [:]
-    static let parkAfter = 5
+    static let parkAfter = SendFailure.quarantineAfterLostConnections
 
     /// Counts a lost connection headed by `seq`; true when it is the fifth
     /// (and `seq` is then forgotten).

@@ -1,5 +1,6 @@
 import CampaignIO
 import SendLedger
+import SendJournal
 
 /// A plan's `frequencyCap`, asked as a connection takes frames to write them
 /// (beside ``WireRelease``): under the scope's claim lock, each device below

@@ -1,6 +1,7 @@
 import Foundation
 import CampaignSend
 import PlanStream
+import SendJournal
 
 /// `campaign-bench results-journal PLAN DIR`: a journal for PLAN whose every
 /// record was accepted in one run starting now, as a send would leave it

@@ -6,6 +6,7 @@ import CampaignSend
 import CampaignTestSupport
 import FeedbackStore
 import GatewaySimulator
+import SendJournal
 
 /// `send` of a broadcast plan: each answer class of the reference's §3 that
 /// a broadcast can earn, with what it leaves in the journal, the dead-channel

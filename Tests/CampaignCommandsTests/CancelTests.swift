@@ -5,6 +5,7 @@ import CampaignTestSupport
 import GatewaySimulator
 import LocalTime
 @testable import CampaignSend
+@testable import SendJournal
 
 /// `campaign cancel` against sends that run as processes: one mid-stream
 /// (slowed by `--rate`), one waiting for its next wave, the parts of a plan.

@@ -11,6 +11,7 @@ import CampaignIO
 @testable import CampaignPlan
 @testable import PlanStream
 @testable import CampaignSend
+@testable import SendJournal
 
 @Suite struct ArgumentTests {
     @Test func certsWritesEveryFile() throws {

@@ -4,6 +4,7 @@ import CampaignJSON
 import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
+import SendJournal
 
 /// `send --connections auto` over HTTP/2: a pool that grows with the
 /// distance (the simulator's `--latency-ms`), and stays as asked otherwise.

@@ -8,6 +8,7 @@ import CampaignTLS
 import CampaignTestSupport
 import FeedbackStore
 import GatewaySimulator
+import SendJournal
 
 @Suite(.ownThreads) struct FeedbackNightlyTests {
     static let repo = PlanProcessTests.repo

@@ -7,6 +7,7 @@ import CampaignTestSupport
 import GatewaySimulator
 import SendLedger
 import LocalTime
+import SendJournal
 
 /// A frequencyCap is a promise about a device, kept across processes and
 /// faults: two campaigns of one scope with a cap of 1, planned and sent with

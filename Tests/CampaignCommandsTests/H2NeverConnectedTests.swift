@@ -4,6 +4,7 @@ import CampaignIO
 import CampaignJSON
 import CampaignTestSupport
 @testable import CampaignSend
+@testable import SendJournal
 
 extension HostileHTTP2Tests {
     /// A gateway that accepts TCP but never speaks TLS: the send tries for

@@ -8,6 +8,7 @@ import CampaignTestSupport
 import CampaignTLS
 import FeedbackStore
 import GatewaySimulator
+import SendJournal
 
 /// `send` over HTTP/2 against the simulator's `--protocol h2`: every row of
 /// the outcome table, asserted from the simulator's record.

@@ -7,6 +7,7 @@ import CampaignSend
 import CampaignTestSupport
 import FeedbackStore
 import GatewaySimulator
+import SendJournal
 
 /// `campaign send` in front of HTTP/2 servers that misbehave on purpose
 /// (issue 21): every one ends by itself within a bound, a first SIGTERM ends

@@ -4,6 +4,7 @@ import CampaignJSON
 import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
+import SendJournal
 
 /// The journal's disk fills mid-send (issue 33, "Done when"): a small tmpfs
 /// in a user and mount namespace of its own (`unshare -rm`) holds the

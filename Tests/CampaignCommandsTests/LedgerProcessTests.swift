@@ -6,6 +6,7 @@ import PlanStream
 import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
+import SendJournal
 
 /// The send ledger and the campaign rules that read it, as an operator runs
 /// them: `plan --ledger`, `send --ledger`, against the simulator's record.

@@ -6,6 +6,7 @@ import CampaignJSON
 import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
+import SendJournal
 
 /// A league's night of broadcasts against the simulator, with the commands a
 /// user runs: channels made before kick-off, one update per channel with its

@@ -7,6 +7,7 @@ import CampaignTestSupport
 import GatewaySimulator
 @testable import CampaignCommands
 @testable import CampaignSend
+@testable import SendJournal
 
 /// The operator's small frictions (issue 16, item 6 and the status items).
 @Suite(.ownThreads) struct OperatorTests {

@@ -7,6 +7,7 @@ import CampaignTestSupport
 import GatewaySimulator
 import LocalTime
 import PlanStream
+import SendJournal
 
 /// One factor of the send's modes: its values, each a level of the matrix.
 protocol MatrixFactor: CaseIterable, Sendable {

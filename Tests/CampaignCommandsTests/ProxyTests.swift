@@ -7,6 +7,7 @@ import CampaignSend
 import CampaignTestSupport
 import CampaignTLS
 import GatewaySimulator
+import SendJournal
 
 /// `send` and `feedback` through a real HTTP proxy (Debian's tinyproxy, on
 /// 127.0.0.1, configured by the test) in front of the simulator.

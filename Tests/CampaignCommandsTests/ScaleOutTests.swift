@@ -6,6 +6,7 @@ import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
 import PlanStream
+import SendJournal
 
 /// Past one machine: `plan --parts`, a part's send moved to another
 /// directory, `status` over every part, and GNU parallel running the parts.

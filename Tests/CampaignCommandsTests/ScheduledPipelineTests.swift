@@ -5,6 +5,7 @@ import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
 import LocalTime
+import SendJournal
 
 /// Where scheduling meets the rest of the tool: `plan | send` (the pipe the
 /// tool is named for) with waves, `--due-only` from cron, quiet hours, an

@@ -5,6 +5,7 @@ import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
 import LocalTime
+import SendJournal
 
 /// Scheduled campaigns sent for real: waves a minute apart made from the
 /// current time with zones whose offsets differ by a minute, checked against

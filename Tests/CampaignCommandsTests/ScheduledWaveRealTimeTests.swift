@@ -4,6 +4,7 @@ import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
 import LocalTime
+import SendJournal
 
 /// The one scheduled test that holds the sender to its moments tightly: each
 /// notification within 2 s of its moment, a moment already past within 3 s

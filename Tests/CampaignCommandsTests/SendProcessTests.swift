@@ -11,6 +11,7 @@ import CampaignSend
 import CampaignTestSupport
 import CampaignTLS
 import GatewaySimulator
+import SendJournal
 
 /// Runs the `campaign` binary; `wait` returns its exit status, or nil if it is still running after `timeout`.
 final class CampaignProcess {

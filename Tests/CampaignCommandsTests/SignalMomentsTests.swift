@@ -5,6 +5,7 @@ import CampaignJSON
 import CampaignTestSupport
 import GatewaySimulator
 @testable import CampaignSend
+@testable import SendJournal
 
 /// SIGTERM and SIGINT at 20 moments, against a gateway made slow by the
 /// send's own rate: 10 moments of a `send` of a plan file and 10 of

@@ -4,6 +4,7 @@ import CampaignJSON
 import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
+import SendJournal
 
 /// What the operator sees of a whole send (`status --json`, the resumed
 /// report, the metrics file) counts every run, a killed one included.

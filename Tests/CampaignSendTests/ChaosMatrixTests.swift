@@ -7,6 +7,7 @@ import CampaignTestSupport
 import FeedbackStore
 import GatewaySimulator
 @testable import CampaignSend
+@testable import SendJournal
 
 /// One kind of trouble the simulator makes.
 enum ChaosFault: String, CaseIterable {

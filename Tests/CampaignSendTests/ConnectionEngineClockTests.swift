@@ -10,6 +10,7 @@ import CampaignTLS
 import CampaignTestSupport
 import PlanStream
 @testable import CampaignSend
+@testable import SendJournal
 
 // The connection engine and the HTTP/2 plug-in, driven without a socket
 // and without waiting: a test clock whose time moves only when the engine

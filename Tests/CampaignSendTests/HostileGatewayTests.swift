@@ -8,6 +8,7 @@ import CampaignTLS
 import CampaignTestSupport
 import GatewaySimulator
 @testable import CampaignSend
+@testable import SendJournal
 
 /// A gateway that misbehaves on purpose, on 127.0.0.1: each accepted
 /// connection is handed to `behaviour`. Stops with the test.

@@ -4,13 +4,16 @@ import CampaignJSON
 import CampaignTestSupport
 import PlanStream
 @testable import CampaignSend
+@testable import SendJournal
 
 /// The cancel record and `cancel` on journals no send holds, in-process
 /// (a running send's cancel is a process test: CancelTests).
 @Suite(.ownThreads) struct JournalCancelTests {
+    static let settings = SendSettings(gatewayHost: "127.0.0.1", gatewayPort: 2195, certificate: "c.pem")
+
     static func journal(in dir: TemporaryDirectory, ending: SendOutcome?) throws -> String {
         let path = dir.file("journal")
-        let journal = try Journal.create(directory: path, settings: JournalRecordTests.settings, planHeader: .object([]))
+        let journal = try Journal.create(directory: path, settings: Self.settings, planHeader: .object([]))
         try journal.append(.done(shard: 0, ranges: [0..<7]))
         if let ending { try journal.append(.end(outcome: ending)) }
         try journal.checkpoint()
@@ -61,7 +64,7 @@ import PlanStream
         #expect(try CampaignCancel.cancel(directory: dir.file("parts/003"), record: record, createIfMissing: true).outcome == .cancelledBeforeStart)
         #expect(JournalCancel.read(directory: dir.file("parts/003")) == record)
         #expect(throws: CancelledJournal.self) {
-            _ = try SendSession(.new(plan: dir.file("no-plan"), journal: dir.file("parts/003"), settings: JournalRecordTests.settings))
+            _ = try SendSession(.new(plan: dir.file("no-plan"), journal: dir.file("parts/003"), settings: Self.settings))
         }
     }
 }
@@ -69,7 +72,7 @@ import PlanStream
 extension JournalCancelTests {
     @Test func onlyAProcessHoldingTheLockIsSignalled() throws {
         let dir = TemporaryDirectory("cancel-holder")
-        let journal = try Journal.create(directory: dir.file("journal"), settings: JournalRecordTests.settings, planHeader: .object([]))
+        let journal = try Journal.create(directory: dir.file("journal"), settings: Self.settings, planHeader: .object([]))
         #expect(CampaignCancel.holdsOpen(pid: getpid(), path: dir.file("journal/lock")))
         #expect(!CampaignCancel.holdsOpen(pid: getpid(), path: dir.file("journal/journal.log.absent")))
         #expect(!CampaignCancel.holdsOpen(pid: 1, path: dir.file("journal/lock")))
@@ -84,7 +87,7 @@ extension JournalCancelTests {
     @Test(.timeLimit(.minutes(1))) func aSendThatCompletesFirstKeepsNoCancelRecord() throws {
         let dir = TemporaryDirectory("cancel-race")
         let path = dir.file("journal")
-        var journal: Journal? = try Journal.create(directory: path, settings: JournalRecordTests.settings, planHeader: .object([]))
+        var journal: Journal? = try Journal.create(directory: path, settings: Self.settings, planHeader: .object([]))
         let outcome = Locked<CampaignCancel.Outcome?>(nil)
         let thread = Thread {
             let result = try? CampaignCancel.cancel(directory: path, record: JournalCancel(by: "eve", at: 1, reason: nil), waitSeconds: 20)
@@ -110,7 +113,7 @@ extension JournalCancelTests {
                                     parts: (0..<3).map { PlanManifest.Entry(part: $0, file: "part-00\($0).plan", records: 1, crc32: "0") })
         try Data(manifest.json.serialized()).write(to: URL(fileURLWithPath: dir.file("manifest.json")))
         // j/001 holds a journal of something else (no part header).
-        _ = try Journal.create(directory: dir.file("j/001"), settings: JournalRecordTests.settings, planHeader: .object([]))
+        _ = try Journal.create(directory: dir.file("j/001"), settings: Self.settings, planHeader: .object([]))
         let found = try CampaignCancel.partDirectories(manifest: dir.file("manifest.json"), glob: dir.file("j/*"))
         #expect(found.directories.map(\.0) == [dir.file("j/000"), dir.file("j/002")])
         #expect(found.directories.allSatisfy { $0.1 })

@@ -7,6 +7,7 @@ import PlanStream
 import CampaignTestSupport
 import GatewaySimulator
 @testable import CampaignSend
+@testable import SendJournal
 
 /// Power loss: the journal loses whatever the disk had not made durable, so
 /// its last record may be cut at any byte. Every such journal must resume,

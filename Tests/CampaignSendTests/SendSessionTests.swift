@@ -5,6 +5,7 @@ import CampaignJSON
 import CampaignTestSupport
 @testable import CampaignSend
 import GatewaySimulator
+@testable import SendJournal
 
 @Suite struct SendSessionTests {
     @Test func theProgressLineCountsAgainstThePlansTotal() {

@@ -12,6 +12,7 @@ import CampaignTestSupport
 import FeedbackStore
 import GatewaySimulator
 @testable import CampaignSend
+@testable import SendJournal
 
 /// A plan of `count` notifications written into `dir`; returns the tokens by seq.
 func makePlan(count: Int, format: String = "enhanced", in dir: TemporaryDirectory, name: String = "plan.ndjson", seed: UInt64 = 1) throws -> [String] {

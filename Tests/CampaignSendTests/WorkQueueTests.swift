@@ -8,6 +8,7 @@ import CampaignTLS
 import CampaignTestSupport
 import GatewaySimulator
 @testable import CampaignSend
+@testable import SendJournal
 
 /// Hands out the plan's bytes up to `gate`, then waits on `open` before the rest:
 /// an upstream planner that has stalled.

@@ -73,16 +73,10 @@ public enum JournalRecord: Equatable, Sendable {
             (self.second, self.accepted, self.failed, self.resent, self.connections) = (second, accepted, failed, resent, connections)
             (self.open, self.roundTripMilliseconds, self.resentByKind) = (open, roundTripMilliseconds, resentByKind)
         }
-
-        /// The tick of a run's live counts at `second`.
-        init(second: Int, counts c: SendReport, open: Int?, roundTripMilliseconds: Double?) {
-            self.init(second: second, accepted: c.accepted + c.presumed, failed: c.failed, resent: c.resends, connections: c.reconnects,
-                      open: open, roundTripMilliseconds: roundTripMilliseconds, resentByKind: c.resentByKind)
-        }
     }
 
     /// The record's JSON, `t` first.
-    var json: JSONValue {
+    package var json: JSONValue {
         func n(_ v: Int) -> JSONValue { .number(String(v)) }
         func ranges(_ rs: [Range<Int>]) -> JSONValue { .array(rs.map { .array([n($0.lowerBound), n($0.upperBound)]) }) }
         switch self {
@@ -141,7 +135,7 @@ public enum JournalRecord: Equatable, Sendable {
 
     /// Decodes a record; nil for a kind this version does not know (a newer
     /// journal's) or a malformed one.
-    init?(json v: JSONValue) {
+    package init?(json v: JSONValue) {
         func int(_ k: String) -> Int { Int(v[k]?.integerValue ?? 0) }
         func ranges() -> [Range<Int>] {
             guard case .array(let items)? = v["ranges"] else { return [] }

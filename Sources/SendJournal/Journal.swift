@@ -109,14 +109,14 @@ public final class Journal: @unchecked Sendable {
     }
 
     /// A record as a log line: `CRC32 JSON\n`.
-    static func line(_ record: JSONValue) -> [UInt8] {
+    package static func line(_ record: JSONValue) -> [UInt8] {
         var out: [UInt8] = []
         appendLine(body: record.serialized(), to: &out)
         return out
     }
 
     /// Frames a record's JSON as a log line: 8 hex digits of its CRC-32, a space, the JSON, a newline.
-    static func appendLine(body: [UInt8], to out: inout [UInt8]) {
+    package static func appendLine(body: [UInt8], to out: inout [UInt8]) {
         var crc = CRC32()
         crc.update(body)
         out.append(contentsOf: crc.hex.utf8)
@@ -199,7 +199,7 @@ public final class Journal: @unchecked Sendable {
         }
     }
 
-    static func verify(_ line: ArraySlice<UInt8>) -> JSONValue? {
+    package static func verify(_ line: ArraySlice<UInt8>) -> JSONValue? {
         guard line.count > 9, line[line.startIndex + 8] == UInt8(ascii: " ") else { return nil }
         let hex = String(decoding: line.prefix(8), as: UTF8.self)
         let body = line.dropFirst(9)
@@ -209,7 +209,7 @@ public final class Journal: @unchecked Sendable {
         return try? JSONValue.parse(body)
     }
 
-    static func apply(_ record: JournalRecord, to s: inout JournalState) {
+    package static func apply(_ record: JournalRecord, to s: inout JournalState) {
         switch record {
         case .start(_, let header):
             s.closeUnendedRun()
@@ -341,7 +341,7 @@ public final class Journal: @unchecked Sendable {
     }
 
     /// Ordinals of one shard now final: proven accepted, or (simple format) presumed delivered.
-    func recordDone(shard: Int, ordinals: [Int], presumed: Bool) throws {
+    package func recordDone(shard: Int, ordinals: [Int], presumed: Bool) throws {
         guard !ordinals.isEmpty else { return }
         let ranges = OrdinalRanges.ranges(of: ordinals)
         try append(presumed ? .presumed(shard: shard, ranges: ranges) : .done(shard: shard, ranges: ranges))

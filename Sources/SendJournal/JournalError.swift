@@ -99,5 +99,5 @@ public struct JournalError: Error, Equatable, Sendable, CustomStringConvertible 
     }
 
     /// A replan that differs from the spool: the usual cause when the plan named a ledger.
-    static let ledgerHint = "; if the plan was made with --ledger, plan again without it: run again, it drops the devices this send already reached (the send's own --ledger still holds the rules)"
+    package static let ledgerHint = "; if the plan was made with --ledger, plan again without it: run again, it drops the devices this send already reached (the send's own --ledger still holds the rules)"
 }

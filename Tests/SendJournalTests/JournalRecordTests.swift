@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import CampaignJSON
 import CampaignTestSupport
-@testable import CampaignSend
+@testable import SendJournal
 
 /// The journal's records as values: each kind encodes to the JSON
 /// docs/journal.md tables and decodes back to itself.

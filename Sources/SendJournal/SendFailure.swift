@@ -135,6 +135,10 @@ public struct SendFailure: Equatable, Sendable {
     public var status: Int { cause.status }
 
     /// A status in words, for counts kept by status alone (a binary status's meaning, or "HTTP 410").
+    /// Connections in a row lost without an answer, each headed by the same
+    /// notification, after which that notification is quarantined (binary).
+    package static let quarantineAfterLostConnections = 5
+
     public static func meaning(status: Int) -> String {
         FailureCause(status: status, journaledReason: nil).description
     }
@@ -142,7 +146,7 @@ public struct SendFailure: Equatable, Sendable {
     /// What the failure means, in words. (The given-up wordings are for
     /// journals of earlier versions, which made the gateway's trouble final.)
     public var reason: String {
-        if gaveUp, cause == .binary(.unknown), attempts >= DropStrikes.parkAfter {
+        if gaveUp, cause == .binary(.unknown), attempts >= Self.quarantineAfterLostConnections {
             return "quarantined: it headed \(attempts) connections in a row that were lost without an answer"
         }
         return gaveUp ? "\(cause), given up after \(attempts) attempts" : cause.description

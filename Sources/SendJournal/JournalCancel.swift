@@ -37,12 +37,12 @@ public struct JournalCancel: Equatable, Sendable {
         return "\(user)@\(name) (pid \(getpid()))"
     }
 
-    var json: JSONValue {
+    package var json: JSONValue {
         .object([("t", .string("cancel")), ("by", .string(by)), ("at", .number(String(at)))]
                 + (reason.map { [("reason", JSONValue.string($0))] } ?? []))
     }
 
-    init?(json v: JSONValue) {
+    package init?(json v: JSONValue) {
         guard v["t"]?.stringValue == "cancel", let by = v["by"]?.stringValue, let at = v["at"]?.integerValue else { return nil }
         self.init(by: by, at: Int(at), reason: v["reason"]?.stringValue)
     }
@@ -52,7 +52,7 @@ public struct JournalCancel: Equatable, Sendable {
         "cancelled by \(by) at \(utcText(Int64(at)))" + (reason.map { " (reason: \($0))" } ?? "")
     }
 
-    static func path(_ directory: String) -> String { "\(directory)/\(fileName)" }
+    package static func path(_ directory: String) -> String { "\(directory)/\(fileName)" }
 
     /// Whether the journal in `directory` was cancelled (one `access`: cheap enough for every signal and run).
     public static func exists(directory: String) -> Bool { access(path(directory), F_OK) == 0 }

@@ -103,7 +103,7 @@ public struct SendSettings: Equatable, Sendable {
         ]))
     }
 
-    init?(json v: JSONValue) {
+    package init?(json v: JSONValue) {
         guard let host = v["host"]?.stringValue, let port = v["port"]?.integerValue, let cert = v["cert"]?.stringValue else { return nil }
         self.init(gatewayHost: host, gatewayPort: Int(port), certificate: cert)
         planPath = v["plan"]?.stringValue

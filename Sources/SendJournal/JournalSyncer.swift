@@ -13,7 +13,7 @@ import CampaignIO
 /// fsyncs synchronously. A power loss in between can only lose proofs whose
 /// notifications the journal already marked as sent: a resume sends them
 /// again and counts them as possible duplicates, as for any unproven window.
-final class JournalSyncer: @unchecked Sendable {
+package final class JournalSyncer: @unchecked Sendable {
     private let journal: Journal
     private let mutex = Lock()
     private let wake = Condition()
@@ -24,13 +24,13 @@ final class JournalSyncer: @unchecked Sendable {
     private var thread = pthread_t()
     private var running = false
 
-    init(journal: Journal) {
+    package init(journal: Journal) {
         self.journal = journal
     }
 
     // The thread holds the syncer until ``stop()``: whoever starts it stops it.
 
-    func start() {
+    package func start() {
         guard !running else { return }
         running = true
         thread = startThread { [self] in loop() }
@@ -38,7 +38,7 @@ final class JournalSyncer: @unchecked Sendable {
 
     /// Asks for an fsync of everything written so far. Returns at once; a
     /// failure of an earlier fsync is thrown here.
-    func request() throws {
+    package func request() throws {
         mutex.lock()
         defer { mutex.unlock() }
         if let failure { throw failure }
@@ -48,7 +48,7 @@ final class JournalSyncer: @unchecked Sendable {
 
     /// Waits for the requested fsyncs and ends the thread; ``error`` then
     /// tells whether any failed.
-    func stop() {
+    package func stop() {
         guard running else { return }
         mutex.lock()
         stopping = true
@@ -59,7 +59,7 @@ final class JournalSyncer: @unchecked Sendable {
     }
 
     /// The first fsync that failed, if any.
-    var error: Error? {
+    package var error: Error? {
         mutex.lock()
         defer { mutex.unlock() }
         return failure

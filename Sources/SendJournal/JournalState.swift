@@ -54,15 +54,15 @@ public struct JournalState: Sendable {
     /// Per run (in order), whether a scheduled send began it itself after waiting (not a resume).
     public var runWoke: [Bool] = []
     /// A woke record was read and its run has not started yet.
-    var woke = false
+    package var woke = false
 
     /// The last tick of the run being replayed, until its end `counters`
     /// record or its `end`: a run killed before writing them has only its ticks.
-    var unclosedTick: JournalRecord.Tick?
+    package var unclosedTick: JournalRecord.Tick?
 
     /// A run that ended without its `counters` (killed, crashed, or still
     /// running): its resends and connections as its last tick counted them.
-    mutating func closeUnendedRun() {
+    package mutating func closeUnendedRun() {
         guard let tick = unclosedTick else { return }
         unclosedTick = nil
         resends += tick.resent
