@@ -80,11 +80,15 @@ let package = Package(
         .target(name: "CampaignTLS", dependencies: ["CampaignIO", "COpenSSL", "COpenSSLShims"]),
         // HTTP/2 sessions over bytes (nghttp2), client and server.
         .target(name: "CampaignHTTP2", dependencies: ["CNGHTTP2"]),
+        // What every client of the gateway shares: the clock, provider tokens, the HTTP/2 answer's table, backoffs, the feedback client.
+        .target(name: "GatewayClient", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "FeedbackStore", "LocalTime"]),
+        // The channel management API's client (broadcast channels: create, list, show, delete) and the channel-id files.
+        .target(name: "ChannelManagement", dependencies: ["APNSWire", "CampaignHTTP2", "CampaignIO", "CampaignJSON", "CampaignTLS", "GatewayClient"]),
         // A send's journal: its settings, each run's records (outcomes, failures, skips, ticks) and the state read back from them.
         .target(name: "SendJournal", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "LocalTime"], swiftSettings: hotPath),
         // The sender: sessions, the record stages and outcome sinks, the connection engine and its HTTP/2 and binary workers.
         .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
-                                                     "CampaignHTTP2", "FeedbackStore", "LocalTime", "SendJournal", "SendLedger"], swiftSettings: hotPath),
+                                                     "CampaignHTTP2", "FeedbackStore", "GatewayClient", "LocalTime", "SendJournal", "SendLedger"], swiftSettings: hotPath),
 
         // A send's results: who was in which group, the app's events, the statistics (pure) against the holdout.
         .target(name: "CampaignResults", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream", "CampaignSend", "SendJournal",
@@ -98,7 +102,7 @@ let package = Package(
             name: "CampaignCommands",
             dependencies: [
                 "APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream",
-                "CampaignTLS", "CampaignSend", "SendJournal", "CampaignResults", "FeedbackStore", "GatewaySimulator", "LocalTime", "SendLedger",
+                "CampaignTLS", "CampaignSend", "SendJournal", "GatewayClient", "ChannelManagement", "CampaignResults", "FeedbackStore", "GatewaySimulator", "LocalTime", "SendLedger",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -117,8 +121,10 @@ let package = Package(
         .testTarget(name: "SendLedgerTests", dependencies: ["SendLedger", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "LocalTimeTests", dependencies: ["LocalTime", "CampaignTestSupport"]),
         .testTarget(name: "CampaignFuzzTargetsTests", dependencies: ["CampaignFuzzTargets"], exclude: []),
+        .testTarget(name: "GatewayClientTests", dependencies: ["GatewayClient", "APNSWire", "CampaignIO", "CampaignTLS", "CampaignTestSupport"]),
+        .testTarget(name: "ChannelManagementTests", dependencies: ["ChannelManagement", "GatewayClient", "APNSWire", "CampaignHTTP2", "CampaignIO", "CampaignTLS", "CampaignTestSupport"]),
         .testTarget(name: "SendJournalTests", dependencies: ["SendJournal", "CampaignJSON", "CampaignTestSupport"]),
-        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "SendJournal", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "SendJournal", "GatewayClient", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
         .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "SendLedger", "PlanStream", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport", "LocalTime"]),
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
@@ -132,7 +138,7 @@ let package = Package(
         .testTarget(
             name: "CampaignCommandsTests",
             dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream",
-                           "CampaignPayload", "CampaignSend", "SendJournal", "CampaignResults", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime", "SendLedger"]
+                           "CampaignPayload", "CampaignSend", "SendJournal", "GatewayClient", "ChannelManagement", "CampaignResults", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime", "SendLedger"]
         ),
     ]
 )

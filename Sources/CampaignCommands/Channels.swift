@@ -3,6 +3,8 @@ import APNSWire
 import CampaignIO
 import CampaignSend
 import CampaignTLS
+import GatewayClient
+import ChannelManagement
 
 /// `campaign channels`: broadcast channels (iOS 18 Live Activities) over the
 /// channel management API. Lists its subcommands; each is a file of its own.

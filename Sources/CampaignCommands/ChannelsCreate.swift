@@ -1,6 +1,7 @@
 import ArgumentParser
 import APNSWire
 import CampaignSend
+import ChannelManagement
 
 /// `campaign channels create`: new channels, their ids on standard output and appended to `--out`.
 struct ChannelsCreate: ParsableCommand {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CampaignSend
+import ChannelManagement
 
 /// `campaign channels delete`: channels named on the command line or in a file.
 struct ChannelsDelete: ParsableCommand {

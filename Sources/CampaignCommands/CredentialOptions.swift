@@ -3,6 +3,7 @@ import Foundation
 import CampaignIO
 import CampaignSend
 import CampaignTLS
+import GatewayClient
 
 /// Flags naming a provider-token key (token authentication), shared by `send` and `channels`.
 struct TokenOptions: ParsableArguments {

@@ -10,6 +10,7 @@ import CampaignPayload
 import CampaignSend
 import CampaignTLS
 import PlanStream
+import GatewayClient
 
 /// One finding of `campaign doctor`: what was checked, how it went, in one sentence.
 struct DoctorCheck: Equatable {

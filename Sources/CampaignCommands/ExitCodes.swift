@@ -10,6 +10,7 @@ import CampaignResults
 import CampaignTLS
 import GatewaySimulator
 import SendJournal
+import ChannelManagement
 
 /// Exit codes, as documented in README.md. They follow sysexits(3) where one fits.
 public enum CampaignExit {

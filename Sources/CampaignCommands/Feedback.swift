@@ -5,6 +5,7 @@ import CampaignIO
 import CampaignSend
 import CampaignTLS
 import FeedbackStore
+import GatewayClient
 
 /// `campaign feedback`: the feedback service into the suppression store.
 struct Feedback: ParsableCommand {

@@ -4,6 +4,7 @@ import Glibc
 import CampaignIO
 import PlanStream
 import SendJournal
+import GatewayClient
 
 /// `campaign cancel`: stops a send for good. The cancel record is written
 /// first (``JournalCancel``, durable); then a send that holds the journal

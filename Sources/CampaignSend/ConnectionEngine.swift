@@ -6,6 +6,7 @@ import CampaignIO
 import CampaignTLS
 import LocalTime
 import SendJournal
+import GatewayClient
 
 /// What every connection of a send does, whatever its wire protocol: it
 /// runs the one connection loop (``run(_:)``), takes work from its queue,

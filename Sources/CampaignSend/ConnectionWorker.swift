@@ -5,6 +5,7 @@ import APNSWire
 import CampaignIO
 import CampaignTLS
 import SendJournal
+import GatewayClient
 
 /// One connection to a binary-interface gateway and the shards it owns, on
 /// its own thread: the binary protocol around a ``ConnectionEngine``.

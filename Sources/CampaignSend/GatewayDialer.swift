@@ -1,6 +1,7 @@
 import CampaignIO
 import CampaignTLS
 import SendJournal
+import GatewayClient
 
 /// Opens a worker's TLS connections to the gateway: backoff between failed
 /// attempts, giving up (through ``SendShared/fail(_:)``) on a credential or

@@ -6,6 +6,7 @@ import CampaignHTTP2
 import CampaignIO
 import CampaignTLS
 import SendJournal
+import GatewayClient
 
 /// What the server's answers, resets and GOAWAYs mean for each notification
 /// (the table in docs/protocol.md), and the sentences for refused credentials.

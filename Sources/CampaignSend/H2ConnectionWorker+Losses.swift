@@ -5,6 +5,7 @@ import APNSWire
 import CampaignHTTP2
 import CampaignIO
 import CampaignTLS
+import GatewayClient
 
 /// Silence, lost connections and streams, what a stop leaves open, and
 /// what the connection tells the pool.

@@ -1,5 +1,6 @@
 import APNSWire
 import CampaignHTTP2
+import GatewayClient
 
 /// The request fields a connection sends: laid out once per connection (and
 /// token), with room for what each request fills in.

@@ -7,6 +7,7 @@ import CampaignHTTP2
 import CampaignIO
 import CampaignTLS
 import SendJournal
+import GatewayClient
 
 /// One HTTP/2 connection to APNs, on its own thread: the HTTP/2 protocol
 /// around a ``ConnectionEngine`` (which takes work from the queue every

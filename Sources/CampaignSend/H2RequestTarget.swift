@@ -1,6 +1,7 @@
 import APNSWire
 import CampaignHTTP2
 import PlanStream
+import GatewayClient
 
 /// What an HTTP/2 request names, chosen once when the plan's header is read
 /// (a broadcast job or not): a device, by its token in `:path`

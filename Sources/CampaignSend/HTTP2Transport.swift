@@ -3,6 +3,7 @@ import CampaignIO
 import CampaignJSON
 import PlanStream
 import SendJournal
+import GatewayClient
 
 /// The HTTP/2 provider API: one `POST /3/device/<token>` stream per
 /// notification, each answered with a status (``H2Answer``), over

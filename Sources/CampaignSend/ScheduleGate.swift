@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CampaignIO
 import LocalTime
+import GatewayClient
 
 /// Releases a scheduled plan's records when their moments come. The plan is
 /// in order of moment, so the reader only ever waits for the record in front

@@ -1,6 +1,7 @@
 import CampaignIO
 import LocalTime
 import SendJournal
+import GatewayClient
 
 /// A scheduled send that waits between its runs (without `--due-only`):
 /// when it starts the next run, and the wait itself.

@@ -5,6 +5,7 @@ import CampaignIO
 import PlanStream
 import SendLedger
 import SendJournal
+import GatewayClient
 
 /// A send's part of the ledger (`send --ledger DIR`): every notification
 /// accepted (or presumed delivered) is appended to this send's own segment

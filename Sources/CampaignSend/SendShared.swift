@@ -6,6 +6,7 @@ import CampaignIO
 import CampaignTLS
 import FeedbackStore
 import SendJournal
+import GatewayClient
 
 /// State the workers share: counters, the journal, the stop flags.
 final class SendShared: @unchecked Sendable {

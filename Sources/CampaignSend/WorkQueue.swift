@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CampaignIO
+import GatewayClient
 
 /// A frame waiting in a queue: where its bytes are, and what it is.
 struct QueuedFrame {

@@ -11,6 +11,7 @@ import CampaignTLS
 import GatewaySimulator
 import ArgumentParser
 @testable import CampaignCommands
+import ChannelManagement
 
 /// `campaign channels` as a user runs it, against the simulator's channel
 /// management API on 127.0.0.1: what it prints, what it leaves in --out,

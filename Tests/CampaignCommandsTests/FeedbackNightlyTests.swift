@@ -9,6 +9,7 @@ import CampaignTestSupport
 import FeedbackStore
 import GatewaySimulator
 import SendJournal
+import GatewayClient
 
 @Suite(.ownThreads) struct FeedbackNightlyTests {
     static let repo = PlanProcessTests.repo

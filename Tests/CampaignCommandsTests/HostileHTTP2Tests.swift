@@ -8,6 +8,7 @@ import CampaignTestSupport
 import FeedbackStore
 import GatewaySimulator
 import SendJournal
+import GatewayClient
 
 /// `campaign send` in front of HTTP/2 servers that misbehave on purpose
 /// (issue 21): every one ends by itself within a bound, a first SIGTERM ends

@@ -11,6 +11,7 @@ import CampaignTestSupport
 import PlanStream
 @testable import CampaignSend
 @testable import SendJournal
+@testable import GatewayClient
 
 // The connection engine and the HTTP/2 plug-in, driven without a socket
 // and without waiting: a test clock whose time moves only when the engine

@@ -1,6 +1,7 @@
 import Testing
 import CampaignJSON
 @testable import CampaignSend
+import GatewayClient
 
 /// Numbers as the operator reads them: a wait below a second is not
 /// "0.0 s", a rate below one a second is not "0/s".

@@ -1,6 +1,7 @@
 import Testing
 import CampaignIO
 @testable import CampaignSend
+@testable import GatewayClient
 
 /// The server's trouble on the test clock (``ClockedH2Send``): a 429 or 503
 /// is never final, no retry comes before its backoff whatever `retry-after`

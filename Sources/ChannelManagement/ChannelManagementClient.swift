@@ -2,6 +2,7 @@ import APNSWire
 import CampaignHTTP2
 import CampaignIO
 import CampaignTLS
+import GatewayClient
 
 /// A client of the channel management API (`apns-broadcast.md` §1): one
 /// HTTP/2 connection over TLS (through a proxy when given), one request at a
@@ -80,7 +81,7 @@ public final class ChannelManagementClient {
     }
 
     /// `host` or, when the port is not HTTPS's 443, `host:port`: the `:authority` of every request and the server's name in sentences.
-    var authority: String { configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)" }
+    package var authority: String { configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)" }
 
     private func attempts(_ operation: ChannelOperation) throws(ChannelError) -> Reply {
         var attempt = 0
@@ -128,7 +129,7 @@ public final class ChannelManagementClient {
     }
 
     /// How one attempt ended, short of an answer.
-    enum Attempt {
+    package enum Attempt {
         case answered(ChannelAnswer)
         /// The connection was lost, refused the stream, or stayed silent: worth
         /// another attempt. `maybeProcessed`: the server may have done the

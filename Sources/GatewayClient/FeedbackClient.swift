@@ -73,7 +73,7 @@ public enum FeedbackClient {
     }
 
     /// Merges a leftover incoming file (raw tuples) into the store; returns how many tuples it held.
-    static func mergeIncoming(_ path: String, into store: inout FeedbackStore, result: inout FeedbackResult) throws -> Int {
+    package static func mergeIncoming(_ path: String, into store: inout FeedbackStore, result: inout FeedbackResult) throws -> Int {
         guard let bytes = try? readWholeFile(path, limit: 1 << 30) else { return 0 }
         var decoder = FeedbackTupleDecoder()
         decoder.append(bytes)
@@ -93,4 +93,4 @@ public enum FeedbackClient {
 #if canImport(Glibc)
 import Glibc
 #endif
-func unlinkFile(_ path: String) -> Bool { unlink(path) == 0 }
+package func unlinkFile(_ path: String) -> Bool { unlink(path) == 0 }

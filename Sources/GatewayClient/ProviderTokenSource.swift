@@ -18,12 +18,12 @@ import CampaignTLS
 /// atomically. The others pick it up the next time theirs is due. Without a
 /// file (`campaign channels`, whose runs are short) it is kept in memory.
 public final class ProviderTokenSource: @unchecked Sendable {
-    static let cacheName = "provider-token.json"
+    package static let cacheName = "provider-token.json"
     public static let renewAfter: Int64 = 50 * 60
-    static let keepAtLeast: Int64 = 20 * 60
+    package static let keepAtLeast: Int64 = 20 * 60
     /// How long a process waits for another's signing before signing itself:
     /// a signing takes milliseconds; a holder stopped for longer must not stop the send.
-    static let lockWaitSeconds = 5.0
+    package static let lockWaitSeconds = 5.0
 
     private let key: PrivateKey
     private let keyID: String
@@ -67,7 +67,7 @@ public final class ProviderTokenSource: @unchecked Sendable {
     /// APNs called `used` expired: the cache's newer token if another process
     /// renewed it, else a new one, unless the current one is younger than 20
     /// minutes (then the same is sent again).
-    func expired(_ used: ProviderToken, now: Int64 = ProviderTokenSource.now()) -> ProviderToken {
+    package func expired(_ used: ProviderToken, now: Int64 = ProviderTokenSource.now()) -> ProviderToken {
         lock.lock()
         defer { lock.unlock() }
         guard token.text == used.text else { return token }
@@ -80,7 +80,7 @@ public final class ProviderTokenSource: @unchecked Sendable {
     /// APNs refused `used` as one token update too many: the cache's token
     /// when another process made a different one (APNs took that one), else
     /// `used` again; never a new signing, which would only be refused too.
-    func refusedAsTooManyUpdates(_ used: ProviderToken, now: Int64 = ProviderTokenSource.now()) -> ProviderToken {
+    package func refusedAsTooManyUpdates(_ used: ProviderToken, now: Int64 = ProviderTokenSource.now()) -> ProviderToken {
         lock.lock()
         defer { lock.unlock() }
         guard let cachePath, let cached = Self.load(cachePath), cached.keyID == keyID, cached.teamID == teamID,
@@ -90,7 +90,7 @@ public final class ProviderTokenSource: @unchecked Sendable {
     }
 
     /// The key id the tokens name.
-    var keyIdentifier: String { keyID }
+    package var keyIdentifier: String { keyID }
 
     /// Under the cache's lock: the cached token when `usable` says so, else a
     /// new one, written back. Called with `lock` held (or from `init`).
@@ -128,10 +128,10 @@ public final class ProviderTokenSource: @unchecked Sendable {
 /// `waitSeconds`: past that the caller goes on without it (the holder is
 /// stuck; a send must not be). Works across processes, and across machines
 /// on a file system with shared locks (NFSv4, CephFS).
-final class FileLock {
+package final class FileLock {
     private var fd: Int32
 
-    init(path: String, waitSeconds: Double) {
+    package init(path: String, waitSeconds: Double) {
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
         let deadline = ProviderTokenSource.monotonic() + waitSeconds
@@ -145,7 +145,7 @@ final class FileLock {
         }
     }
 
-    func unlock() {
+    package func unlock() {
         guard fd >= 0 else { return }
         flock(fd, LOCK_UN)
         close(fd)
@@ -156,5 +156,5 @@ final class FileLock {
 }
 
 extension ProviderTokenSource {
-    static func monotonic() -> Double { Double(SystemClock.shared.now) / 1e9 }
+    package static func monotonic() -> Double { Double(SystemClock.shared.now) / 1e9 }
 }

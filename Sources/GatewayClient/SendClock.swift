@@ -8,7 +8,7 @@ import LocalTime
 /// and poll(2) in a send, a clock that moves only when a wait would block in
 /// a test (as swift-nio's `EmbeddedEventLoop.advanceTime(by:)`), so an
 /// answer timeout of 30 s or a backoff is tested in microseconds.
-protocol SendClock: AnyObject, Sendable {
+package protocol SendClock: AnyObject, Sendable {
     /// Monotonic nanoseconds (only differences mean anything).
     var now: UInt64 { get }
     /// Seconds since the Unix epoch, to the fraction (schedules, expiries, suppressions).
@@ -20,14 +20,14 @@ protocol SendClock: AnyObject, Sendable {
 }
 
 /// The system's clocks and poll(2).
-final class SystemClock: SendClock {
-    static let shared = SystemClock()
-    var now: UInt64 { Deadline.now().nanoseconds }
-    var wallSeconds: Double { wallClockSeconds() }
-    func poll(_ fds: inout [pollfd], count: Int, milliseconds: Int32) {
+package final class SystemClock: SendClock {
+    package static let shared = SystemClock()
+    package var now: UInt64 { Deadline.now().nanoseconds }
+    package var wallSeconds: Double { wallClockSeconds() }
+    package func poll(_ fds: inout [pollfd], count: Int, milliseconds: Int32) {
         _ = Glibc.poll(&fds, nfds_t(count), milliseconds)
     }
-    func sleep(seconds: Double, cancellation: CancellationPipe?) -> Bool {
+    package func sleep(seconds: Double, cancellation: CancellationPipe?) -> Bool {
         CampaignIO.sleep(until: .after(seconds: seconds), cancellation: cancellation)
     }
 }

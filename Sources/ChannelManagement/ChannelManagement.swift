@@ -1,6 +1,7 @@
 import APNSWire
 import CampaignHTTP2
 import CampaignJSON
+import GatewayClient
 
 /// One request of the channel management API (`apns-broadcast.md` §1): what
 /// it does, and the HTTP/2 fields and body it travels as. Pure: the client

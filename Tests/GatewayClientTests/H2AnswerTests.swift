@@ -1,6 +1,6 @@
 import Testing
-@testable import CampaignSend
 import APNSWire
+@testable import GatewayClient
 
 /// Every row of issue 15's outcome table, from the answer as it comes.
 @Suite struct H2AnswerTests {
@@ -72,14 +72,6 @@ import APNSWire
         #expect(verdict(429, #"{"reason":"TooManyRequests"}"#, retryAfter: "1000000000000") == .retryLater(afterSeconds: H2Answer.maxRetryAfterSeconds))
         #expect(verdict(503, retryAfter: "-5") == .retryLater(afterSeconds: 0))
         for status in [0, 301, 502, 504, 999] { #expect(verdict(status) == .unknown, "\(status)") }
-    }
-
-    @Test func aRefusedCredentialSentenceNamesTheCredentialInUse() {
-        let refused = H2Answer(status: 403, reason: "InvalidProviderToken")
-        let token = H2ConnectionWorker.sentence(for: refused, topic: "com.example.campaign", tokenAuth: true)
-        let certificate = H2ConnectionWorker.sentence(for: refused, topic: "com.example.campaign", tokenAuth: false)
-        #expect(token.contains("--auth-key") && !token.contains("--cert"), "\(token)")
-        #expect(certificate.contains("--cert") && !certificate.contains("check that --auth-key"), "\(certificate)")
     }
 }
 

@@ -118,7 +118,7 @@ public enum ChannelIDList {
     }
 
     /// The fields of one CSV line (RFC 4180 quotes; ids never hold a comma or quote, other columns may).
-    static func csvFields(_ line: Substring) -> [String] {
+    package static func csvFields(_ line: Substring) -> [String] {
         var fields: [String] = []
         var current = ""
         var quoted = false

@@ -3,7 +3,7 @@ import Testing
 import CampaignIO
 import CampaignTestSupport
 import CampaignTLS
-@testable import CampaignSend
+@testable import GatewayClient
 
 /// The one token a send's connections share: renewed after 50 minutes, never
 /// within 20, kept (0600) for a resume.

@@ -8,7 +8,8 @@ import CampaignHTTP2
 import CampaignIO
 import CampaignTLS
 import CampaignTestSupport
-@testable import CampaignSend
+@testable import ChannelManagement
+@testable import GatewayClient
 
 /// The channel management API's requests and answers, as values: golden
 /// fields and bodies written from `apns-broadcast.md` §1 and §3, not from the client.

@@ -6,12 +6,16 @@ import CampaignTLS
 /// in their `authorization` field, how many streams it may open before a
 /// request succeeds, and what an `ExpiredProviderToken` answer means. A
 /// send with a certificate has none.
-struct TokenAuthorization {
-    let source: ProviderTokenSource
-    let clock: SendClock
+package struct TokenAuthorization {
+    package let source: ProviderTokenSource
+    package let clock: SendClock
+
+    package init(source: ProviderTokenSource, clock: SendClock) {
+        (self.source, self.clock) = (source, clock)
+    }
 
     /// What an `ExpiredProviderToken` answer leads to.
-    enum AfterExpiry {
+    package enum AfterExpiry {
         /// Send it again with this token.
         case renewed(ProviderToken)
         /// The token is younger than APNs allows renewing (20 minutes): the
@@ -21,25 +25,25 @@ struct TokenAuthorization {
     }
 
     /// The token a new connection uses (renewed once 50 minutes old).
-    func tokenForNewConnection() -> ProviderToken { source.current(now: Int64(clock.wallSeconds)) }
+    package func tokenForNewConnection() -> ProviderToken { source.current(now: Int64(clock.wallSeconds)) }
 
     /// The request field carrying `token`.
-    static func field(_ token: ProviderToken) -> (name: String, value: String) { ("authorization", "bearer " + token.text) }
+    package static func field(_ token: ProviderToken) -> (name: String, value: String) { ("authorization", "bearer " + token.text) }
 
     /// Apple holds a token connection to one stream until a request on it succeeds (more would only be refused).
-    static let streamsBeforeFirstSuccess = 1
+    package static let streamsBeforeFirstSuccess = 1
 
     /// APNs refused `used` as one update too many (429 TooManyProviderTokenUpdates):
     /// another process's token for the key, found in a shared cache, or nil (none to take).
-    func refusedAsTooManyUpdates(_ used: ProviderToken) -> ProviderToken? {
+    package func refusedAsTooManyUpdates(_ used: ProviderToken) -> ProviderToken? {
         let other = source.refusedAsTooManyUpdates(used, now: Int64(clock.wallSeconds))
         return other.text != used.text ? other : nil
     }
 
-    var keyID: String { source.keyIdentifier }
+    package var keyID: String { source.keyIdentifier }
 
     /// APNs said `used` has expired.
-    func expired(_ used: ProviderToken) -> AfterExpiry {
+    package func expired(_ used: ProviderToken) -> AfterExpiry {
         let now = Int64(clock.wallSeconds)
         let renewed = source.expired(used, now: now)
         return renewed.text != used.text ? .renewed(renewed) : .tooYoungToRenew(age: now - used.issuedAt)

@@ -98,7 +98,7 @@ public struct ChannelError: Error, Equatable, Sendable, CustomStringConvertible 
     private static func withoutFinalStop(_ text: String) -> String { text.hasSuffix(".") ? String(text.dropLast()) : text }
 
     /// What to do about a refusal: by reason, else by class.
-    static func advice(operation: ChannelOperation, status: Int, reason: APNsReason?) -> String {
+    package static func advice(operation: ChannelOperation, status: Int, reason: APNsReason?) -> String {
         switch reason {
         case .cannotCreateChannelConfig?:
             return "the app has reached its limit of channels in this environment (10,000 at Apple); delete channels whose events are over (`campaign channels list`, then `campaign channels delete`)"
