@@ -60,6 +60,9 @@ let package = Package(
         // locks, threads, wake-up pipes and deadlines. The unsafe layer.
         .target(name: "CampaignIO", dependencies: ["CZlib", "CCSV", "CIOShims"], swiftSettings: hotPath),
 
+        // Campaign rules as pure functions: which variant a device is in.
+        .target(name: "CampaignRules"),
+
         // Time zones from the system's tz database, and when a scheduled campaign reaches each device.
         .target(name: "LocalTime", dependencies: ["CampaignIO"]),
         // The send ledger: which campaigns reached which devices, when (segments of 16-byte entries); the frequency cap rule.
@@ -67,13 +70,13 @@ let package = Package(
 
         // Audience rows, job files and payloads, the suppression store, the plan stream.
         .target(name: "AudienceIngest", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"], swiftSettings: hotPath),
-        .target(name: "CampaignPayload", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "LocalTime", "SendLedger"], swiftSettings: hotPath),
+        .target(name: "CampaignPayload", dependencies: ["APNSWire", "CampaignRules", "AudienceIngest", "CampaignIO", "CampaignJSON", "LocalTime", "SendLedger"], swiftSettings: hotPath),
         .target(name: "FeedbackStore", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"]),
         // The plan stream: header, records, trailer; its writer and verifying reader.
-        .target(name: "PlanStream", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "LocalTime", "SendLedger"], swiftSettings: hotPath),
+        .target(name: "PlanStream", dependencies: ["APNSWire", "CampaignRules", "CampaignIO", "CampaignJSON", "LocalTime", "SendLedger"], swiftSettings: hotPath),
 
         // The planner: de-duplication and the reading, preparing and planning stages.
-        .target(name: "CampaignPlan", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload",
+        .target(name: "CampaignPlan", dependencies: ["APNSWire", "CampaignRules", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload",
                                                      "FeedbackStore", "PlanStream", "CIOShims", "LocalTime", "SendLedger"], swiftSettings: hotPath),
 
         // Transport: sockets, TLS over OpenSSL (client and server), identities, development certificates.
@@ -125,8 +128,8 @@ let package = Package(
         .testTarget(name: "ChannelManagementTests", dependencies: ["ChannelManagement", "GatewayClient", "APNSWire", "CampaignHTTP2", "CampaignIO", "CampaignTLS", "CampaignTestSupport"]),
         .testTarget(name: "SendJournalTests", dependencies: ["SendJournal", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "SendJournal", "GatewayClient", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
-        .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "SendLedger", "PlanStream", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignTestSupport", "LocalTime"]),
-        .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignIO", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "SendLedger", "PlanStream", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignRules", "CampaignTestSupport", "LocalTime"]),
+        .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignIO", "CampaignRules", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignResultsTests", dependencies: ["CampaignResults", "CampaignIO", "CampaignJSON", "CampaignTestSupport"]),

@@ -1,5 +1,6 @@
 import CampaignIO
 import CampaignJSON
+import CampaignRules
 
 /// One of a job's `variants`: a share of the audience that gets its own
 /// messages, or (a holdout) nothing at all.

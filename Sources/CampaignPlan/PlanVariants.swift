@@ -5,6 +5,7 @@ import CampaignIO
 import CampaignJSON
 import CampaignPayload
 import PlanStream
+import CampaignRules
 
 /// A job's variants as the planner uses them: which variant a token is in,
 /// each variant's message selector, and its name quoted for the record.

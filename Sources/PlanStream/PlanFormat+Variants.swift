@@ -1,5 +1,6 @@
 import CampaignIO
 import CampaignJSON
+import CampaignRules
 
 /// A variant as the plan's header names it: `{"name":"A","weight":45}`, a
 /// holdout with `"holdout":true`. Records name their variant; holdout

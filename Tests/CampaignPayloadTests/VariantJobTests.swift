@@ -2,6 +2,7 @@ import Testing
 import CampaignIO
 import CampaignJSON
 @testable import CampaignPayload
+import CampaignRules
 
 /// A job's `variants`: the rules each is held to, and the one function that
 /// puts a device in a variant (a change to it moves devices between

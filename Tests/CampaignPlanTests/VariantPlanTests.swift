@@ -7,6 +7,7 @@ import CampaignPayload
 import CampaignTestSupport
 @testable import CampaignPlan
 @testable import PlanStream
+import CampaignRules
 
 /// A job with variants planned: each record names its variant, the holdout's
 /// devices go to the holdout file, and a device's variant is the same in a
