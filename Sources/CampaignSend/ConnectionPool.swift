@@ -22,8 +22,11 @@ final class ConnectionGauge: @unchecked Sendable {
         /// network's, before queues built up (answers, and PINGs on a busy
         /// machine, wait behind work; the first PING goes before any).
         var pingRoundTrip: UInt64?
+        /// Nanoseconds of CPU the connection's thread used.
+        var cpu: UInt64 = 0
 
         mutating func add(_ other: Tally) {
+            cpu += other.cpu
             open += other.open
             windowBound += other.windowBound
             streamBound += other.streamBound
@@ -70,6 +73,16 @@ struct PoolSample: Equatable {
     /// The shortest PING round trip any connection has measured since it
     /// opened, in milliseconds: the distance, not the load.
     var roundTripMilliseconds: Double?
+    /// Over the last tick, shares (0…1) of the CPUs the send may run on:
+    /// the send's own, and the machine's (the send's included). Nil when
+    /// not known (no `/proc/stat`).
+    var cpuOwn: Double?
+    var cpuMachine: Double?
+    /// Of ``cpuOwn``, the connections' threads' (what grows with them; the
+    /// plan reader's and the start's does not). Nil: all of ``cpuOwn``.
+    var cpuConnections: Double?
+    /// Nanoseconds of CPU the connections' threads used over the last tick.
+    var connectionCPUNanoseconds: UInt64 = 0
 }
 
 /// Decides, twice a second, how many connections to add: the pool grows
@@ -86,6 +99,14 @@ struct PoolSample: Equatable {
 /// more. It never closes a connection to open another: Apple treats rapid
 /// connecting and disconnecting as abuse.
 ///
+/// More connections cannot help a send that has no CPU left (each costs
+/// TLS records, HTTP/2 frames and a thread's wake-ups): the pool does not
+/// grow while the send uses ``cpuCeiling`` of the CPUs it may run on, and a
+/// step adds no more connections than that share would carry, extrapolated
+/// from what its connections' threads used. On a machine so busy that its
+/// PINGs wait in its queues, the round trip is no distance: the pool grows
+/// as nearby, a doubling at a time, each paying half again.
+///
 /// From far away each HTTP/2 connection carries about one window (65,535
 /// bytes) per round trip, so the connections a send needs grow with the
 /// distance and the payload size; on loopback one probing step is undone.
@@ -95,7 +116,8 @@ struct PoolSizer {
     /// A step being judged: the rate before it, how it multiplied the pool, how many it added.
     struct Step: Equatable {
         var baseline: Double
-        var factor: Int
+        /// The pool's size after the step over its size before.
+        var growth: Double
         var added: Int
     }
 
@@ -138,6 +160,9 @@ struct PoolSizer {
     static let readyTicks = 6
     /// Ticks a step that fell short is given before it is undone.
     static let doubtTicks = 3
+    /// The share of the CPUs busy (the send's or anyone's) from which the
+    /// pool does not grow, and up to which a step's new connections may load them.
+    static let cpuCeiling = 0.85
     /// Seconds between two decisions: a new connection answers within
     /// about two round trips, and half a second is enough to measure a rate.
     static let tickSeconds = 0.5
@@ -154,7 +179,7 @@ struct PoolSizer {
             // The first connections, far away and held back as soon as one
             // answers: the distance is known (the first PING goes at once),
             // and waiting for every one to answer costs a tick of a short campaign.
-            if step == nil, lastGain == nil, s.productive > 0, (s.roundTripMilliseconds ?? 0) >= Self.farMilliseconds, s.bound >= 0.9 {
+            if step == nil, lastGain == nil, s.productive > 0, Self.isFar(s), s.bound >= 0.9 {
                 return consider(s)
             }
             if s.productive >= s.size || ticks + 1 >= Self.readyTicks {
@@ -204,7 +229,7 @@ struct PoolSizer {
         // doubling that paid 1.41, which says the pool is past the point
         // where connections carry their share: enough.
         let ratio = rate / max(step.baseline, 1)
-        let doublings = log2(Double(step.factor))
+        let doublings = log2(step.growth)
         let perDoubling = doublings > 1 ? pow(ratio, 1 / doublings) : ratio
         if doublings > 1 && perDoubling < Self.quadruplingGain {
             phase = .settled
@@ -221,7 +246,7 @@ struct PoolSizer {
             phase = .measuring(step: nil)   // not now; perhaps in a later tick
             return 0
         }
-        if lastGain == nil, (s.roundTripMilliseconds ?? 0) >= Self.farMilliseconds, s.bound >= 0.9 {
+        if lastGain == nil, Self.isFar(s), s.bound >= 0.9 {
             return step(s, baseline: s.rate)
         }
         if lastGain != nil { return step(s, baseline: s.rate) }
@@ -231,11 +256,34 @@ struct PoolSizer {
 
     /// What a step must raise the rate by (see ``gain``, ``nearGain``).
     static func required(_ s: PoolSample) -> Double {
-        (s.roundTripMilliseconds ?? 0) >= farMilliseconds ? gain : nearGain
+        isFar(s) ? gain : nearGain
     }
 
     private func mayGrow(_ s: PoolSample) -> Bool {
-        s.size < maximum && s.bound >= Self.boundShare && !s.trouble && !s.rateCapped
+        s.size < maximum && s.bound >= Self.boundShare && !s.trouble && !s.rateCapped && !Self.cpuIsSpent(s)
+    }
+
+    /// The send uses ``cpuCeiling`` or more of the CPUs it may run on.
+    static func cpuIsSpent(_ s: PoolSample) -> Bool { (s.cpuOwn ?? 0) >= cpuCeiling }
+
+    /// The PING round trip says the gateway is far away (``farMilliseconds``
+    /// or more), and the machine is not so busy that the PINGs waited in its
+    /// queues (a loaded machine answering its own loopback PING 47 ms late
+    /// is no distance: its pool grew to the maximum so).
+    static func isFar(_ s: PoolSample) -> Bool {
+        (s.roundTripMilliseconds ?? 0) >= farMilliseconds && (s.cpuMachine ?? 0) < cpuCeiling
+    }
+
+    /// The connections the send's CPU would carry: the connections' work
+    /// grows with them, the rest of the send's (reading the plan, the
+    /// journal) stays as it is. (Others' work is left to the scheduler: a
+    /// window-bound send far away needs little CPU, and a step that does not
+    /// pay is undone.) Nil when the connections' share is unknown or too
+    /// small to extrapolate from.
+    static func connectionsTheCPUCarries(_ s: PoolSample) -> Int? {
+        guard let own = s.cpuOwn, case let connections = min(own, s.cpuConnections ?? own), connections >= 0.02 else { return nil }
+        let fixed = own - connections
+        return Int(Double(s.size) * max(0, cpuCeiling - fixed) / connections + 1e-9)
     }
 
     /// Grows the pool from `s.size`, judged next against `baseline`.
@@ -243,15 +291,21 @@ struct PoolSizer {
         // Far away and always held back: each connection is carrying its
         // window per round trip, so more connections carry more, as the
         // last step showed or as the distance says.
-        let far = (s.roundTripMilliseconds ?? 0) >= Self.farMilliseconds
+        let far = Self.isFar(s)
         var factor = ((lastGain ?? 0) >= 1.7 || (lastGain == nil && far)) && s.bound >= 0.9 ? 4 : 2
         // The first step from far away goes straight to the maximum: a
         // campaign of a few hundred thousand lasts seconds there, and two
         // quadruplings, each awaited and judged, cost a third of them (a
         // step that carries nothing more is undone as any other).
         if lastGain == nil, far, s.bound >= 0.9 { factor = max(factor, (maximum + s.size - 1) / s.size) }
-        let added = min(s.size * factor - s.size, maximum - s.size)
-        phase = .warming(ticks: 0, step: Step(baseline: baseline, factor: factor, added: added))
+        let target = min(s.size * factor, maximum, Self.connectionsTheCPUCarries(s) ?? .max)
+        // Less than a quarter more is no step worth judging: the CPU is nearly spent.
+        guard target * 4 >= s.size * 5 else {
+            phase = .measuring(step: nil)
+            return 0
+        }
+        let added = target - s.size
+        phase = .warming(ticks: 0, step: Step(baseline: baseline, growth: Double(target) / Double(s.size), added: added))
         return added
     }
 }
@@ -321,6 +375,7 @@ final class ConnectionPool: @unchecked Sendable {
             tally.add(t)
             if productive { sample.productive += 1 }
         }
+        sample.connectionCPUNanoseconds = tally.cpu
         if tally.open > 0 { sample.bound = Double(tally.windowBound + tally.streamBound) / Double(tally.open) }
         sample.roundTripMilliseconds = tally.pingRoundTrip.map { Double($0) / 1e6 }
         return (sample, tally.roundTrip)

@@ -36,6 +36,9 @@ extension H2ConnectionWorker {
     func publishGauge(at t: UInt64) {
         tallyPublishedAt = t
         tally.pingRoundTrip = pingRoundTrip
+        let cpu = CPUTimes.thisThreadNanoseconds()
+        tally.cpu = cpu - min(cpu, threadCPUPublished)
+        threadCPUPublished = cpu
         gauge?.publish(&tally, productive: productive)
     }
 

@@ -74,6 +74,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     let gauge: ConnectionGauge? = ConnectionGauge()
     var tally = ConnectionGauge.Tally()
     var tallyPublishedAt: UInt64 = 0
+    /// This thread's CPU nanoseconds at the last publication.
+    var threadCPUPublished: UInt64 = 0
     static let gaugeNanoseconds: UInt64 = 250_000_000
     /// PINGs measure the round trip (from the server's SETTINGS on, once a second: 17 bytes each way).
     static let roundTripPingNanoseconds: UInt64 = 1_000_000_000

@@ -24,6 +24,8 @@ final class SendTicker {
             var answeredBefore = 0
             var sizer = PoolSizer(maximum: pool.maximum)
             var secondsRoundTrip: UInt64?
+            var cpuBefore = CPUTimes.now()
+            var saidCPUIsSpent = false
             let every = PoolSizer.tickSeconds
             while clock.sleep(seconds: Double(tick + 1) * every - Double(clock.now - started) / 1e9, cancellation: stop) {
                 tick += 1
@@ -34,16 +36,24 @@ final class SendTicker {
                 answeredBefore = answered
                 sample.trouble = shared.inTrouble
                 sample.rateCapped = rateLimit > 0 && sample.rate >= 0.9 * Double(rateLimit)
+                let cpuNow = CPUTimes.now()
+                (sample.cpuOwn, sample.cpuMachine) = cpuNow.share(since: cpuBefore)
+                sample.cpuConnections = cpuNow.share(of: Double(sample.connectionCPUNanoseconds) / 1e9, since: cpuBefore)
+                cpuBefore = cpuNow
                 if let r = roundTrip { secondsRoundTrip = min(secondsRoundTrip ?? r, r) }
                 if growable, !shared.isStopping {
                     let change = sizer.next(sample)
+                    if change == 0, !saidCPUIsSpent, sample.size < pool.maximum, sample.bound >= PoolSizer.boundShare, PoolSizer.cpuIsSpent(sample) {
+                        saidCPUIsSpent = true
+                        logger("connections: staying at \(sample.size) (the send uses \(Int((sample.cpuOwn ?? 0) * 100))% of its CPUs: more connections would only share them)")
+                    }
                     if change < 0 {
                         pool.retire(-change)
                         shared.poolResized(to: pool.size)
                         logger("connections: \(sample.size) → \(pool.size) (the last step did not raise the rate: \(Int(sample.rate))/s; the connections it added finish what they hold and close)")
                     } else if change > 0, case let added = pool.add(change), added > 0 {
                         shared.poolResized(to: pool.size)
-                        logger("connections: \(sample.size) → \(pool.size) (\(Int(sample.rate))/s, \(Int(sample.bound * 100))% of the time held back by the server's window or stream limit\(roundTrip.map { ", round trip \(Int((Double($0) / 1e6).rounded())) ms" } ?? ""))")
+                        logger("connections: \(sample.size) → \(pool.size) (\(Int(sample.rate))/s, \(Int(sample.bound * 100))% of the time held back by the server's window or stream limit\(roundTrip.map { ", round trip \(Int((Double($0) / 1e6).rounded())) ms" } ?? "")\(sample.cpuMachine.map { ", CPUs \(Int($0 * 100))% busy" } ?? ""))")
                     }
                 }
                 guard tick % Int((1 / every).rounded()) == 0 else { continue }

@@ -6,13 +6,15 @@ import Testing
     /// Drives a sizer with a pool whose rate is `rate(size)` and whose
     /// connections are held back `bound` of the time; returns the sizes it
     /// went through and the size it ended at.
+    /// `cpu`: the shares of the CPUs busy with `size` connections, the send's own and the machine's.
     static func run(maximum: Int = 64, start: Int = 4, ticks: Int = 40, bound: Double = 1, roundTrip: Double = 150,
-                    trouble: Bool = false, rate: (Int) -> Double) -> (sizes: [Int], final: Int) {
+                    trouble: Bool = false, cpu: ((Int) -> (own: Double, machine: Double))? = nil,
+                    rate: (Int) -> Double) -> (sizes: [Int], final: Int) {
         var sizer = PoolSizer(maximum: maximum)
         var size = start, sizes = [start]
         for _ in 0..<ticks {
             let sample = PoolSample(size: size, productive: size, rate: rate(size), bound: bound, trouble: trouble,
-                                    roundTripMilliseconds: roundTrip)
+                                    roundTripMilliseconds: roundTrip, cpuOwn: cpu?(size).own, cpuMachine: cpu?(size).machine)
             let change = sizer.next(sample)
             #expect(size + change >= 1 && size + change <= maximum)
             if change != 0 { size += change; sizes.append(size) }
@@ -70,6 +72,50 @@ import Testing
     @Test func itNeverGrowsWhenTheServerDoesNotHoldConnectionsBackOrIsInTrouble() {
         #expect(Self.run(bound: 0.2) { Double($0) * 70 }.final == 4, "not held back: more connections would not carry more")
         #expect(Self.run(trouble: true) { Double($0) * 70 }.final == 4, "5xx, 429, resets: not the time to add load")
+    }
+
+    @Test func aSendWithNoCPULeftDoesNotGrow() {
+        #expect(Self.run(cpu: { _ in (own: 0.9, machine: 0.9) }) { Double($0) * 70 }.sizes == [4])
+    }
+
+    @Test func onABusyMachineARoundTripIsNoDistance() {
+        // Loopback on a busy machine: a PING answered late passes for
+        // distance and every connection is held back, but the machine's
+        // CPUs are spent (here by the gateway beside the send): the pool
+        // grows as nearby, by a doubling that must pay half again, undone when it does not.
+        let busy = Self.run(roundTrip: 47, cpu: { _ in (own: 0.3, machine: 0.95) }) { $0 > 4 ? 100_000 : 80_000 }
+        #expect(busy.sizes == [4, 8, 4], "\(busy.sizes)")
+        // Far away on a busy machine, where more connections do carry more (each its window a round trip): it still grows.
+        let farBusy = Self.run(maximum: 16, roundTrip: 100, cpu: { _ in (own: 0.1, machine: 1) }) { Double($0) * 70 }
+        #expect(farBusy.sizes == [4, 8, 16], "\(farBusy.sizes)")
+    }
+
+    @Test func aStepAddsNoMoreConnectionsThanTheSendsCPUCarries() {
+        // Nearby, each connection costing 6% of the CPUs: the second step
+        // (a quadrupling after a doubling that paid in full) stops at what
+        // 85% carries (8 × 0.85 / 0.48 = 14), and at 14 no step of a
+        // quarter more is left.
+        let alone = Self.run(roundTrip: 0.2, cpu: { n in (own: 0.06 * Double(n), machine: 0.06 * Double(n)) }) { Double($0) * 5_200 }
+        #expect(alone.sizes == [4, 8, 14], "\(alone.sizes)")
+        // Far away, the first step stops there too.
+        let far = Self.run(roundTrip: 50, cpu: { n in (own: 0.06 * Double(n), machine: 0.06 * Double(n)) }) { Double($0) * 5_200 }
+        #expect(far.sizes == [4, 14], "\(far.sizes)")
+        // A send whose own share is too small to extrapolate from (large payloads, far away) goes to the maximum as before.
+        #expect(Self.run(cpu: { n in (own: 0.001 * Double(n), machine: 0.1) }) { Double($0) * 70 }.sizes == [4, 64])
+    }
+
+    /// The plan reader's burst at the start (or the journal's work) does
+    /// not grow with the connections: only the connections' threads' share
+    /// is extrapolated. Others' work on the machine is left to the scheduler.
+    @Test func onlyTheConnectionsShareOfTheCPUIsExtrapolated() {
+        var sizer = PoolSizer(maximum: 64)
+        var sample = PoolSample(size: 4, productive: 4, rate: 400, bound: 1, roundTripMilliseconds: 50,
+                                cpuOwn: 0.4, cpuMachine: 0.6, cpuConnections: 0.05)
+        // 4 × (0.85 − 0.35) / 0.05 = 40 (against 4 × 0.85 / 0.4 = 8 for the whole send's share).
+        #expect(sizer.next(sample) == 36)
+        sample.cpuConnections = nil
+        var whole = PoolSizer(maximum: 64)
+        #expect(whole.next(sample) == 4)
     }
 
     @Test func itNeverPassesItsMaximum() {
