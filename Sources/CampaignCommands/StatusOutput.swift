@@ -53,7 +53,8 @@ enum StatusOutput {
 
     static func skippedLine(_ k: SkippedNotification, part: Int? = nil, journal: String? = nil, channels: Bool = false) -> String {
         line(token: k.token, part: part, journal: journal, channels: channels, [
-            ("seq", .number(String(k.seq))), ("outcome", .string("skipped")), ("moment", .string(utcText(k.moment))), ("reason", .string(k.reason)),
+            ("seq", .number(String(k.seq))), ("outcome", .string("skipped")), ("code", .string(k.code)), ("moment", .string(utcText(k.moment))),
+            ("reason", .string(k.reason)),
         ])
     }
 

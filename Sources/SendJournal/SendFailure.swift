@@ -183,9 +183,12 @@ public struct SkippedNotification: Equatable, Sendable {
         (self.seq, self.shard, self.ordinal, self.token, self.moment, self.skippedAt) = (seq, shard, ordinal, token, moment, skippedAt)
     }
 
+    /// Why, as a word a script matches: the campaign rule that stopped it (`frequency_capped`), or `late`.
+    public var code: String { rule ?? "late" }
+
     /// "late by 4 h 10 min (its moment was 2026-12-01T14:00:00Z)".
     public var reason: String {
-        if let rule { return "skipped: \(rule) at release (the send ledger shows the device at the job's frequencyCap)" }
+        if let rule { return "skipped: \(rule) as it was about to go (the send ledger shows the device at the job's frequencyCap)" }
         let late = max(0, skippedAt - moment)
         let words = late >= 3600 ? "\(late / 3600) h \(late % 3600 / 60) min" : "\(late / 60) min \(late % 60) s"
         return "skipped: late by \(words), past the job's window (late: skip)"

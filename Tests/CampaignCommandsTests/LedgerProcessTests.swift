@@ -249,6 +249,10 @@ import SendJournal
         let state = try Journal.read(directory: dir.file("j-evening"))
         #expect(state.skipped.count == 100 && state.skipped.allSatisfy { $0.rule == "frequency_capped" })
         #expect(Set(state.skipped.map { $0.token.map { String(format: "%02x", $0) }.joined() }) == Set((0..<100).map(Self.token)))
+        let listed = String(decoding: try PlanProcessTests.run(["status", "j-evening", "--failures"], in: dir).out, as: UTF8.self)
+            .split(separator: "\n").map { try! JSONValue.parse(String($0)) }
+        #expect(listed.count == 100 && listed.allSatisfy { $0["outcome"]?.stringValue == "skipped" && $0["code"]?.stringValue == "frequency_capped" },
+                "a script matches the rule by its code: \(listed.first.map { String(decoding: $0.serialized(), as: UTF8.self) } ?? "none")")
         let status = try PlanProcessTests.run(["status", "j-evening"], in: dir)
         #expect(String(decoding: status.out, as: UTF8.self).contains("100 skipped at their frequencyCap as they were about to go"), "not 'too late': \(String(decoding: status.out, as: UTF8.self))")
         simulator.stop()

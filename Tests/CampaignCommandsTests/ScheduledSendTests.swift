@@ -325,7 +325,7 @@ import SendJournal
         let listed = String(decoding: try PlanProcessTests.run(["status", "journal", "--failures"], in: campaign.dir).out, as: UTF8.self)
             .split(separator: "\n").map { try! JSONValue.parse(String($0)) }
         #expect(listed.count == 3)
-        #expect(listed.allSatisfy { $0["outcome"]?.stringValue == "skipped" && $0["status"] == nil })
+        #expect(listed.allSatisfy { $0["outcome"]?.stringValue == "skipped" && $0["code"]?.stringValue == "late" && $0["status"] == nil })
         #expect(Set(listed.compactMap { $0["token"]?.stringValue }) == skipped)
         #expect(listed.first?["reason"]?.stringValue?.hasPrefix("skipped: late by 2 h") == true)
     }
