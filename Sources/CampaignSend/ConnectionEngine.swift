@@ -273,6 +273,18 @@ final class ConnectionEngine {
         inputFinished = inputFinished || state.finished
     }
 
+    /// Whether a notification taken before may go again now (see
+    /// ``WireRelease/holds(_:packet:now:)``): a retry inside its device's
+    /// quiet hours stays pending for a later run, one past its window is
+    /// journaled as skipped, as a first try would be.
+    func mayGoAgain(_ frame: QueuedFrame, packet: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let release, frame.moment != 0 else { return true }
+        let now = clock.wallSeconds
+        guard let held = release.holds(frame, packet: packet, now: now) else { return true }
+        shared.heldAtTheWire([held], now: Int64(now))
+        return false
+    }
+
     /// Takes whole frames from the queue into `out` (see ``WorkQueue/take(maxBytes:maxFrames:into:taken:)``); how many.
     /// A scheduled frame its ``release`` holds back is not taken: it is
     /// journaled as skipped, or left pending until its quiet hours end; one

@@ -143,13 +143,15 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
               !format.reportsErrors || sent.count < windowBytes.bytes {
             if let rate = engine.rate, !rate.take() { break }
             if let r = resends.popFirst() {
+                // Asked the schedule's verdict again, as its first try was when taken.
+                if r.moment != 0, !r.packet.withUnsafeBufferPointer({ engine.mayGoAgain(r.frame, packet: $0) }) { continue }
                 let (start, end) = engine.withOutbound { sent in
                     let start = sent.count
                     sent.append(contentsOf: r.packet)
                     return (start, sent.count)
                 }
                 append(InFlight(seq: r.seq, shard: r.shard, ordinal: r.ordinal, identifier: r.identifier,
-                                start: start, end: end, attempts: r.attempts))
+                                start: start, end: end, attempts: r.attempts, moment: r.moment, zone: r.zone))
                 continue
             }
             let room = settings.batchBytes - (sent.count - written)
@@ -158,7 +160,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             let n = engine.withOutbound { sent in
                 engine.take(maxBytes: room, maxFrames: limit, into: &sent) { frame, offset in
                     taken.append(InFlight(seq: frame.seq, shard: frame.shard, ordinal: frame.ordinal, identifier: UInt32(truncatingIfNeeded: frame.seq),
-                                          start: offset, end: offset + frame.count, attempts: 0))
+                                          start: offset, end: offset + frame.count, attempts: 0, moment: frame.moment, zone: frame.zone))
                 }
             }
             for entry in taken { append(entry) }

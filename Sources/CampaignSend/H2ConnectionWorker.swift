@@ -31,6 +31,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         var bytes: [UInt8]
         /// A scheduled notification's moment (its expiry counts from it), or 0.
         var moment: Int64 = 0
+        /// Quiet hours: its device's zone (``ZoneRegistry``), or -1.
+        var zone: Int32 = -1
         /// Answers that asked for a retry (429, 5xx, refused streams) so far: the backoff's exponent.
         var retries = 0
         /// Connections lost (or streams reset) while it was open: it may have been processed each time.
@@ -43,6 +45,8 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         /// Where the collapse id's length is; the id follows it, then the payload.
         var collapseAt: Int { H2QueuedRequest.tokenRange(bytes).upperBound }
         var payloadStart: Int { collapseAt + 1 + Int(bytes[collapseAt]) }
+        /// As the queue held it (for the release rule's second asking).
+        var frame: QueuedFrame { QueuedFrame(seq: seq, shard: shard, ordinal: ordinal, start: 0, count: bytes.count, moment: moment, zone: zone) }
     }
 
 
@@ -207,7 +211,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
                 }
                 for (frame, offset) in taken {
                     ready.append(Item(seq: frame.seq, shard: frame.shard, ordinal: frame.ordinal,
-                                      bytes: Array(frames[offset..<(offset + frame.count)]), moment: frame.moment))
+                                      bytes: Array(frames[offset..<(offset + frame.count)]), moment: frame.moment, zone: frame.zone))
                 }
                 if n == 0 { break }
             }
@@ -215,6 +219,9 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             item.sentAt = now
             readyHead += 1
             if readyHead > 4096, readyHead * 2 > ready.count { ready.removeFirst(readyHead); readyHead = 0 }
+            // A retry is asked the schedule's verdict again, as its first try was when taken.
+            if item.retries + item.losses > 0, item.moment != 0,
+               !item.bytes.withUnsafeBufferPointer({ engine.mayGoAgain(item.frame, packet: $0) }) { continue }
             do throws(H2Error) {
                 let tokenRange = H2QueuedRequest.tokenRange(item.bytes)
                 let collapseAt = item.collapseAt, slots = templateSlots

@@ -112,4 +112,13 @@ final class WireRelease: Sendable {
         held.append(Held(frame: frame, token: token(bytes), verdict: verdict))
         return false
     }
+
+    /// The same question for a frame taken before, about to go again (a
+    /// retry after a 429 or 5xx, a binary replay, a connection lost with it):
+    /// nil when it may go, else why not.
+    func holds(_ frame: QueuedFrame, packet: UnsafeBufferPointer<UInt8>, now: Double) -> Held? {
+        guard frame.moment != 0 else { return nil }
+        let verdict = rule.verdict(at: frame.moment, zone: zones.rules(of: frame.zone), now: now)
+        return verdict == .send ? nil : Held(frame: frame, token: token(packet), verdict: verdict)
+    }
 }

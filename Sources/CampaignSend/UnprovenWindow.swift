@@ -16,6 +16,9 @@ struct InFlight: Equatable {
     var attempts: UInt8
     /// A proof of acceptance, not a notification of the plan.
     var isProof: Bool = false
+    /// A scheduled notification's moment and its device's zone (the release rule asks them again before a replay), or 0 and -1.
+    var moment: Int64 = 0
+    var zone: Int32 = -1
 }
 
 /// A notification to send again, with its packet exactly as it was encoded.
@@ -26,6 +29,8 @@ struct Resend: Equatable {
     var identifier: UInt32
     var packet: [UInt8]
     var attempts: UInt8
+    var moment: Int64 = 0
+    var zone: Int32 = -1
 
     init(_ e: InFlight, packets: [UInt8]) {
         seq = e.seq
@@ -34,7 +39,11 @@ struct Resend: Equatable {
         identifier = e.identifier
         packet = Array(packets[e.start..<e.end])
         attempts = e.attempts
+        (moment, zone) = (e.moment, e.zone)
     }
+
+    /// As the queue held it (for the release rule's second asking).
+    var frame: QueuedFrame { QueuedFrame(seq: seq, shard: shard, ordinal: ordinal, start: 0, count: packet.count, moment: moment, zone: zone) }
 }
 
 /// What a proof (or a presumption) settled, to journal in one go.

@@ -6,6 +6,7 @@ import Testing
 import APNSWire
 import CampaignHTTP2
 import CampaignIO
+import LocalTime
 import CampaignTLS
 import CampaignTestSupport
 import PlanStream
@@ -282,7 +283,9 @@ final class ClockedH2Send {
 
     /// - Parameter closeQueue: whether the queue is closed before the run
     ///   (the whole plan read); else the test closes it (``queue``).
-    init(count: Int, closeQueue: Bool = true, configure: (inout SendSettings) -> Void = { _ in }, script: @escaping (Int) -> PeerScript) throws {
+    /// - Parameter schedule: a scheduled plan's rule, every record's moment being the test clock's start.
+    init(count: Int, closeQueue: Bool = true, schedule: DeliverySchedule? = nil, configure: (inout SendSettings) -> Void = { _ in },
+         script: @escaping (Int) -> PeerScript) throws {
         var s = SendSettings(gatewayHost: "api.push.test", gatewayPort: 443, certificate: "")
         s.connections = 1
         configure(&s)
@@ -301,7 +304,7 @@ final class ClockedH2Send {
             let token = (0..<32).map { UInt8(truncatingIfNeeded: i &* 31 &+ $0 &+ 1) }
             tokens.append(token.map { String(format: "%02x", $0) }.joined())
             let payload = Array(#"{"aps":{"alert":"number \#(i)"}}"#.utf8)
-            batch.append(seq: UInt64(i + 1), shard: 0, ordinal: Int32(i)) { bytes in
+            batch.append(seq: UInt64(i + 1), shard: 0, ordinal: Int32(i), moment: schedule == nil ? 0 : Int64(TestClock.wallStart)) { bytes in
                 H2QueuedRequest.append(token: token, collapseId: [UInt8](), payload: payload, to: &bytes)
             }
         }
@@ -309,7 +312,8 @@ final class ClockedH2Send {
         #expect(queue.push(&batch, cancellation: shared.cancellation))
         if closeQueue { queue.close() }
         dialer = InMemoryDialer(clock: clock, shared: shared, script: script)
-        engine = ConnectionEngine(index: 0, queue: queue, shared: shared, settings: s, shards: 1, dialer: dialer)
+        let release = schedule.map { WireRelease(rule: ReleaseRule(schedule: $0), zones: ZoneRegistry(), token: { Array($0[H2QueuedRequest.tokenRange($0)]) }) }
+        engine = ConnectionEngine(index: 0, queue: queue, shared: shared, settings: s, shards: 1, release: release, dialer: dialer)
         worker = H2ConnectionWorker(engine: engine, fields: RequestFields(header: header), tokens: nil, malformed: MalformedRefusals())
     }
 

@@ -1,5 +1,6 @@
 import Testing
 import CampaignIO
+import LocalTime
 @testable import CampaignSend
 @testable import GatewayClient
 
@@ -42,6 +43,38 @@ extension ConnectionEngineClockTests {
             #expect(at[2] - at[1] >= RetryBackoff.shortestSeconds(retries: 2, base: base), "second retry after \(at[2] - at[1]) s")
         }
         #expect(real < Self.realSeconds, "\(real) s of real time")
+    }
+
+    /// A retry is asked the schedule's verdict again, as its first try was
+    /// when taken: a notification whose 429 sends it back past its window
+    /// (`late: skip`) is skipped when its backoff ends, journaled as skipped
+    /// (final, not failed), never sent late; with a window long enough, the
+    /// same retry goes and is accepted.
+    @Test func aRetryPastItsWindowIsSkippedNotSentLate() throws {
+        for window in [2, 600] {
+            let arrivals = Arrivals()
+            var clock: TestClock?
+            let schedule = DeliverySchedule.deliverAt(DeliverAt(localTime: TimeOfDay(text: "09:00")!, date: nil, windowSeconds: window,
+                                                                defaultZone: "UTC", late: .skip))
+            // A backoff of at least 2.5 s (5 s × a jitter of 0.5 to 1.5): past a window of 2 s.
+            let send = try ClockedH2Send(count: 3, schedule: schedule, configure: { $0.retryBackoffSeconds = 5 }) { _ in
+                PeerScript(answer: { token, _ in
+                    arrivals.note(token, at: clock!.elapsedSeconds)
+                    return arrivals.byToken[token]!.count == 1 ? .status(429, body: #"{"reason":"TooManyRequests"}"#) : .accepted
+                })
+            }
+            clock = send.clock
+            send.run()
+            let report = send.shared.report, state = try send.journalState()
+            if window == 2 {
+                #expect(arrivals.byToken.values.allSatisfy { $0.count == 1 }, "asked once each, never again past the window: \(arrivals.byToken)")
+                #expect(report.accepted == 0 && report.failed == 0 && report.skipped == 3, "\(report)")
+                #expect(state.skipped.count == 3 && state.skipped.allSatisfy { $0.code == "late" })
+            } else {
+                #expect(arrivals.byToken.values.allSatisfy { $0.count == 2 }, "\(arrivals.byToken)")
+                #expect(report.accepted == 3 && report.skipped == 0, "\(report)")
+            }
+        }
     }
 
     /// A server answering 503 to everything: never final; the send ends
