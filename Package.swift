@@ -87,8 +87,9 @@ let package = Package(
         .target(name: "GatewayClient", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "FeedbackStore", "LocalTime"]),
         // The channel management API's client (broadcast channels: create, list, show, delete) and the channel-id files.
         .target(name: "ChannelManagement", dependencies: ["APNSWire", "CampaignHTTP2", "CampaignIO", "CampaignJSON", "CampaignTLS", "GatewayClient"]),
-        // A send's journal: its settings, each run's records (outcomes, failures, skips, ticks) and the state read back from them.
-        .target(name: "SendJournal", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "LocalTime", "PlanStream"], swiftSettings: hotPath),
+        // A send's journal: its settings, each run's records (outcomes, failures, skips, ticks) and the state read back from them;
+        // `campaign cancel` on journals, and a send's watch of its cancel file.
+        .target(name: "SendJournal", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "GatewayClient", "LocalTime", "PlanStream"], swiftSettings: hotPath),
         // The sender: sessions, the record stages and outcome sinks, the connection engine and its HTTP/2 and binary workers.
         .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
                                                      "CampaignHTTP2", "FeedbackStore", "GatewayClient", "LocalTime", "SendJournal", "SendLedger"], swiftSettings: hotPath),

@@ -104,7 +104,7 @@ public enum CampaignCancel {
 
     /// Takes the journal's lock and, unless its last run ended complete or
     /// cancelled, journals `end` `cancelled` (fsynced). Nil when a send holds it.
-    static func endUnderLock(directory: String) throws -> JournalState? {
+    package static func endUnderLock(directory: String) throws -> JournalState? {
         let journal: Journal, state: JournalState
         do { (journal, state) = try Journal.resume(directory: directory) } catch let e as JournalError where e.isBusy { return nil }
         if state.outcome != .complete && state.outcome != .cancelled {
@@ -115,7 +115,7 @@ public enum CampaignCancel {
     }
 
     /// Whether process `pid` has `path` open (one of its /proc/PID/fd links to it).
-    static func holdsOpen(pid: Int32, path: String) -> Bool {
+    package static func holdsOpen(pid: Int32, path: String) -> Bool {
         guard let resolved = realpath(path, nil) else { return false }
         let target = String(cString: resolved)
         free(resolved)
@@ -162,7 +162,7 @@ public enum CampaignCancel {
     }
 
     /// Directories `pattern` names that hold a journal or a cancel record, sorted.
-    static func matches(_ pattern: String) -> [String] {
+    package static func matches(_ pattern: String) -> [String] {
         var g = glob_t()
         defer { globfree(&g) }
         guard glob(pattern, 0, nil, &g) == 0 else { return [] }
