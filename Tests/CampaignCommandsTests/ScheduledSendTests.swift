@@ -330,6 +330,29 @@ import SendJournal
         #expect(listed.first?["reason"]?.stringValue?.hasPrefix("skipped: late by 2 h") == true)
     }
 
+    /// A binary replay is asked the schedule's verdict again, as its first
+    /// try was when taken: every notification refused with status 1 (the
+    /// gateway's trouble, never final) goes again after its backoff while its
+    /// window (10 s, `late: skip`) lasts, and is then skipped, final; the send
+    /// ends complete instead of replaying past the window until its outage limit.
+    @Test(.timeLimit(.minutes(2))) func aBinaryReplayPastItsWindowIsSkipped() throws {
+        let base = Int64(wallClockSeconds()) + 2
+        let campaign = try Campaign(base: base, groups: [(0, 20)], format: "enhanced") { time, date in
+            #""deliverAt":{"localTime":"\#(time)","date":"\#(date)","window":"10s","late":"skip","defaultTimeZone":"UTC"}"#
+        }
+        var faults = FaultPlan()
+        faults.errorRate = 1
+        let simulator = try SendProcessTests.simulator(in: campaign.dir, faults: faults)
+        defer { simulator.stop() }
+        let send = try campaign.send(simulator, ["--report", "report.json"])
+        #expect(send.wait(timeout: 90) == 0, "\(send.stderr)")
+        let refused = simulator.currentStatistics().rejected[1] ?? 0
+        #expect(refused > 20, "replayed within its window: \(refused) refusals of 20 notifications")
+        let report = try JSONValue.parse(try String(contentsOfFile: campaign.dir.file("report.json"), encoding: .utf8))
+        #expect(report["outcome"]?.stringValue == "complete" && report["skipped"]?.integerValue == 20, "\(report)")
+        #expect(report["accepted"]?.integerValue == 0 && report["failed"]?.integerValue == 0)
+    }
+
     /// `campaign_send_in_flight` counts what was handed to a connection and
     /// is not final: not the records skipped as late, nor the one read and
     /// held until its moment. Waits for: status telling the wait journaled,
