@@ -248,7 +248,11 @@ public struct SendReport: Sendable {
         if !failedByReason.isEmpty {
             s += " (" + failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"
         }
-        if skipped > 0 { s += ", \(skipped) skipped (too late, or at their frequencyCap as they were about to go)" }
+        if skipped > 0 {
+            let capped = min(skipped, skippedFrequencyCapped), late = skipped - capped
+            let why = [late > 0 ? "\(late) too late" : nil, capped > 0 ? "\(capped) at their frequencyCap as they were about to go" : nil]
+            s += ", \(skipped) skipped (\(why.compactMap { $0 }.joined(separator: ", ")))"
+        }
         if alreadyDone > 0 { s += ", \(alreadyDone) already done before this run" }
         // A cancelled send has no next notifications, whatever was due next when it stopped.
         if let next = nextMoment, outcome != .cancelled {

@@ -53,7 +53,7 @@ final class SendTicker {
                         logger("connections: \(sample.size) → \(pool.size) (the last step did not raise the rate: \(Int(sample.rate))/s; the connections it added finish what they hold and close)")
                     } else if change > 0, case let added = pool.add(change), added > 0 {
                         shared.poolResized(to: pool.size)
-                        logger("connections: \(sample.size) → \(pool.size) (\(Int(sample.rate))/s, \(Int(sample.bound * 100))% of the time held back by the server's window or stream limit\(roundTrip.map { ", round trip \(Int((Double($0) / 1e6).rounded())) ms" } ?? "")\(sample.cpuMachine.map { ", CPUs \(Int($0 * 100))% busy" } ?? ""))")
+                        logger("connections: \(sample.size) → \(pool.size) (\(Int(sample.rate))/s, \(Int(sample.bound * 100))% of the time held back by the server's window or stream limit\(roundTrip.map { ", round trip \(Int((Double($0) / 1e6).rounded())) ms" } ?? "")\(sample.cpuOwn.map { ", the send using \(Int($0 * 100))% of its CPUs" } ?? ""))")
                     }
                 }
                 guard tick % Int((1 / every).rounded()) == 0 else { continue }

@@ -26,6 +26,17 @@ import GatewayClient
         #expect(report.json["notifications_per_second"]?.doubleValue == 16_000)
     }
 
+    /// The summary names why notifications were skipped, and only the reasons that happened.
+    @Test func theSummarySaysWhyNotificationsWereSkipped() {
+        var report = SendReport()
+        report.skipped = 71
+        #expect(report.text.contains("71 skipped (71 too late)") && !report.text.contains("frequencyCap"), "\(report.text)")
+        report.skippedFrequencyCapped = 20
+        #expect(report.text.contains("71 skipped (51 too late, 20 at their frequencyCap as they were about to go)"), "\(report.text)")
+        report.skippedFrequencyCapped = 71
+        #expect(report.text.contains("71 skipped (71 at their frequencyCap") && !report.text.contains("too late"), "\(report.text)")
+    }
+
     /// A cancelled scheduled send has no next notifications to announce.
     @Test func aCancelledSendNamesNoNextMoment() {
         var report = SendReport()
