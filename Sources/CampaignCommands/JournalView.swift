@@ -151,7 +151,8 @@ struct JournalView {
             ("cancelled_at", state.cancel.map { .string(utcText(Int64($0.at))) } ?? .null),
             ("cancel_reason", state.cancel?.reason.map { .string($0) } ?? .null),
             ("pid", running.map { .number(String($0)) } ?? .null), ("resume", resumeCommand.map { .string($0) } ?? .null),
-            ("waiting_until", state.waitingUntil.map { .string(utcText(Int64($0))) } ?? .null), ("runs", n(state.runs)),
+            // A cancelled send waits for nothing, whatever its last run was waiting for.
+            ("waiting_until", phase == .cancelled ? .null : state.waitingUntil.map { .string(utcText(Int64($0))) } ?? .null), ("runs", n(state.runs)),
             ("plan", state.settings.planPath.map { .string($0) } ?? .string("spooled")),
             ("plan_records", state.planRecords.map(n) ?? .null), ("plan_incomplete", .bool(state.planIncomplete || planCut)),
             ("done", n(state.doneCount)), ("accepted", n(state.accepted)), ("presumed", n(state.presumed)),

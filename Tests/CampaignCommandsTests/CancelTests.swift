@@ -155,6 +155,7 @@ import LocalTime
         #expect(json["outcome"]?.stringValue == "cancelled" && json["done"]?.integerValue == 3)
         // Nothing is next for a cancelled send: the rest is never to be sent.
         #expect(json["next_moment"] == .null && json["waiting"]?.integerValue == 0 && json["never_sent_cancelled"]?.integerValue == 3, "\(json)")
+        #expect(json["waiting_until"] == .null, "a cancelled send waits for nothing: \(json)")
         let text = String(decoding: try PlanProcessTests.run(["status", "journal"], in: campaign.dir).out, as: UTF8.self)
         #expect(text.contains("3 never to be sent (cancelled)") && !text.contains("next moment"), "\(text)")
     }
