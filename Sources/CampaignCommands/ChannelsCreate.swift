@@ -12,7 +12,7 @@ struct ChannelsCreate: ParsableCommand {
         One request at a time. Each id is appended to --out and fsynced before \
         the next request, so a run that is stopped (a signal: exit 75) or refused \
         midway (the 10,000-channel limit: exit 69) leaves every channel it made \
-        in the file. A .csv --out gets a channel_id header when new, which makes \
+        in the file. A .csv --out gets a channel_id,storage header when new, which makes \
         it an audience for `campaign plan`.
         """
     )
@@ -25,7 +25,7 @@ struct ChannelsCreate: ParsableCommand {
     @Option(help: ArgumentHelp("How many channels to create (1-10000).", valueName: "n"))
     var count: Int = 1
 
-    @Option(help: ArgumentHelp("Append the new ids to this file (created 0644 when missing; a .csv file gets a channel_id header).", valueName: "file"))
+    @Option(help: ArgumentHelp("Append the new ids to this file (created 0644 when missing; a .csv file gets a channel_id,storage header).", valueName: "file"))
     var out: String?
 
     func validate() throws {

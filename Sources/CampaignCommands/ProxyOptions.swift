@@ -5,13 +5,13 @@ import Foundation
 /// `--proxy`, `--proxy-user-env` and `--no-proxy`, for `send` and `feedback`:
 /// which HTTP proxy (if any) a connection to the gateway goes through.
 struct ProxyOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Reach the gateway through this HTTP proxy (CONNECT): http://[user:password@]host:port. Without it: HTTPS_PROXY (or https_proxy), unless NO_PROXY (or no_proxy) names the gateway; with --resume, the proxy the send started with.", valueName: "url"))
+    @Option(help: ArgumentHelp("Reach the gateway through this HTTP proxy (CONNECT): http://[user:password@]host:port. Without it: HTTPS_PROXY (or https_proxy), unless NO_PROXY (or no_proxy) names the gateway; for send --resume, the proxy the send started with.", valueName: "url"))
     var proxy: String?
 
     @Option(name: .customLong("proxy-user-env"), help: ArgumentHelp("The environment variable holding the proxy's user:password (as curl's --proxy-user); read at every run, never journaled (a --resume reads the same variable).", valueName: "VAR"))
     var proxyUserEnv: String?
 
-    @Flag(name: .customLong("no-proxy"), help: "Connect directly: ignore HTTPS_PROXY and NO_PROXY (and, with --resume, the proxy the send started with).")
+    @Flag(name: .customLong("no-proxy"), help: "Connect directly: ignore HTTPS_PROXY and NO_PROXY (and, for send --resume, the proxy the send started with).")
     var noProxy = false
 
     func validate() throws {
