@@ -116,6 +116,11 @@ public struct SendTotals: Sendable, Equatable {
     public var reconnects = 0
 
     public var failed: Int { failedByStatus.values.reduce(0, +) }
+    /// Every run's time together: the earlier runs' as their journaled
+    /// timelines tell it (a run killed within its first second adds none), and this run's.
+    public var seconds = 0.0
+    /// Answered over ``seconds``.
+    public var perSecond: Double { seconds > 0 ? Double(accepted + presumed + failed) / seconds : 0 }
 
     /// `before`: the journal as this run found it (nil for a new send).
     /// `run.duplicatesRisked` already holds those carried over from a killed run.
@@ -132,6 +137,7 @@ public struct SendTotals: Sendable, Equatable {
         reconnects = (before?.reconnects ?? 0) + run.reconnects
         skipped = (before?.skipped.count ?? 0) + run.skipped
         skippedFrequencyCapped = (before?.skipped.filter { $0.rule != nil }.count ?? 0) + run.skippedFrequencyCapped
+        seconds = (before?.timeline.reduce(0.0) { $0 + Double($1.last?.second ?? 0) } ?? 0) + run.seconds
     }
 }
 
@@ -222,9 +228,9 @@ public struct SendReport: Sendable {
             ("duplicates_risked", n(whole.duplicatesRisked)), ("reconnects", n(whole.reconnects)),
             ("pool_connections", n(poolConnections)),
             ("round_trip_ms", roundTripMilliseconds.map { .number(String(($0 * 10).rounded() / 10)) } ?? .null),
-            ("seconds", .number(format3(seconds))),
+            ("seconds", .number(format3(whole.seconds))),
             // Two decimals: a slow send (a rate of 2 a second over 3 s) is not 0.
-            ("notifications_per_second", .number(String((perSecond * 100).rounded() / 100))),
+            ("notifications_per_second", .number(String((whole.perSecond * 100).rounded() / 100))),
             ("this_run", .object([
                 ("records_read", n(planRecords)), ("already_done", n(alreadyDone)),
                 ("accepted", n(accepted)), ("presumed", n(presumed)), ("failed", n(failed)),
@@ -232,6 +238,7 @@ public struct SendReport: Sendable {
                 ("resends", n(resends)), ("resent_by_kind", byName(resentByKind)), ("duplicates_risked", n(duplicatesRisked)),
                 ("reconnects", n(reconnects)), ("drops", n(drops)), ("shutdowns", n(shutdowns)),
                 ("skipped", n(skipped)), ("deferred_for_quiet_hours", n(deferred)), ("waves", n(waves)),
+                ("seconds", .number(format3(seconds))), ("notifications_per_second", .number(String((perSecond * 100).rounded() / 100))),
             ])),
         ] + variantsJSON)
     }
@@ -261,7 +268,7 @@ public struct SendReport: Sendable {
         if let whole = wholeSend, whole.runs > 1 {
             s += "\n  the whole send (\(whole.runs) runs): \(whole.accepted) accepted\(whole.presumed > 0 ? ", \(whole.presumed) presumed" : ""), \(whole.failed) failed"
                 + (whole.failedByReason.isEmpty ? "" : " (" + whole.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")")
-                + ", \(whole.resends) resent, \(whole.duplicatesRisked) possible duplicates"
+                + ", \(whole.resends) resent, \(whole.duplicatesRisked) possible duplicates, \(format3(whole.seconds)) s"
         }
         s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connection\(reconnects == 1 ? "" : "s"), \(drops) lost without a response, \(format3(seconds)) s, \(rateText(perSecond))"
         if wire?.poolMayGrow == true, poolConnections > 0 {

@@ -1,6 +1,7 @@
 import Testing
 import CampaignJSON
 @testable import CampaignSend
+@testable import SendJournal
 import GatewayClient
 
 /// Numbers as the operator reads them: a wait below a second is not
@@ -24,6 +25,22 @@ import GatewayClient
         #expect(report.json["notifications_per_second"]?.doubleValue == 0.67)
         report.accepted = 48_000
         #expect(report.json["notifications_per_second"]?.doubleValue == 16_000)
+    }
+
+    /// The report's top level is the whole send: its seconds are every run's
+    /// (the earlier runs' from their journaled timelines), and its rate is over them.
+    @Test func theWholeSendsSecondsAndRateCountEveryRun() {
+        var before = JournalState(settings: SendSettings(gatewayHost: "127.0.0.1", gatewayPort: 1, certificate: "c.pem"), planHeader: .null)
+        before.runs = 1
+        before.accepted = 859
+        before.timeline = [[JournalRecord.Tick(second: 1, accepted: 200, failed: 0, resent: 0, connections: 4),
+                            JournalRecord.Tick(second: 4, accepted: 859, failed: 0, resent: 0, connections: 4)]]
+        var run = SendReport()
+        run.accepted = 1141
+        run.seconds = 6
+        run.wholeSend = SendTotals(before: before, run: run)
+        #expect(run.json["seconds"]?.doubleValue == 10 && run.json["notifications_per_second"]?.doubleValue == 200, "\(run.json)")
+        #expect(run.json["this_run"]?["seconds"]?.doubleValue == 6 && run.json["this_run"]?["notifications_per_second"]?.doubleValue == 190.17)
     }
 
     /// The summary names why notifications were skipped, and only the reasons that happened.
