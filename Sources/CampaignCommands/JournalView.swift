@@ -85,7 +85,7 @@ struct JournalView {
         case (.waiting, _):
             return "scheduled: waiting\(pid) for its next run" + (state.waitingUntil.map { " at \(utcText(Int64($0)))" } ?? "")
         case (.running, _):
-            return "running\(pid)" + (state.waitingUntil.map { ", waiting with its connections open until \(utcText(Int64($0)))" } ?? "")
+            return "running\(pid)" + (state.waitingUntil.map { ", waiting until \(utcText(Int64($0)))" } ?? "")
         case (.stopped, .scheduled?):
             if let until = state.waitingUntil {
                 return "scheduled, but the send that was waiting to go on at \(utcText(Int64(until))) is gone (stopped or killed): nothing will be sent until it is resumed: \(resumeCommand ?? "")"

@@ -95,9 +95,10 @@ final class ScheduleStage: RecordStage {
         let (journal, clock, logger, staging, shared) = (shared.journal, shared.clock, logger, staging, shared)
         switch gate.admit(at: at, timeZone: record.timeZone, handOver: { moment in
             _ = staging.handOverAll()
-            // A wait with the connections open is said, and journaled for `status`.
+            // A wait is said, and journaled for `status`; "connections open" only
+            // once some are (the connections dial when the first wave is released).
             if Double(moment) - clock.wallSeconds >= 2 {
-                logger("waiting until \(utcText(moment)) for the next notifications (connections open)")
+                logger("waiting until \(utcText(moment)) for the next notifications\(shared.hasConnected ? " (connections open)" : "")")
                 do { try journal.append(.wait(untilUnixSeconds: Int(moment))); try journal.checkpoint() } catch { shared.journalFailed(error) }
             }
         }, halt: shared.halt) {

@@ -198,7 +198,7 @@ import SendJournal
     }
 
     /// Waits for: the simulator's record of the first wave (15), then status
-    /// telling the send waiting with its connections open for the wave a
+    /// telling the send waiting (its connections open) for the wave a
     /// minute later, the first wave journaled done (so the kill lands in the
     /// wait, not among acceptances still to be journaled); then the resumed
     /// send's exit.
@@ -328,6 +328,19 @@ import SendJournal
         #expect(listed.allSatisfy { $0["outcome"]?.stringValue == "skipped" && $0["code"]?.stringValue == "late" && $0["status"] == nil })
         #expect(Set(listed.compactMap { $0["token"]?.stringValue }) == skipped)
         #expect(listed.first?["reason"]?.stringValue?.hasPrefix("skipped: late by 2 h") == true)
+    }
+
+    /// A send whose first moment is a few seconds ahead waits without a
+    /// connection (they dial when the wave is released): it says it waits,
+    /// and does not say its connections are open; then the wave goes.
+    @Test(.timeLimit(.minutes(2))) func aFirstWaitDoesNotClaimOpenConnections() throws {
+        let campaign = try Campaign(base: Self.soon(8), groups: [(0, 3)])
+        let simulator = try startHTTP2Simulator(in: campaign.dir)
+        defer { simulator.stop() }
+        let send = try campaign.send(simulator, [])
+        #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
+        #expect(send.stderr.contains("for the next notifications") && !send.stderr.contains("(connections open)"), "\(send.stderr)")
+        #expect(try campaign.arrivals().count == 3)
     }
 
     /// A binary replay is asked the schedule's verdict again, as its first
