@@ -81,8 +81,6 @@ struct PoolSample: Equatable {
     /// Of ``cpuOwn``, the connections' threads' (what grows with them; the
     /// plan reader's and the start's does not). Nil: all of ``cpuOwn``.
     var cpuConnections: Double?
-    /// Nanoseconds of CPU the connections' threads used over the last tick.
-    var connectionCPUNanoseconds: UInt64 = 0
 }
 
 /// Decides, twice a second, how many connections to add: the pool grows
@@ -160,8 +158,9 @@ struct PoolSizer {
     static let readyTicks = 6
     /// Ticks a step that fell short is given before it is undone.
     static let doubtTicks = 3
-    /// The share of the CPUs busy (the send's or anyone's) from which the
-    /// pool does not grow, and up to which a step's new connections may load them.
+    /// The share of its CPUs the send may use and still grow (up to which a
+    /// step's new connections may load them), and the share of the machine's
+    /// busy beyond which its PINGs say nothing of the distance.
     static let cpuCeiling = 0.85
     /// Seconds between two decisions: a new connection answers within
     /// about two round trips, and half a second is enough to measure a rate.
@@ -361,8 +360,9 @@ final class ConnectionPool: @unchecked Sendable {
     }
 
     /// What the connections' gauges (HTTP/2) say since the last call: the
-    /// pool's sample without its rate, and the shortest round trip seen.
-    func sample() -> (PoolSample, roundTrip: UInt64?) {
+    /// pool's sample without its rate and CPU shares, the shortest round
+    /// trip seen, and the CPU seconds the connections' threads used.
+    func sample() -> (PoolSample, roundTrip: UInt64?, cpuSeconds: Double) {
         mutex.lock()
         let active = workers.count - retired
         let gauges = workers[..<active].compactMap(\.gauge)
@@ -375,10 +375,9 @@ final class ConnectionPool: @unchecked Sendable {
             tally.add(t)
             if productive { sample.productive += 1 }
         }
-        sample.connectionCPUNanoseconds = tally.cpu
         if tally.open > 0 { sample.bound = Double(tally.windowBound + tally.streamBound) / Double(tally.open) }
         sample.roundTripMilliseconds = tally.pingRoundTrip.map { Double($0) / 1e6 }
-        return (sample, tally.roundTrip)
+        return (sample, tally.roundTrip, Double(tally.cpu) / 1e9)
     }
 
     /// Waits for every connection to end (those added meanwhile too), then closes the pool.

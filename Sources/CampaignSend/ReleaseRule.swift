@@ -106,16 +106,14 @@ final class WireRelease: Sendable {
 
     /// Whether `frame` (its bytes `bytes`) may be written at `now`; if not, it is added to `held`.
     func admit(_ frame: QueuedFrame, bytes: UnsafeBufferPointer<UInt8>, now: Double, held: inout [Held]) -> Bool {
-        guard frame.moment != 0 else { return true }
-        let verdict = rule.verdict(at: frame.moment, zone: zones.rules(of: frame.zone), now: now)
-        if verdict == .send { return true }
-        held.append(Held(frame: frame, token: token(bytes), verdict: verdict))
+        guard let h = holds(frame, packet: bytes, now: now) else { return true }
+        held.append(h)
         return false
     }
 
-    /// The same question for a frame taken before, about to go again (a
-    /// retry after a 429 or 5xx, a binary replay, a connection lost with it):
-    /// nil when it may go, else why not.
+    /// Nil when `frame` (its bytes `packet`) may go at `now`, else why not: asked
+    /// as it is taken, and again before it goes again (a retry after a 429 or
+    /// 5xx, a binary replay, a connection lost with it).
     func holds(_ frame: QueuedFrame, packet: UnsafeBufferPointer<UInt8>, now: Double) -> Held? {
         guard frame.moment != 0 else { return nil }
         let verdict = rule.verdict(at: frame.moment, zone: zones.rules(of: frame.zone), now: now)

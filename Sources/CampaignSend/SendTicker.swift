@@ -31,14 +31,14 @@ final class SendTicker {
                 tick += 1
                 let c = shared.report
                 let answered = c.accepted + c.presumed + c.failed
-                var (sample, roundTrip) = pool.sample()
+                var (sample, roundTrip, connectionsCPU) = pool.sample()
                 sample.rate = Double(answered - answeredBefore) / every
                 answeredBefore = answered
                 sample.trouble = shared.inTrouble
                 sample.rateCapped = rateLimit > 0 && sample.rate >= 0.9 * Double(rateLimit)
                 let cpuNow = CPUTimes.now()
                 (sample.cpuOwn, sample.cpuMachine) = cpuNow.share(since: cpuBefore)
-                sample.cpuConnections = cpuNow.share(of: Double(sample.connectionCPUNanoseconds) / 1e9, since: cpuBefore)
+                sample.cpuConnections = cpuNow.share(of: connectionsCPU, since: cpuBefore)
                 cpuBefore = cpuNow
                 if let r = roundTrip { secondsRoundTrip = min(secondsRoundTrip ?? r, r) }
                 if growable, !shared.isStopping {
