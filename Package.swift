@@ -56,27 +56,31 @@ let package = Package(
         .target(name: "APNSWire"),
         .target(name: "CampaignJSON"),
 
-        // I/O: files and stdin, gzip, CRC-32, the libcsv tokenizer, lines,
-        // locks, threads, wake-up pipes and deadlines. The unsafe layer.
-        .target(name: "CampaignIO", dependencies: ["CZlib", "CCSV", "CIOShims"], swiftSettings: hotPath),
+        // The unsafe layer. CampaignIO: the system: files' modes, locks,
+        // threads, wake-up pipes, deadlines, CPU times, one I/O error; the
+        // simulator and TLS need no more, so it keeps run-time exclusivity
+        // checks. ByteStreams: the bytes of the row loop (files and stdin,
+        // gzip, CRC-32, the libcsv tokenizer, lines, buffered writes).
+        .target(name: "CampaignIO", dependencies: ["CIOShims"]),
+        .target(name: "ByteStreams", dependencies: ["CampaignIO", "CZlib", "CCSV", "CIOShims"], swiftSettings: hotPath),
 
         // Campaign rules as pure functions: which variant a device is in.
         .target(name: "CampaignRules"),
 
         // Time zones from the system's tz database, and when a scheduled campaign reaches each device.
-        .target(name: "LocalTime", dependencies: ["CampaignIO"]),
+        .target(name: "LocalTime", dependencies: ["ByteStreams", "CampaignIO"]),
         // The send ledger: which campaigns reached which devices, when (segments of 16-byte entries); the frequency cap rule.
-        .target(name: "SendLedger", dependencies: ["CampaignIO", "CIOShims"], swiftSettings: hotPath),
+        .target(name: "SendLedger", dependencies: ["ByteStreams", "CampaignIO", "CIOShims"], swiftSettings: hotPath),
 
         // Audience rows, job files and payloads, the suppression store, the plan stream.
-        .target(name: "AudienceIngest", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"], swiftSettings: hotPath),
-        .target(name: "CampaignPayload", dependencies: ["APNSWire", "CampaignRules", "AudienceIngest", "CampaignIO", "CampaignJSON", "LocalTime", "SendLedger"], swiftSettings: hotPath),
-        .target(name: "FeedbackStore", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON"]),
+        .target(name: "AudienceIngest", dependencies: ["APNSWire", "ByteStreams", "CampaignIO", "CampaignJSON"], swiftSettings: hotPath),
+        .target(name: "CampaignPayload", dependencies: ["APNSWire", "CampaignRules", "AudienceIngest", "ByteStreams", "CampaignIO", "CampaignJSON", "LocalTime", "SendLedger"], swiftSettings: hotPath),
+        .target(name: "FeedbackStore", dependencies: ["APNSWire", "ByteStreams", "CampaignIO", "CampaignJSON"]),
         // The plan stream: header, records, trailer; its writer and verifying reader.
-        .target(name: "PlanStream", dependencies: ["APNSWire", "CampaignRules", "CampaignIO", "CampaignJSON", "LocalTime", "SendLedger"], swiftSettings: hotPath),
+        .target(name: "PlanStream", dependencies: ["APNSWire", "CampaignRules", "ByteStreams", "CampaignIO", "CampaignJSON", "LocalTime", "SendLedger"], swiftSettings: hotPath),
 
         // The planner: de-duplication and the reading, preparing and planning stages.
-        .target(name: "CampaignPlan", dependencies: ["APNSWire", "CampaignRules", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload",
+        .target(name: "CampaignPlan", dependencies: ["APNSWire", "CampaignRules", "AudienceIngest", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignPayload",
                                                      "FeedbackStore", "PlanStream", "CIOShims", "LocalTime", "SendLedger"], swiftSettings: hotPath),
 
         // Transport: sockets, TLS over OpenSSL (client and server), identities, development certificates.
@@ -84,18 +88,18 @@ let package = Package(
         // HTTP/2 sessions over bytes (nghttp2), client and server.
         .target(name: "CampaignHTTP2", dependencies: ["CNGHTTP2"]),
         // What every client of the gateway shares: the clock, provider tokens, the HTTP/2 answer's table, backoffs, the feedback client.
-        .target(name: "GatewayClient", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "FeedbackStore", "LocalTime"]),
+        .target(name: "GatewayClient", dependencies: ["APNSWire", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignTLS", "FeedbackStore", "LocalTime"]),
         // The channel management API's client (broadcast channels: create, list, show, delete) and the channel-id files.
-        .target(name: "ChannelManagement", dependencies: ["APNSWire", "CampaignHTTP2", "CampaignIO", "CampaignJSON", "CampaignTLS", "GatewayClient"]),
+        .target(name: "ChannelManagement", dependencies: ["APNSWire", "CampaignHTTP2", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignTLS", "GatewayClient"]),
         // A send's journal: its settings, each run's records (outcomes, failures, skips, ticks) and the state read back from them;
         // `campaign cancel` on journals, and a send's watch of its cancel file.
-        .target(name: "SendJournal", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "CampaignTLS", "GatewayClient", "LocalTime", "PlanStream"], swiftSettings: hotPath),
+        .target(name: "SendJournal", dependencies: ["APNSWire", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignTLS", "GatewayClient", "LocalTime", "PlanStream"], swiftSettings: hotPath),
         // The sender: sessions, the record stages and outcome sinks, the connection engine and its HTTP/2 and binary workers.
-        .target(name: "CampaignSend", dependencies: ["APNSWire", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
+        .target(name: "CampaignSend", dependencies: ["APNSWire", "ByteStreams", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
                                                      "CampaignHTTP2", "FeedbackStore", "GatewayClient", "LocalTime", "SendJournal", "SendLedger"], swiftSettings: hotPath),
 
         // A send's results: who was in which group, the app's events, the statistics (pure) against the holdout.
-        .target(name: "CampaignResults", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream", "CampaignSend", "SendJournal",
+        .target(name: "CampaignResults", dependencies: ["APNSWire", "AudienceIngest", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream", "CampaignSend", "SendJournal",
                                                         "LocalTime"], swiftSettings: hotPath),
 
         // The gateway and feedback simulator, startable in-process on port 0.
@@ -105,33 +109,34 @@ let package = Package(
         .target(
             name: "CampaignCommands",
             dependencies: [
-                "APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream",
+                "APNSWire", "AudienceIngest", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream",
                 "CampaignTLS", "CampaignSend", "SendJournal", "GatewayClient", "ChannelManagement", "CampaignResults", "FeedbackStore", "GatewaySimulator", "LocalTime", "SendLedger",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(name: "campaign", dependencies: ["CampaignCommands"]),
         // Measurements for `make bench`; release builds only.
-        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "CampaignIO", "SendLedger", "CampaignPlan", "PlanStream", "CampaignSend", "SendJournal", "CampaignTLS", "GatewaySimulator", "CampaignHTTP2"]),
+        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "ByteStreams", "CampaignIO", "SendLedger", "CampaignPlan", "PlanStream", "CampaignSend", "SendJournal", "CampaignTLS", "GatewaySimulator", "CampaignHTTP2"]),
         // The parsers of untrusted input as fuzz targets, and `campaign-fuzz`,
         // which replays inputs through them (or, built by `make fuzz`, runs libFuzzer).
-        .target(name: "CampaignFuzzTargets", dependencies: ["APNSWire", "AudienceIngest", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream"]),
+        .target(name: "CampaignFuzzTargets", dependencies: ["APNSWire", "AudienceIngest", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream"]),
         .executableTarget(name: "campaign-fuzz", dependencies: ["CampaignFuzzTargets", "CIOShims"]),
 
         .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS", "CampaignIO", "CampaignHTTP2", "GatewaySimulator"], path: "Tests/CampaignTestSupport"),
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire", "CampaignIO"]),
         .testTarget(name: "CampaignIOTests", dependencies: ["CampaignIO", "CampaignTestSupport"]),
+        .testTarget(name: "ByteStreamsTests", dependencies: ["ByteStreams", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignJSONTests", dependencies: ["CampaignJSON"]),
-        .testTarget(name: "SendLedgerTests", dependencies: ["SendLedger", "CampaignIO", "CampaignTestSupport"]),
+        .testTarget(name: "SendLedgerTests", dependencies: ["SendLedger", "ByteStreams", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "LocalTimeTests", dependencies: ["LocalTime", "CampaignTestSupport"]),
         .testTarget(name: "CampaignFuzzTargetsTests", dependencies: ["CampaignFuzzTargets"], exclude: []),
         .testTarget(name: "GatewayClientTests", dependencies: ["GatewayClient", "APNSWire", "CampaignIO", "CampaignTLS", "CampaignTestSupport"]),
         .testTarget(name: "ChannelManagementTests", dependencies: ["ChannelManagement", "GatewayClient", "APNSWire", "CampaignHTTP2", "CampaignIO", "CampaignTLS", "CampaignTestSupport"]),
         .testTarget(name: "SendJournalTests", dependencies: ["SendJournal", "CampaignJSON", "CampaignTestSupport"]),
-        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "SendJournal", "GatewayClient", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
-        .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "SendLedger", "PlanStream", "AudienceIngest", "CampaignPayload", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignRules", "CampaignTestSupport", "LocalTime"]),
-        .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "CampaignIO", "CampaignRules", "CampaignTestSupport"]),
-        .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "CampaignIO", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "SendJournal", "GatewayClient", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "ByteStreams", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "SendLedger", "PlanStream", "AudienceIngest", "CampaignPayload", "ByteStreams", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignRules", "CampaignTestSupport", "LocalTime"]),
+        .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "ByteStreams", "CampaignIO", "CampaignRules", "CampaignTestSupport"]),
+        .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "ByteStreams", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignTLSTests", dependencies: ["CampaignTLS", "CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "CampaignResultsTests", dependencies: ["CampaignResults", "CampaignIO", "CampaignJSON", "CampaignTestSupport"]),
         .testTarget(name: "CampaignHTTP2Tests", dependencies: ["CampaignHTTP2", "CampaignTestSupport"]),
@@ -141,7 +146,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CampaignCommandsTests",
-            dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream",
+            dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream",
                            "CampaignPayload", "CampaignSend", "SendJournal", "GatewayClient", "ChannelManagement", "CampaignResults", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime", "SendLedger"]
         ),
     ]

@@ -1,4 +1,5 @@
 import CampaignIO
+import ByteStreams
 
 /// Reads a CSV audience with libcsv: a header row, quoted fields with embedded
 /// commas, quotes and line breaks, CRLF, and a UTF-8 byte-order mark.

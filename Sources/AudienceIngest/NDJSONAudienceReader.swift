@@ -4,6 +4,7 @@ import Glibc
 import APNSWire
 import CampaignIO
 import CampaignJSON
+import ByteStreams
 
 /// Reads an NDJSON audience: one JSON object per line. Blank lines are
 /// skipped; a line that is not a JSON object is a malformed row.

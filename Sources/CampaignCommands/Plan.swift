@@ -7,6 +7,7 @@ import CampaignPlan
 import PlanStream
 import FeedbackStore
 import LocalTime
+import ByteStreams
 
 /// `campaign plan JOB [AUDIENCE]`: an audience to a localized, size-fitted plan stream.
 struct Plan: ParsableCommand {

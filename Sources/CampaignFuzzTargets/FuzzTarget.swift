@@ -9,6 +9,7 @@ import CampaignPayload
 import CampaignPlan
 import PlanStream
 import Synchronization
+import ByteStreams
 
 /// The parsers that read untrusted bytes, each as a function of one input.
 ///

@@ -66,7 +66,7 @@ public struct CPUTimes: Sendable, Equatable {
 
     /// The CPUs this process may run on, read once (`Cpus_allowed_list: 0-3,8`).
     static let allowedCPUs: Set<Int>? = {
-        guard let status = try? readWholeFile("/proc/self/status", limit: 1 << 20) else { return nil }
+        guard let status = readProcFile("/proc/self/status") else { return nil }
         let text = String(decoding: status, as: UTF8.self)
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Cpus_allowed_list:") }) else { return nil }
         return parseCPUList(line.dropFirst("Cpus_allowed_list:".count))
@@ -84,9 +84,25 @@ public struct CPUTimes: Sendable, Equatable {
         return cpus.isEmpty ? nil : cpus
     }
 
+    /// A file under /proc, read to its end (they report a size of 0); nil
+    /// where there is none (not Linux).
+    private static func readProcFile(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while bytes.count < 4 << 20 {
+            guard let n = try? syscall("read", path: path, { chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }) else { return nil }
+            if n == 0 { return bytes }
+            bytes += chunk[0..<n]
+        }
+        return bytes
+    }
+
     /// Busy and total ticks summed over `cpus` (every CPU when nil), from `/proc/stat`.
     private static func machineTicks(cpus: Set<Int>?) -> (busy: Double, total: Double)? {
-        guard let stat = try? readWholeFile("/proc/stat", limit: 4 << 20) else { return nil }
+        guard let stat = readProcFile("/proc/stat") else { return nil }
         return parseStat(String(decoding: stat, as: UTF8.self), cpus: cpus)
     }
 

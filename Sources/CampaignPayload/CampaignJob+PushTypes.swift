@@ -1,6 +1,7 @@
 import APNSWire
 import CampaignIO
 import CampaignJSON
+import ByteStreams
 
 /// Apple's rules for the newer device push types (`../shared/reference/
 /// apns-broadcast.md` §2 and §4), checked when the job is loaded so that a

@@ -4,6 +4,7 @@ import CampaignIO
 import CampaignJSON
 import LocalTime
 import SendLedger
+import ByteStreams
 
 /// A job file that cannot be used, naming the file and the key.
 public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {

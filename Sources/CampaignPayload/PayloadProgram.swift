@@ -4,6 +4,7 @@ import Glibc
 import AudienceIngest
 import CampaignIO
 import CampaignJSON
+import ByteStreams
 
 /// One step of a compiled message. Every message of a job compiles into one
 /// array of these over one byte table, so rendering a payload for a row is

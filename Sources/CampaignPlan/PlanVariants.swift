@@ -6,6 +6,7 @@ import CampaignJSON
 import CampaignPayload
 import PlanStream
 import CampaignRules
+import ByteStreams
 
 /// A job's variants as the planner uses them: which variant a token is in,
 /// each variant's message selector, and its name quoted for the record.

@@ -9,6 +9,7 @@ import CampaignPayload
 import PlanStream
 import FeedbackStore
 import LocalTime
+import ByteStreams
 
 /// Settings of one planning run beyond the job.
 public struct PlanOptions: Sendable {

@@ -1,5 +1,6 @@
 import AudienceIngest
 import CampaignIO
+import ByteStreams
 
 /// What the preparing stage made of one row: everything that does not depend
 /// on the rows before it. De-duplication, feedback suppression and numbering

@@ -3,6 +3,7 @@ import APNSWire
 import CampaignIO
 import CampaignJSON
 import LocalTime
+import ByteStreams
 
 /// Why a row was not planned. The code is stable, for scripts; the reason is
 /// the sentence for people.

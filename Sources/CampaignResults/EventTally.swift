@@ -3,6 +3,7 @@ import APNSWire
 import AudienceIngest
 import CampaignIO
 import CampaignJSON
+import ByteStreams
 
 /// Which columns (CSV) or keys (NDJSON) of an events export hold the device's
 /// token, the event's name and its time (`--columns token=device_id,event=name,time=ts`).

@@ -7,6 +7,7 @@ import CampaignSend
 import LocalTime
 import PlanStream
 import SendJournal
+import ByteStreams
 
 /// A send's experiment as its files tell it: who was in which group (the
 /// plan's records and the holdout file), where each notification stands

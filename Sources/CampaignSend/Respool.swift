@@ -5,6 +5,7 @@ import CampaignIO
 import CampaignJSON
 import PlanStream
 import SendJournal
+import ByteStreams
 
 /// When `campaign plan … | campaign send` is killed as a whole, the plan the
 /// journal spooled ends where the kill cut it. Planning again gives the same

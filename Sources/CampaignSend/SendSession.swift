@@ -3,6 +3,7 @@ import CampaignIO
 import PlanStream
 import CampaignTLS
 import SendJournal
+import ByteStreams
 
 /// A send from its first step to its report: a new send (its journal
 /// created, a plan from standard input spooled into it) or a resume (the

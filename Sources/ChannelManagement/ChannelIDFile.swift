@@ -1,5 +1,6 @@
 import APNSWire
 import CampaignIO
+import ByteStreams
 
 /// `campaign channels create --out FILE`: new channel ids appended one per
 /// line as each 201 arrives, each written and fsynced before the next

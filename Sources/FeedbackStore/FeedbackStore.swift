@@ -4,6 +4,7 @@ import Glibc
 import APNSWire
 import CampaignIO
 import CampaignJSON
+import ByteStreams
 
 
 /// Devices the feedback service reported (or the gateway refused with status

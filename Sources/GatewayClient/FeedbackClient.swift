@@ -3,6 +3,7 @@ import CampaignIO
 import CampaignJSON
 import CampaignTLS
 import FeedbackStore
+import ByteStreams
 
 /// What a feedback run changed.
 public struct FeedbackResult: Equatable, Sendable {

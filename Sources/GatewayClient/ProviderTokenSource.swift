@@ -4,6 +4,7 @@ import Glibc
 import CampaignIO
 import CampaignJSON
 import CampaignTLS
+import ByteStreams
 
 /// The one provider token all of a send's connections use: made from the
 /// `.p8` key, renewed after 50 minutes and never within 20 (APNs answers a

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ByteStreams
 import CampaignIO
 
 /// What an audience's time-zone field names.

@@ -6,6 +6,7 @@ import CampaignIO
 import CampaignJSON
 import LocalTime
 import SendLedger
+import ByteStreams
 
 /// The first line of a plan: `{"header":{…}}`.
 public struct PlanHeader: Equatable, Sendable {

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CampaignIO
 import CampaignJSON
+import ByteStreams
 
 /// `DIR/manifest.json` of `plan --parts N --out DIR`: the parts of one
 /// planning run, each a complete plan of its own. Written last, once every

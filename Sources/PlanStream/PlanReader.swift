@@ -1,6 +1,7 @@
 import APNSWire
 import CampaignIO
 import CampaignJSON
+import ByteStreams
 
 /// Reads a plan stream, checking as it goes that records come in order and,
 /// at the trailer, that their count and checksum match. A plan without a

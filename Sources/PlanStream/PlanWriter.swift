@@ -5,6 +5,7 @@ import APNSWire
 import CampaignIO
 import CampaignJSON
 import LocalTime
+import ByteStreams
 
 /// Writes a plan stream, buffered, to a file (created 0600: it holds tokens) or standard output.
 public final class PlanWriter {

@@ -4,6 +4,7 @@ import Glibc
 import APNSWire
 import CampaignIO
 import CampaignJSON
+import ByteStreams
 
 /// The journal of one send: a directory with an append-only log of records,
 /// each line `CRC32 JSON` so a record torn by a crash is detected and ignored;

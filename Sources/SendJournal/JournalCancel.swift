@@ -4,6 +4,7 @@ import Glibc
 import CampaignIO
 import CampaignJSON
 import LocalTime
+import ByteStreams
 
 /// A campaign cancelled for good (`campaign cancel`): who, when and why,
 /// kept in the journal directory's `cancel` file as one record in the log's

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ByteStreams
 import CampaignIO
 
 /// The send ledger's on-disk format: a directory of segment files, one per

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ByteStreams
 import CampaignIO
 
 /// Appends one send's entries to its own segment of a ledger directory.

@@ -9,6 +9,7 @@ import CampaignPlan
 import PlanStream
 import CampaignSend
 import CampaignTLS
+import ByteStreams
 
 func tokenizeCSV(path: String) throws {
     let source = try InputFile.open(path)

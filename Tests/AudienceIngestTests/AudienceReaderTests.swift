@@ -3,6 +3,7 @@ import Testing
 import CampaignIO
 import CampaignTestSupport
 @testable import AudienceIngest
+import ByteStreams
 
 /// Reads every record of a file: rows as [column: value], malformed rows as (line, reason).
 func readAll(_ text: String, name: String = "audience.csv", gzip: Bool = false) throws -> (rows: [(Int, [String: String])], bad: [(Int, String, String?)], schema: [String]) {

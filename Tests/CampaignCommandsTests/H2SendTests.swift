@@ -9,6 +9,7 @@ import CampaignTLS
 import FeedbackStore
 import GatewaySimulator
 import SendJournal
+import ByteStreams
 
 /// `send` over HTTP/2 against the simulator's `--protocol h2`: every row of
 /// the outcome table, asserted from the simulator's record.

@@ -7,6 +7,7 @@ import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
 import SendJournal
+import ByteStreams
 
 /// The send ledger and the campaign rules that read it, as an operator runs
 /// them: `plan --ledger`, `send --ledger`, against the simulator's record.

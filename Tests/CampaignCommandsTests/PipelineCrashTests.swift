@@ -7,6 +7,7 @@ import PlanStream
 import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
+import ByteStreams
 
 /// `campaign plan … | campaign send` killed as a whole (kill -9 of the shell
 /// and both commands: what a machine crash does to a nightly run), then

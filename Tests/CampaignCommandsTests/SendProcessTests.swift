@@ -12,6 +12,7 @@ import CampaignTestSupport
 import CampaignTLS
 import GatewaySimulator
 import SendJournal
+import ByteStreams
 
 /// Runs the `campaign` binary; `wait` returns its exit status, or nil if it is still running after `timeout`.
 final class CampaignProcess {

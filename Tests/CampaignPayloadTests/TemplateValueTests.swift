@@ -3,6 +3,7 @@ import AudienceIngest
 import CampaignIO
 import CampaignJSON
 @testable import CampaignPayload
+import ByteStreams
 
 /// `{name|default}` for rows without a value, and `"{name:type}"` for JSON
 /// numbers and booleans: what a real export with empty fields and numeric

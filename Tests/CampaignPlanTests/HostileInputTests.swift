@@ -7,6 +7,7 @@ import CampaignPayload
 import CampaignTestSupport
 @testable import CampaignPlan
 @testable import PlanStream
+import ByteStreams
 
 /// Inputs built to hurt (Tests/Corpus/hostile/, and a few too big to keep
 /// there, made here). Each must end in a clear error naming the file, or in

@@ -9,6 +9,7 @@ import CampaignTestSupport
 import FeedbackStore
 @testable import CampaignPlan
 @testable import PlanStream
+import ByteStreams
 
 let springJob = """
 {

@@ -8,6 +8,7 @@ import CampaignTestSupport
 import GatewaySimulator
 @testable import CampaignSend
 @testable import SendJournal
+@testable import ByteStreams
 
 /// Power loss: the journal loses whatever the disk had not made durable, so
 /// its last record may be cut at any byte. Every such journal must resume,

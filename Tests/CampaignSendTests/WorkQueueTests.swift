@@ -9,6 +9,7 @@ import CampaignTestSupport
 import GatewaySimulator
 @testable import CampaignSend
 @testable import SendJournal
+@testable import ByteStreams
 
 /// Hands out the plan's bytes up to `gate`, then waits on `open` before the rest:
 /// an upstream planner that has stalled.

@@ -6,6 +6,7 @@ import Testing
 import CampaignIO
 import CampaignTestSupport
 @testable import SendLedger
+import ByteStreams
 
 @Suite struct SendLedgerTests {
     static func bytes(_ path: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: path))) }

@@ -1,5 +1,6 @@
 internal import CZlib
 internal import CIOShims
+import CampaignIO
 
 /// Decompresses a gzip stream (several concatenated members allowed, as
 /// `cat a.gz b.gz` makes) from another source.

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Dispatch
 import Synchronization
+import CampaignIO
 
 /// Batches filled on a thread of its own and handed to one consumer in the
 /// order they were filled, a few ahead at most: two stages of work overlap

@@ -1,3 +1,5 @@
+import CampaignIO
+
 /// Passes a source through while keeping a copy of everything read, so a
 /// plan that came from standard input can be read again on resume. Each
 /// chunk is handed to the kernel before it is passed on, so the copy holds

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 internal import CIOShims
+import CampaignIO
 
 /// Appends to a file, or standard output for "-", through a buffer. Files are
 /// created with the given mode whatever the umask: 0600 for anything holding

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-
+import CampaignIO
 
 /// Splits a byte source into lines at LF, keeping each line's terminator, and
 /// numbering them from 1. A line longer than the limit is skipped and reported
