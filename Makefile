@@ -108,6 +108,7 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(call run_suite,,$(TEST_WIDTH),,$(WALL_CLOCK_WIDTH))
 	bash deploy/k8s/validate.sh
+	python3 scripts/check_products.py
 
 # Throughput and memory of plan and send beside their limits (release builds,
 # medians of 3 runs); results in out/bench/results.json. Not part of `make test`.

@@ -5,8 +5,9 @@ import PackageDescription
 // in classes whose properties are checked for exclusive access at run time;
 // in release builds that check cost about a tenth of planning time, and each
 // such object is used by one thread by design. Only the modules on those
-// paths drop the check; products others may depend on (APNSWire,
-// CampaignJSON, GatewaySimulator) keep it.
+// paths drop the check; the library products (APNSWire, GatewaySimulator)
+// and every target under them keep it: SwiftPM refuses unsafe flags in a
+// tagged dependency (scripts/check_products.py, run by `make test`).
 let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let package = Package(
