@@ -95,12 +95,21 @@ let package = Package(
         // A send's journal: its settings, each run's records (outcomes, failures, skips, ticks) and the state read back from them;
         // `campaign cancel` on journals, and a send's watch of its cancel file.
         .target(name: "SendJournal", dependencies: ["APNSWire", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignTLS", "GatewayClient", "LocalTime", "PlanStream"], swiftSettings: hotPath),
-        // The sender: sessions, the record stages and outcome sinks, the connection engine and its HTTP/2 and binary workers.
-        .target(name: "CampaignSend", dependencies: ["APNSWire", "ByteStreams", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
-                                                     "CampaignHTTP2", "FeedbackStore", "GatewayClient", "LocalTime", "SendJournal", "SendLedger"], swiftSettings: hotPath),
+        // The engine a send runs on, whatever its protocol: the connection engine and pool, the queues, pacing, the unproven
+        // window, the outcome sinks and the counts they keep, the release rule at the wire; no wire protocol.
+        .target(name: "SendEngine", dependencies: ["APNSWire", "ByteStreams", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
+                                                   "FeedbackStore", "GatewayClient", "LocalTime", "SendJournal", "SendLedger"], swiftSettings: hotPath),
+        // The two wire protocols over the engine: the HTTP/2 provider API (one connection's state, its answers and losses,
+        // device and channel targets) and the binary provider interface (commands 0, 1 and 2).
+        .target(name: "H2Provider", dependencies: ["APNSWire", "CampaignHTTP2", "CampaignIO", "CampaignJSON", "CampaignTLS", "GatewayClient",
+                                                   "PlanStream", "SendEngine", "SendJournal"], swiftSettings: hotPath),
+        .target(name: "BinaryProvider", dependencies: ["APNSWire", "CampaignIO", "CampaignTLS", "GatewayClient", "PlanStream", "SendEngine", "SendJournal"], swiftSettings: hotPath),
+        // The sender: sessions, the record stages, the schedule's gate, the ticker and metrics; picks a plan's protocol.
+        .target(name: "CampaignSend", dependencies: ["APNSWire", "BinaryProvider", "ByteStreams", "CampaignIO", "CampaignJSON", "PlanStream", "CampaignTLS",
+                                                     "FeedbackStore", "GatewayClient", "H2Provider", "LocalTime", "SendEngine", "SendJournal", "SendLedger"], swiftSettings: hotPath),
 
         // A send's results: who was in which group, the app's events, the statistics (pure) against the holdout.
-        .target(name: "CampaignResults", dependencies: ["APNSWire", "AudienceIngest", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream", "CampaignSend", "SendJournal",
+        .target(name: "CampaignResults", dependencies: ["APNSWire", "AudienceIngest", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream", "CampaignSend", "SendEngine", "SendJournal",
                                                         "LocalTime"], swiftSettings: hotPath),
 
         // The gateway and feedback simulator, startable in-process on port 0.
@@ -110,14 +119,14 @@ let package = Package(
         .target(
             name: "CampaignCommands",
             dependencies: [
-                "APNSWire", "AudienceIngest", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream",
-                "CampaignTLS", "CampaignSend", "SendJournal", "GatewayClient", "ChannelManagement", "CampaignResults", "FeedbackStore", "GatewaySimulator", "LocalTime", "SendLedger",
+                "APNSWire", "AudienceIngest", "ByteStreams", "CampaignHTTP2", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream",
+                "CampaignTLS", "CampaignSend", "SendEngine", "SendJournal", "GatewayClient", "ChannelManagement", "CampaignResults", "FeedbackStore", "GatewaySimulator", "LocalTime", "SendLedger",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(name: "campaign", dependencies: ["CampaignCommands"]),
         // Measurements for `make bench`; release builds only.
-        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "ByteStreams", "CampaignIO", "SendLedger", "CampaignPlan", "PlanStream", "CampaignSend", "SendJournal", "CampaignTLS", "GatewaySimulator", "CampaignHTTP2"]),
+        .executableTarget(name: "campaign-bench", dependencies: ["APNSWire", "ByteStreams", "CampaignIO", "SendLedger", "CampaignPlan", "PlanStream", "CampaignSend", "BinaryProvider", "SendEngine", "SendJournal", "CampaignTLS", "GatewaySimulator", "CampaignHTTP2"]),
         // The parsers of untrusted input as fuzz targets, and `campaign-fuzz`,
         // which replays inputs through them (or, built by `make fuzz`, runs libFuzzer).
         .target(name: "CampaignFuzzTargets", dependencies: ["APNSWire", "AudienceIngest", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream"]),
@@ -134,7 +143,7 @@ let package = Package(
         .testTarget(name: "GatewayClientTests", dependencies: ["GatewayClient", "APNSWire", "CampaignIO", "CampaignTLS", "CampaignTestSupport"]),
         .testTarget(name: "ChannelManagementTests", dependencies: ["ChannelManagement", "GatewayClient", "APNSWire", "CampaignHTTP2", "CampaignIO", "CampaignTLS", "CampaignTestSupport"]),
         .testTarget(name: "SendJournalTests", dependencies: ["SendJournal", "CampaignJSON", "CampaignTestSupport"]),
-        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "SendJournal", "GatewayClient", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "ByteStreams", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "CampaignTestSupport"]),
+        .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "BinaryProvider", "H2Provider", "SendEngine", "SendJournal", "GatewayClient", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "ByteStreams", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "LocalTime", "CampaignTestSupport"]),
         .testTarget(name: "CampaignPlanTests", dependencies: ["CampaignPlan", "SendLedger", "PlanStream", "AudienceIngest", "CampaignPayload", "ByteStreams", "CampaignIO", "FeedbackStore", "APNSWire", "CampaignJSON", "CampaignRules", "CampaignTestSupport", "LocalTime"]),
         .testTarget(name: "CampaignPayloadTests", dependencies: ["CampaignPayload", "AudienceIngest", "APNSWire", "CampaignJSON", "ByteStreams", "CampaignIO", "CampaignRules", "CampaignTestSupport"]),
         .testTarget(name: "AudienceIngestTests", dependencies: ["AudienceIngest", "ByteStreams", "CampaignIO", "CampaignTestSupport"]),
@@ -148,7 +157,7 @@ let package = Package(
         .testTarget(
             name: "CampaignCommandsTests",
             dependencies: ["CampaignCommands", "CampaignTestSupport", "CampaignTLS", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignPlan", "PlanStream",
-                           "CampaignPayload", "CampaignSend", "SendJournal", "GatewayClient", "ChannelManagement", "CampaignResults", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime", "SendLedger"]
+                           "CampaignPayload", "CampaignSend", "SendEngine", "SendJournal", "GatewayClient", "ChannelManagement", "CampaignResults", "AudienceIngest", "APNSWire", "GatewaySimulator", "FeedbackStore", "LocalTime", "SendLedger"]
         ),
     ]
 )

@@ -3,6 +3,7 @@ import CampaignSend
 import LocalTime
 import PlanStream
 import SendJournal
+import SendEngine
 
 /// A scheduled send: what is not final yet, by when it is due (from a
 /// pass over the plan; nil when the plan is not scheduled or cannot be read).

@@ -8,6 +8,7 @@ import CampaignTLS
 import LocalTime
 import SendLedger
 import SendJournal
+import SendEngine
 
 /// `campaign send`: a plan to the gateway over parallel TLS connections.
 struct Send: ParsableCommand {

@@ -8,6 +8,7 @@ import LocalTime
 import PlanStream
 import SendJournal
 import ByteStreams
+import SendEngine
 
 /// A send's experiment as its files tell it: who was in which group (the
 /// plan's records and the holdout file), where each notification stands

@@ -1,5 +1,6 @@
 import CampaignSend
 import SendJournal
+import SendEngine
 
 /// What a send's journal says of each notification, by shard and ordinal:
 /// proven (accepted or presumed) and the second it was proven, refused for

@@ -2,6 +2,7 @@ import CampaignIO
 import PlanStream
 import LocalTime
 import SendJournal
+import SendEngine
 
 /// What one stage of the plan reader says of a record.
 enum RecordVerdict {

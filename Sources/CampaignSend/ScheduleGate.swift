@@ -4,6 +4,7 @@ import Glibc
 import CampaignIO
 import LocalTime
 import GatewayClient
+import SendEngine
 
 /// Releases a scheduled plan's records when their moments come. The plan is
 /// in order of moment, so the reader only ever waits for the record in front

@@ -2,6 +2,7 @@ import CampaignIO
 import LocalTime
 import SendJournal
 import GatewayClient
+import SendEngine
 
 /// A scheduled send that waits between its runs (without `--due-only`):
 /// when it starts the next run, and the wait itself.

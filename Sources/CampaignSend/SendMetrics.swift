@@ -2,6 +2,7 @@
 /// node_exporter's textfile collector (or any scraper of such a file):
 /// counters for what has become final, gauges for what is in flight.
 import SendJournal
+import SendEngine
 
 public enum SendMetrics {
     /// The file's text for `counts` and `progress` after `seconds` of

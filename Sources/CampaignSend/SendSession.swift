@@ -4,6 +4,7 @@ import PlanStream
 import CampaignTLS
 import SendJournal
 import ByteStreams
+import SendEngine
 
 /// A send from its first step to its report: a new send (its journal
 /// created, a plan from standard input spooled into it) or a resume (the

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CampaignIO
 import SendJournal
+import SendEngine
 
 /// A run's timeline, on its own thread: twice a second, whether the pool
 /// should grow or shrink (``PoolSizer``); once a second, the outage check,

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CampaignIO
 import PlanStream
+import SendEngine
 
 extension Sender {
     /// Reads the plan on the calling thread, asks each record of `stages` in

@@ -10,6 +10,7 @@ import CampaignTLS
 import FeedbackStore
 import LocalTime
 import SendJournal
+import SendEngine
 
 /// Sends a plan: reads it on the calling thread, spreads its shards over
 /// connections, and journals every proof.

@@ -1,5 +1,8 @@
 import PlanStream
 import SendJournal
+import SendEngine
+import H2Provider
+import BinaryProvider
 
 /// The one place a plan's protocol picks the transport that carries it: a
 /// new protocol adds its case here, and the sender runs whatever comes back.

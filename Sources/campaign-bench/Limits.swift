@@ -10,6 +10,7 @@ import PlanStream
 import CampaignSend
 import CampaignTLS
 import ByteStreams
+import BinaryProvider
 
 func tokenizeCSV(path: String) throws {
     let source = try InputFile.open(path)

@@ -9,6 +9,7 @@ import FeedbackStore
 import GatewaySimulator
 import SendJournal
 import GatewayClient
+import SendEngine
 
 /// `campaign send` in front of HTTP/2 servers that misbehave on purpose
 /// (issue 21): every one ends by itself within a bound, a first SIGTERM ends

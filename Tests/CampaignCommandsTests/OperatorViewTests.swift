@@ -10,6 +10,7 @@ import CampaignTestSupport
 @testable import CampaignCommands
 import GatewaySimulator
 @testable import SendJournal
+@testable import SendEngine
 
 /// What an operator reads of an HTTP/2 send: failures and retries by the
 /// reason APNs gave, in the report, `status`, the metrics file and the page.

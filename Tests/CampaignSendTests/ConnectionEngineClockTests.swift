@@ -13,6 +13,8 @@ import PlanStream
 @testable import CampaignSend
 @testable import SendJournal
 @testable import GatewayClient
+@testable import SendEngine
+@testable import H2Provider
 
 // The connection engine and the HTTP/2 plug-in, driven without a socket
 // and without waiting: a test clock whose time moves only when the engine

@@ -1,6 +1,7 @@
 import Testing
 @testable import CampaignSend
 @testable import GatewayClient
+@testable import H2Provider
 
 /// What a send says when the gateway refuses its credential (403).
 @Suite struct H2RefusedCredentialTests {

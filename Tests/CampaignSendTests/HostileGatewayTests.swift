@@ -9,6 +9,7 @@ import CampaignTestSupport
 import GatewaySimulator
 @testable import CampaignSend
 @testable import SendJournal
+@testable import SendEngine
 
 /// A gateway that misbehaves on purpose, on 127.0.0.1: each accepted
 /// connection is handed to `behaviour`. Stops with the test.

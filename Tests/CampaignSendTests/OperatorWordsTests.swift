@@ -3,6 +3,7 @@ import CampaignJSON
 @testable import CampaignSend
 @testable import SendJournal
 import GatewayClient
+@testable import SendEngine
 
 /// Numbers as the operator reads them: a wait below a second is not
 /// "0.0 s", a rate below one a second is not "0/s".

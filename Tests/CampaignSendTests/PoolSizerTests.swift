@@ -1,5 +1,7 @@
 import Testing
 @testable import CampaignSend
+@testable import SendEngine
+@testable import BinaryProvider
 
 /// How the HTTP/2 pool decides to grow (``PoolSizer``), tick by tick.
 @Suite struct PoolSizerTests {

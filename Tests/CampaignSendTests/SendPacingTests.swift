@@ -1,5 +1,6 @@
 import Testing
 @testable import CampaignSend
+@testable import SendEngine
 
 /// `--rate N` over any second of a send: N and a tenth at most, however the
 /// send paused before (a bucket of a second's worth let about 2N through).

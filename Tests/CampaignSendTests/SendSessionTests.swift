@@ -6,6 +6,7 @@ import CampaignTestSupport
 @testable import CampaignSend
 import GatewaySimulator
 @testable import SendJournal
+@testable import SendEngine
 
 @Suite struct SendSessionTests {
     @Test func theProgressLineCountsAgainstThePlansTotal() {

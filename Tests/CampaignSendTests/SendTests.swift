@@ -13,6 +13,7 @@ import FeedbackStore
 import GatewaySimulator
 @testable import CampaignSend
 @testable import SendJournal
+@testable import SendEngine
 
 /// A plan of `count` notifications written into `dir`; returns the tokens by seq.
 func makePlan(count: Int, format: String = "enhanced", in dir: TemporaryDirectory, name: String = "plan.ndjson", seed: UInt64 = 1) throws -> [String] {

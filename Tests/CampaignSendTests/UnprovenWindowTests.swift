@@ -2,6 +2,7 @@ import Testing
 import APNSWire
 @testable import CampaignSend
 @testable import GatewayClient
+@testable import SendEngine
 
 /// The unproven window without sockets: packets encoded as the sender
 /// encodes them, answers made up as a gateway would give them.

@@ -10,6 +10,7 @@ import GatewaySimulator
 @testable import CampaignSend
 @testable import SendJournal
 @testable import ByteStreams
+@testable import SendEngine
 
 /// Hands out the plan's bytes up to `gate`, then waits on `open` before the rest:
 /// an upstream planner that has stalled.

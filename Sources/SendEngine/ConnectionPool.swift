@@ -8,24 +8,24 @@ import CampaignIO
 /// by the server's flow-control window, by its stream limit, or by
 /// neither), and the shortest round trip it saw (a PING, or an answer).
 /// A worker adds to its own tally and publishes it a few times a second.
-final class ConnectionGauge: @unchecked Sendable {
-    struct Tally {
+package final class ConnectionGauge: @unchecked Sendable {
+    package struct Tally {
         /// Nanoseconds with a connection open.
-        var open: UInt64 = 0
+        package var open: UInt64 = 0
         /// Of them, with work waiting and no room in the server's window.
-        var windowBound: UInt64 = 0
+        package var windowBound: UInt64 = 0
         /// Of them, with work waiting and every stream the server allows open.
-        var streamBound: UInt64 = 0
+        package var streamBound: UInt64 = 0
         /// The shortest round trip seen, in nanoseconds.
-        var roundTrip: UInt64?
+        package var roundTrip: UInt64?
         /// The shortest PING round trip since the connection opened: the
         /// network's, before queues built up (answers, and PINGs on a busy
         /// machine, wait behind work; the first PING goes before any).
-        var pingRoundTrip: UInt64?
+        package var pingRoundTrip: UInt64?
         /// Nanoseconds of CPU the connection's thread used.
-        var cpu: UInt64 = 0
+        package var cpu: UInt64 = 0
 
-        mutating func add(_ other: Tally) {
+        package mutating func add(_ other: Tally) {
             cpu += other.cpu
             open += other.open
             windowBound += other.windowBound
@@ -33,13 +33,17 @@ final class ConnectionGauge: @unchecked Sendable {
             if let r = other.roundTrip { roundTrip = min(roundTrip ?? r, r) }
             if let r = other.pingRoundTrip { pingRoundTrip = min(pingRoundTrip ?? r, r) }
         }
+
+        package init() {}
     }
+
+    package init() {}
 
     private let mutex = Lock()
     private var tally = Tally()
     private var productive = false
 
-    func publish(_ local: inout Tally, productive: Bool) {
+    package func publish(_ local: inout Tally, productive: Bool) {
         mutex.lock()
         tally.add(local)
         self.productive = productive
@@ -48,7 +52,7 @@ final class ConnectionGauge: @unchecked Sendable {
     }
 
     /// The tally since the last call (which it resets), and whether the connection has had an answer.
-    func takeInterval() -> (Tally, productive: Bool) {
+    package func takeInterval() -> (Tally, productive: Bool) {
         mutex.lock(); defer { mutex.unlock() }
         let t = tally
         tally = Tally()
@@ -57,30 +61,30 @@ final class ConnectionGauge: @unchecked Sendable {
 }
 
 /// One second of the pool, as the sizer sees it.
-struct PoolSample: Equatable {
+package struct PoolSample: Equatable {
     /// Connections in the pool, and of them those that have had an answer.
-    var size: Int
-    var productive: Int
+    package var size: Int
+    package var productive: Int
     /// Notifications answered (accepted or final) per second over the last second.
-    var rate: Double
+    package var rate: Double
     /// The share of the pool's open time spent with work waiting on the
     /// server's window or stream limit: more connections would carry more.
-    var bound: Double
+    package var bound: Double
     /// The server is in trouble (5xx, 429, resets): not the time to add load.
-    var trouble = false
+    package var trouble = false
     /// `--rate` is what limits the send.
-    var rateCapped = false
+    package var rateCapped = false
     /// The shortest PING round trip any connection has measured since it
     /// opened, in milliseconds: the distance, not the load.
-    var roundTripMilliseconds: Double?
+    package var roundTripMilliseconds: Double?
     /// Over the last tick, shares (0…1) of the CPUs the send may run on:
     /// the send's own, and the machine's (the send's included). Nil when
     /// not known (no `/proc/stat`).
-    var cpuOwn: Double?
-    var cpuMachine: Double?
+    package var cpuOwn: Double?
+    package var cpuMachine: Double?
     /// Of ``cpuOwn``, the connections' threads' (what grows with them; the
     /// plan reader's and the start's does not). Nil: all of ``cpuOwn``.
-    var cpuConnections: Double?
+    package var cpuConnections: Double?
 }
 
 /// Decides, twice a second, how many connections to add: the pool grows
@@ -108,18 +112,18 @@ struct PoolSample: Equatable {
 /// From far away each HTTP/2 connection carries about one window (65,535
 /// bytes) per round trip, so the connections a send needs grow with the
 /// distance and the payload size; on loopback one probing step is undone.
-struct PoolSizer {
-    let maximum: Int
+package struct PoolSizer {
+    package let maximum: Int
 
     /// A step being judged: the rate before it, how it multiplied the pool, how many it added.
-    struct Step: Equatable {
-        var baseline: Double
+    package struct Step: Equatable {
+        package var baseline: Double
         /// The pool's size after the step over its size before.
-        var growth: Double
-        var added: Int
+        package var growth: Double
+        package var added: Int
     }
 
-    enum Phase: Equatable {
+    package enum Phase: Equatable {
         /// Waiting (at most ``readyTicks``) for every connection to have an answer.
         case warming(ticks: Int, step: Step?)
         /// Every connection answers: this tick's rate judges `step` (nil: none to judge).
@@ -136,41 +140,41 @@ struct PoolSizer {
         case settled
     }
 
-    private(set) var phase = Phase.warming(ticks: 0, step: nil)
+    package private(set) var phase = Phase.warming(ticks: 0, step: nil)
     /// How much the last step raised the rate, per doubling.
     private var lastGain: Double?
     /// A doubling must raise the rate by this factor to be followed by another step.
-    static let gain = 1.25
+    package static let gain = 1.25
     /// The same when the round trip is short (under ``farMilliseconds``):
     /// there the window is no limit, more connections only help a server
     /// that serves each connection slowly, and a busy machine's noisy rates
     /// must not pass for that.
-    static let nearGain = 1.5
+    package static let nearGain = 1.5
     /// After a quadrupling, the gain per doubling the next step needs.
-    static let quadruplingGain = 1.5
+    package static let quadruplingGain = 1.5
     /// Share of connection time held back by the server above which more connections are tried.
-    static let boundShare = 0.5
+    package static let boundShare = 0.5
     /// A round trip from which a window-bound pool's first step is a quadrupling, at once.
-    static let farMilliseconds = 40.0
+    package static let farMilliseconds = 40.0
     /// A rate this much above the last tick's is still rising: no baseline yet.
-    static let settledWithin = 1.15
+    package static let settledWithin = 1.15
     /// Ticks to wait for new connections to answer before measuring anyway.
-    static let readyTicks = 6
+    package static let readyTicks = 6
     /// Ticks a step that fell short is given before it is undone.
-    static let doubtTicks = 3
+    package static let doubtTicks = 3
     /// The share of its CPUs the send may use and still grow (up to which a
     /// step's new connections may load them), and the share of the machine's
     /// busy beyond which its PINGs say nothing of the distance.
-    static let cpuCeiling = 0.85
+    package static let cpuCeiling = 0.85
     /// Seconds between two decisions: a new connection answers within
     /// about two round trips, and half a second is enough to measure a rate.
-    static let tickSeconds = 0.5
+    package static let tickSeconds = 0.5
 
-    init(maximum: Int) { self.maximum = maximum }
+    package init(maximum: Int) { self.maximum = maximum }
 
     /// Connections to add now (positive), or to retire (negative: the
     /// connections of a step that did not raise the rate at all, once).
-    mutating func next(_ s: PoolSample) -> Int {
+    package mutating func next(_ s: PoolSample) -> Int {
         switch phase {
         case .settled:
             return 0
@@ -254,7 +258,7 @@ struct PoolSizer {
     }
 
     /// What a step must raise the rate by (see ``gain``, ``nearGain``).
-    static func required(_ s: PoolSample) -> Double {
+    package static func required(_ s: PoolSample) -> Double {
         isFar(s) ? gain : nearGain
     }
 
@@ -263,13 +267,13 @@ struct PoolSizer {
     }
 
     /// The send uses ``cpuCeiling`` or more of the CPUs it may run on.
-    static func cpuIsSpent(_ s: PoolSample) -> Bool { (s.cpuOwn ?? 0) >= cpuCeiling }
+    package static func cpuIsSpent(_ s: PoolSample) -> Bool { (s.cpuOwn ?? 0) >= cpuCeiling }
 
     /// The PING round trip says the gateway is far away (``farMilliseconds``
     /// or more), and the machine is not so busy that the PINGs waited in its
     /// queues (a loaded machine answering its own loopback PING 47 ms late
     /// is no distance: its pool grew to the maximum so).
-    static func isFar(_ s: PoolSample) -> Bool {
+    package static func isFar(_ s: PoolSample) -> Bool {
         (s.roundTripMilliseconds ?? 0) >= farMilliseconds && (s.cpuMachine ?? 0) < cpuCeiling
     }
 
@@ -279,7 +283,7 @@ struct PoolSizer {
     /// window-bound send far away needs little CPU, and a step that does not
     /// pay is undone.) Nil when the connections' share is unknown or too
     /// small to extrapolate from.
-    static func connectionsTheCPUCarries(_ s: PoolSample) -> Int? {
+    package static func connectionsTheCPUCarries(_ s: PoolSample) -> Int? {
         guard let own = s.cpuOwn, case let connections = min(own, s.cpuConnections ?? own), connections >= 0.02 else { return nil }
         let fixed = own - connections
         return Int(Double(s.size) * max(0, cpuCeiling - fixed) / connections + 1e-9)
@@ -311,8 +315,8 @@ struct PoolSizer {
 
 /// The send's connections, each a worker on a thread of its own; more can
 /// be added while it runs, up to ``maximum``.
-final class ConnectionPool: @unchecked Sendable {
-    let maximum: Int
+package final class ConnectionPool: @unchecked Sendable {
+    package let maximum: Int
     private let make: (Int) -> any GatewayConnectionWorker
     private let mutex = Lock()
     private var threads: [pthread_t] = []
@@ -321,18 +325,18 @@ final class ConnectionPool: @unchecked Sendable {
     private var retired = 0
     private var closed = false
 
-    init(maximum: Int, make: @escaping (Int) -> any GatewayConnectionWorker) {
+    package init(maximum: Int, make: @escaping (Int) -> any GatewayConnectionWorker) {
         self.maximum = maximum
         self.make = make
     }
 
     /// Connections in the pool (not counting retired ones finishing their work).
-    var size: Int { mutex.lock(); defer { mutex.unlock() }; return workers.count - retired }
+    package var size: Int { mutex.lock(); defer { mutex.unlock() }; return workers.count - retired }
 
     /// Starts `n` more connections (fewer at the maximum, none once the
     /// pool is closed); returns how many it started.
     @discardableResult
-    func add(_ n: Int) -> Int {
+    package func add(_ n: Int) -> Int {
         mutex.lock(); defer { mutex.unlock() }
         var started = 0
         // Under the lock, so `joinAll` never misses a thread.
@@ -348,7 +352,7 @@ final class ConnectionPool: @unchecked Sendable {
     /// Retires the `n` newest connections: they take no new work, finish
     /// what they hold, and close. Only ever the connections of a step that
     /// did not pay, once: no connection is closed to open another.
-    func retire(_ n: Int) {
+    package func retire(_ n: Int) {
         mutex.lock(); defer { mutex.unlock() }
         let active = workers.count - retired
         let k = min(n, active - 1)
@@ -362,7 +366,7 @@ final class ConnectionPool: @unchecked Sendable {
     /// What the connections' gauges (HTTP/2) say since the last call: the
     /// pool's sample without its rate and CPU shares, the shortest round
     /// trip seen, and the CPU seconds the connections' threads used.
-    func sample() -> (PoolSample, roundTrip: UInt64?, cpuSeconds: Double) {
+    package func sample() -> (PoolSample, roundTrip: UInt64?, cpuSeconds: Double) {
         mutex.lock()
         let active = workers.count - retired
         let gauges = workers[..<active].compactMap(\.gauge)
@@ -381,7 +385,7 @@ final class ConnectionPool: @unchecked Sendable {
     }
 
     /// Waits for every connection to end (those added meanwhile too), then closes the pool.
-    func joinAll() {
+    package func joinAll() {
         while true {
             mutex.lock()
             let pending = threads

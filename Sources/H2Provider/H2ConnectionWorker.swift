@@ -8,6 +8,7 @@ import CampaignIO
 import CampaignTLS
 import SendJournal
 import GatewayClient
+import SendEngine
 
 /// One HTTP/2 connection to APNs, on its own thread: the HTTP/2 protocol
 /// around a ``ConnectionEngine`` (which takes work from the queue every
@@ -22,72 +23,72 @@ import GatewayClient
 /// when the server said it never processed it (REFUSED_STREAM, or above a
 /// GOAWAY's last stream), and counted as a possible duplicate when the
 /// connection was lost with it open.
-final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
+package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     /// A notification on its way: its bytes as the transport encoded them.
-    struct Item {
-        var seq: UInt64
-        var shard: Int32
-        var ordinal: Int32
-        var bytes: [UInt8]
+    package struct Item {
+        package var seq: UInt64
+        package var shard: Int32
+        package var ordinal: Int32
+        package var bytes: [UInt8]
         /// A scheduled notification's moment (its expiry counts from it), or 0.
-        var moment: Int64 = 0
+        package var moment: Int64 = 0
         /// Quiet hours: its device's zone (``ZoneRegistry``), or -1.
-        var zone: Int32 = -1
+        package var zone: Int32 = -1
         /// Answers that asked for a retry (429, 5xx, refused streams) so far: the backoff's exponent.
-        var retries = 0
+        package var retries = 0
         /// Connections lost (or streams reset) while it was open: it may have been processed each time.
-        var losses = 0
+        package var losses = 0
         /// Whether it has been counted as a possible duplicate (once, however often it is lost).
-        var risked = false
+        package var risked = false
         /// When it was last submitted (for the answer timeout).
-        var sentAt: UInt64 = 0
-        var token: ArraySlice<UInt8> { bytes[H2QueuedRequest.tokenRange(bytes)] }
+        package var sentAt: UInt64 = 0
+        package var token: ArraySlice<UInt8> { bytes[H2QueuedRequest.tokenRange(bytes)] }
         /// Where the collapse id's length is; the id follows it, then the payload.
-        var collapseAt: Int { H2QueuedRequest.tokenRange(bytes).upperBound }
-        var payloadStart: Int { collapseAt + 1 + Int(bytes[collapseAt]) }
+        package var collapseAt: Int { H2QueuedRequest.tokenRange(bytes).upperBound }
+        package var payloadStart: Int { collapseAt + 1 + Int(bytes[collapseAt]) }
         /// As the queue held it (for the release rule's second asking).
-        var frame: QueuedFrame { QueuedFrame(seq: seq, shard: shard, ordinal: ordinal, start: 0, count: bytes.count, moment: moment, zone: zone) }
+        package var frame: QueuedFrame { QueuedFrame(seq: seq, shard: shard, ordinal: ordinal, start: 0, count: bytes.count, moment: moment, zone: zone) }
     }
 
 
-    let engine: ConnectionEngine
-    let fields: RequestFields
+    package let engine: ConnectionEngine
+    package let fields: RequestFields
     /// Token authentication, or nil with a certificate.
-    let auth: TokenAuthorization?
+    package let auth: TokenAuthorization?
     /// The send's refusals as malformed, held by all its connections together.
-    let malformed: MalformedRefusals
-    var shared: SendShared { engine.shared }
-    var settings: SendSettings { engine.settings }
+    package let malformed: MalformedRefusals
+    package var shared: SendShared { engine.shared }
+    package var settings: SendSettings { engine.settings }
 
-    var ready: [Item] = []
-    var readyHead = 0
-    var waiting: [(due: UInt64, item: Item)] = []
-    var inFlight: [Int32: Item] = [:]
+    package var ready: [Item] = []
+    package var readyHead = 0
+    package var waiting: [(due: UInt64, item: Item)] = []
+    package var inFlight: [Int32: Item] = [:]
     /// The connection's own state (``H2ConnectionState``).
-    var connectionState = H2ConnectionState.closed
+    package var connectionState = H2ConnectionState.closed
     /// A stop's grace ran out with requests unanswered (left for the resume).
-    var leftUnanswered = false
+    package var leftUnanswered = false
     /// Notifications just parked (lost too often), for one log line (``logParked()``).
-    var parkedNotLogged: [UInt64] = []
-    let idHash: UInt64
-    var answers = ProofOutcome()
-    var frames: [UInt8] = []
-    var taken: [(QueuedFrame, Int)] = []
+    package var parkedNotLogged: [UInt64] = []
+    package let idHash: UInt64
+    package var answers = ProofOutcome()
+    package var frames: [UInt8] = []
+    package var taken: [(QueuedFrame, Int)] = []
     /// What this connection tells the pool (``PoolSizer``); published every
     /// ``gaugeNanoseconds`` and when the connection closes.
-    let gauge: ConnectionGauge? = ConnectionGauge()
-    var tally = ConnectionGauge.Tally()
-    var tallyPublishedAt: UInt64 = 0
+    package let gauge: ConnectionGauge? = ConnectionGauge()
+    package var tally = ConnectionGauge.Tally()
+    package var tallyPublishedAt: UInt64 = 0
     /// This thread's CPU nanoseconds at the last publication.
-    var threadCPUPublished: UInt64 = 0
-    static let gaugeNanoseconds: UInt64 = 250_000_000
+    package var threadCPUPublished: UInt64 = 0
+    package static let gaugeNanoseconds: UInt64 = 250_000_000
     /// PINGs measure the round trip (from the server's SETTINGS on, once a second: 17 bytes each way).
-    static let roundTripPingNanoseconds: UInt64 = 1_000_000_000
-    var lastPingAt: UInt64 = 0
+    package static let roundTripPingNanoseconds: UInt64 = 1_000_000_000
+    package var lastPingAt: UInt64 = 0
     /// The shortest PING round trip on this connection (see ``ConnectionGauge/Tally/pingRoundTrip``).
-    var pingRoundTrip: UInt64?
+    package var pingRoundTrip: UInt64?
 
-    init(engine: ConnectionEngine, fields: RequestFields, tokens: ProviderTokenSource?, malformed: MalformedRefusals) {
+    package init(engine: ConnectionEngine, fields: RequestFields, tokens: ProviderTokenSource?, malformed: MalformedRefusals) {
         self.engine = engine
         self.fields = fields
         auth = tokens.map { TokenAuthorization(source: $0, clock: engine.clock) }
@@ -95,17 +96,17 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         idHash = NotificationID.hash(planChecksum: fields.planIdentity)
     }
 
-    var now: UInt64 { engine.now }
-    var readyCount: Int { ready.count - readyHead }
-    var hasWork: Bool { !shared.isStopping && (readyCount > 0 || (!engine.isRetiring && !engine.queueEmpty)) }
+    package var now: UInt64 { engine.now }
+    package var readyCount: Int { ready.count - readyHead }
+    package var hasWork: Bool { !shared.isStopping && (readyCount > 0 || (!engine.isRetiring && !engine.queueEmpty)) }
 
-    func retire() { engine.retire() }
+    package func retire() { engine.retire() }
 
     // MARK: - The engine's turns
 
-    var nextRetryDue: UInt64? { waiting.map(\.due).min() }
+    package var nextRetryDue: UInt64? { waiting.map(\.due).min() }
 
-    func beginTurn() -> Bool {
+    package func beginTurn() -> Bool {
         let t = now
         while let i = waiting.firstIndex(where: { $0.due <= t }) { ready.append(waiting.remove(at: i).item) }
         let idle = !hasWork && inFlight.isEmpty
@@ -126,7 +127,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     }
 
     /// Submits what may go, and frames it into the engine's outbound bytes.
-    func frame() -> Bool {
+    package func frame() -> Bool {
         submitRequests()
         guard let session else { return true }
         do throws(H2Error) {
@@ -139,7 +140,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         return true
     }
 
-    func end() -> Bool {
+    package func end() -> Bool {
         // Nothing left unanswered on it: a clean close (a stop's grace that ran out is not).
         let clean = inFlight.isEmpty && !leftUnanswered
         if !inFlight.isEmpty { riskAll(splitByBody(inFlight).sent) }
@@ -149,7 +150,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         return clean
     }
 
-    func opened(_ link: ConnectionLink) -> Bool {
+    package func opened(_ link: ConnectionLink) -> Bool {
         guard link.negotiatedProtocol == "h2" else {
             shared.fail(.credentialRefused("\(settings.gatewayHost):\(settings.gatewayPort) does not speak HTTP/2 (it did not agree to ALPN h2): is it the HTTP/2 provider API (api.push.apple.com:443), or a binary-interface gateway for a plan of another format?"))
             return false
@@ -174,20 +175,20 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     /// Apple's answers carry a few hundred bytes of header fields and a JSON
     /// body of a reason and a timestamp; far more is not APNs, and reading it
     /// all would let a server hold the connection's thread.
-    static let maxAnswerHeaderBytes = 64 << 10
-    static let maxAnswerBodyBytes = 64 << 10
+    package static let maxAnswerHeaderBytes = 64 << 10
+    package static let maxAnswerBodyBytes = 64 << 10
 
     /// Body bytes submitted beyond what the window allows now: enough that
     /// a WINDOW_UPDATE finds work ready to go.
-    static let unsentBodySlack = 16_384
+    package static let unsentBodySlack = 16_384
 
     /// The bodies waiting for the server's window are as many as it may hold
     /// (see ``unsentBodySlack``): no more requests now.
-    func windowIsFull(_ session: H2Session) -> Bool {
+    package func windowIsFull(_ session: H2Session) -> Bool {
         session.unsentBodyBytes >= max(0, session.remoteWindow) + Self.unsentBodySlack
     }
 
-    func submitRequests() {
+    package func submitRequests() {
         guard let session, !goingAway, !shared.isStopping, now >= pausedUntil else { return }
         if template == nil { template = makeTemplate() }
         let limit = streamLimit(session)
@@ -266,7 +267,7 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     /// server's limit; until its SETTINGS arrive, at most 100 (RFC 9113's
     /// floor), and on a token connection one until a request succeeds, as
     /// Apple holds it (more would only be refused).
-    func streamLimit(_ session: H2Session) -> Int {
+    package func streamLimit(_ session: H2Session) -> Int {
         let server = Int(min(session.remoteMaxConcurrentStreams, UInt32(Int32.max)))
         if auth != nil && !acceptedOnConnection { return TokenAuthorization.streamsBeforeFirstSuccess }
         return min(settings.streams, settingsReceived ? server : min(server, 100))
@@ -279,18 +280,18 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     /// first of them, or at once when nothing more can join them (the queue
     /// has nothing now, or the stream limit or the window is reached) or
     /// the connection is ending.
-    var moreCanJoin: Bool {
+    package var moreCanJoin: Bool {
         guard let session else { return false }
         return !goingAway && !shared.isStopping && pingSentAt == nil && !engine.inputFinished
             && (readyCount > 0 || !engine.queueEmpty) && inFlight.count < streamLimit(session) && !windowIsFull(session)
     }
 
-    var watchesQueue: Bool {
+    package var watchesQueue: Bool {
         guard let session else { return false }
         return !goingAway && !engine.inputFinished && !engine.isRetiring && engine.queueEmpty && readyCount == 0 && inFlight.count < streamLimit(session)
     }
 
-    var nextWakeUp: UInt64? {
+    package var nextWakeUp: UInt64? {
         let t = now
         var wake = [nextRetryDue, pausedUntil > t ? pausedUntil : nil].compactMap { $0 }.min()
         if let session, !watchesQueue, readyCount > 0, !goingAway, !shared.isStopping, inFlight.count < settings.streams,
@@ -300,12 +301,12 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         return wake
     }
 
-    func waited(since: UInt64) {
+    package func waited(since: UInt64) {
         guard let session else { return }
         account(heldBack(session), since: since)
     }
 
-    func received(_ bytes: ArraySlice<UInt8>) -> Bool {
+    package func received(_ bytes: ArraySlice<UInt8>) -> Bool {
         guard let session else { return false }
         do { try bytes.withUnsafeBytes { try session.receive($0) } } catch {
             engine.log("\(error); reconnecting")
@@ -317,16 +318,16 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         return engine.isConnected
     }
 
-    func lost() {
+    package func lost() {
         if let session { handle(session.drainEvents()) }
         connectionLost()
     }
 
-    func lostSilently() { connectionLost() }
+    package func lostSilently() { connectionLost() }
 
-    func wroteAll() { engine.dropWritten() }
+    package func wroteAll() { engine.dropWritten() }
 
-    func checkTimers() {
+    package func checkTimers() {
         flushAnswers()
         guard let session, engine.isConnected else { return }
         let after = now
@@ -361,10 +362,4 @@ final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
             connectionLost()
         }
     }
-}
-
-/// How often one notification may be lost with its connection before a
-/// run stops sending it.
-public enum H2NotificationLimits {
-    public static let maxLosses = 3
 }

@@ -37,7 +37,7 @@ public final class CampaignRate: @unchecked Sendable {
     }
 
     /// This part's rate now (per second), looked at again when a second has passed (`now`: monotonic seconds).
-    func perSecond(now: Double) -> Double {
+    package func perSecond(now: Double) -> Double {
         lock.withLock {
             if now - lastLook >= 1 {
                 lastLook = now
@@ -65,7 +65,7 @@ public final class CampaignRate: @unchecked Sendable {
     }
 
     /// The planning run of the journal in `path`, from its first record alone.
-    static func part(of path: String) -> String? {
+    package static func part(of path: String) -> String? {
         guard let fd = Optional(open("\(path)/\(Journal.logName)", O_RDONLY | O_CLOEXEC)), fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: 1 << 16)

@@ -6,6 +6,7 @@ import CampaignIO
 import CampaignTLS
 import SendJournal
 import GatewayClient
+import SendEngine
 
 /// One connection to a binary-interface gateway and the shards it owns, on
 /// its own thread: the binary protocol around a ``ConnectionEngine``.
@@ -19,9 +20,9 @@ import GatewayClient
 /// Nothing the gateway does for its own reasons (status 1, 255, undefined
 /// codes, lost connections) makes a notification final: it is sent again
 /// after a backoff, or left pending for `--resume`.
-final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
-    let engine: ConnectionEngine
-    let format: NotificationFormat
+package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
+    package let engine: ConnectionEngine
+    package let format: NotificationFormat
     private var index: Int { engine.index }
     private var shared: SendShared { engine.shared }
     private var settings: SendSettings { engine.settings }
@@ -48,7 +49,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var sent: [UInt8] { engine.outbound }
     private var written: Int { engine.written }
 
-    init(engine: ConnectionEngine, format: NotificationFormat) {
+    package init(engine: ConnectionEngine, format: NotificationFormat) {
         self.engine = engine
         self.format = format
         cadence = ProofCadence(settings: engine.settings, reportsErrors: format.reportsErrors)
@@ -57,9 +58,9 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     private var now: UInt64 { engine.now }
 
     /// A binary pool has a fixed size: nothing retires it.
-    func retire() {}
+    package func retire() {}
 
-    var hasWork: Bool { !shared.isStopping && (!resends.isEmpty || !engine.queueEmpty) }
+    package var hasWork: Bool { !shared.isStopping && (!resends.isEmpty || !engine.queueEmpty) }
     /// Work may still come: some is here, or the queue is open.
     private var workLeft: Bool { hasWork || (!engine.inputFinished && !shared.isStopping) }
 
@@ -67,9 +68,9 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     /// When the first notification waiting out its backoff falls due (the
     /// discarded and the unproven go at once: they were never refused).
-    var nextRetryDue: UInt64? { waiting.lazy.map(\.due).min() }
+    package var nextRetryDue: UInt64? { waiting.lazy.map(\.due).min() }
 
-    func beginTurn() -> Bool {
+    package func beginTurn() -> Bool {
         let t = now
         if !waiting.isEmpty, waiting.contains(where: { $0.due <= t }) {
             resends.pushFront(waiting.filter { $0.due <= t }.map(\.resend))
@@ -93,12 +94,12 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         return true
     }
 
-    func opened(_ link: ConnectionLink) -> Bool {
+    package func opened(_ link: ConnectionLink) -> Bool {
         acceptedOnConnection = 0
         return true
     }
 
-    func frame() -> Bool {
+    package func frame() -> Bool {
         fillBatch()
         if !window.hasProof, window.notificationCount > 0, format.reportsErrors {
             if !workLeft || cadence.isDue(notifications: window.notificationCount, now: now)
@@ -110,20 +111,20 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
     }
 
     /// A batch goes at once when a proof ends it, or when nothing more will come.
-    var moreCanJoin: Bool { !window.hasProof && workLeft }
+    package var moreCanJoin: Bool { !window.hasProof && workLeft }
 
-    var watchesQueue: Bool {
+    package var watchesQueue: Bool {
         !engine.inputFinished && engine.queueEmpty && !window.hasProof && sent.count - written < settings.batchBytes
     }
 
-    var nextWakeUp: UInt64? {
+    package var nextWakeUp: UInt64? {
         let proofDue = window.hasProof ? nil : cadence.millisecondsUntilDue(now: now).map { now + UInt64($0) * 1_000_000 }
         return [proofDue, nextRetryDue].compactMap { $0 }.min()
     }
 
-    func waited(since: UInt64) {}
+    package func waited(since: UInt64) {}
 
-    func end() -> Bool {
+    package func end() -> Bool {
         // Nothing unproven (the simple format's last connection, written out):
         // a clean close, so the gateway reads every byte before the socket goes.
         let clean = window.notificationCount == 0
@@ -198,17 +199,17 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
 
     // MARK: - What the engine read and wrote
 
-    func checkTimers() {
+    package func checkTimers() {
         if window.hasProof, let at = proofWrittenAt, Double(now - at) / 1e9 > settings.stallSeconds {
             engine.silent("no answer to the proof of acceptance within \(format1(settings.stallSeconds)) s", self)
         }
     }
 
-    func lostSilently() { connectionLost(countStrike: false) }
+    package func lostSilently() { connectionLost(countStrike: false) }
 
-    func lost() { connectionLost() }
+    package func lost() { connectionLost() }
 
-    func wroteAll() {
+    package func wroteAll() {
         if window.hasProof, proofWrittenAt == nil { proofWrittenAt = now }
         if format == .simple {
             shared.record(window.presumed())
@@ -216,7 +217,7 @@ final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendable {
         }
     }
 
-    func received(_ bytes: ArraySlice<UInt8>) -> Bool {
+    package func received(_ bytes: ArraySlice<UInt8>) -> Bool {
         decoder.append(bytes)
         do {
             guard let response = try decoder.next() else { return true }

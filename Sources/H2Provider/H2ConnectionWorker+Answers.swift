@@ -7,13 +7,14 @@ import CampaignIO
 import CampaignTLS
 import SendJournal
 import GatewayClient
+import SendEngine
 
 /// What the server's answers, resets and GOAWAYs mean for each notification
 /// (the table in docs/protocol.md), and the sentences for refused credentials.
 extension H2ConnectionWorker {
     // MARK: - Outcomes
 
-    func handle(_ events: [H2Session.Event]) {
+    package func handle(_ events: [H2Session.Event]) {
         defer { logParked() }
         for event in events {
             switch event {
@@ -57,7 +58,7 @@ extension H2ConnectionWorker {
         }
     }
 
-    func answered(_ item: Item, _ answer: H2Answer) {
+    package func answered(_ item: Item, _ answer: H2Answer) {
         switch answer.verdict(broadcast: fields.target.answersAsBroadcast) {
         case .accepted:
             acceptedOnConnection = true
@@ -128,7 +129,7 @@ extension H2ConnectionWorker {
     }
 
     /// An answer asked for a retry: one more for the backoff's exponent.
-    func retryLater(_ item: Item, afterSeconds: Int?, kind: String) {
+    package func retryLater(_ item: Item, afterSeconds: Int?, kind: String) {
         var item = item
         item.retries += 1
         later(item, afterSeconds: afterSeconds, kind: kind)
@@ -138,23 +139,23 @@ extension H2ConnectionWorker {
     /// for when that is longer (``RetryBackoff``: `retry-after: 0` is a
     /// floor, not an order). Never final: the server's trouble says nothing
     /// about the notification.
-    func later(_ item: Item, afterSeconds: Int?, kind: String) {
+    package func later(_ item: Item, afterSeconds: Int?, kind: String) {
         let wait = RetryBackoff.seconds(retries: item.retries, base: settings.retryBackoffSeconds, retryAfterSeconds: afterSeconds)
         waiting.append((now + UInt64(wait * 1e9), item))
         shared.count(resends: 1, kind: kind)
     }
 
-    func failure(_ item: Item, _ answer: H2Answer, unregisteredAt: UInt32? = nil) -> SendFailure {
+    package func failure(_ item: Item, _ answer: H2Answer, unregisteredAt: UInt32? = nil) -> SendFailure {
         SendFailure(seq: item.seq, shard: Int(item.shard), ordinal: Int(item.ordinal),
                     cause: .http(status: answer.status, reason: answer.reason), token: Array(item.token), gaveUp: false,
                     attempts: item.retries + item.losses + 1, unregisteredAt: unregisteredAt)
     }
 
-    func fail(_ item: Item, _ answer: H2Answer, unregisteredAt: UInt32? = nil) {
+    package func fail(_ item: Item, _ answer: H2Answer, unregisteredAt: UInt32? = nil) {
         answers.failures.append(failure(item, answer, unregisteredAt: unregisteredAt))
     }
 
-    func becameProductive() {
+    package func becameProductive() {
         if !productive {
             productive = true
             engine.dialer.productive()
@@ -162,7 +163,7 @@ extension H2ConnectionWorker {
     }
 
     /// Journals the answers gathered since the last time, together.
-    func flushAnswers() {
+    package func flushAnswers() {
         // Something accepted: the server is sane, so what it refused as malformed was meant.
         if answers.accepted > 0 { answers.failures += malformed.release() }
         guard answers.accepted > 0 || !answers.failures.isEmpty else { return }
@@ -171,7 +172,7 @@ extension H2ConnectionWorker {
     }
 
     /// One sentence for a refused credential: which, and what to do.
-    static func sentence(for answer: H2Answer, topic: String?, tokenAuth: Bool) -> String {
+    package static func sentence(for answer: H2Answer, topic: String?, tokenAuth: Bool) -> String {
         let what = "(\(answer.status) \(answer.reason?.name ?? "no reason"))"
         switch answer.reason {
         case .badCertificateEnvironment?:

@@ -144,6 +144,8 @@ public struct SendTotals: Sendable, Equatable {
 /// The counts of a send, for the terminal and `--report`: this run's, and
 /// (``wholeSend``) every run's together.
 public struct SendReport: Sendable {
+    public init() {}
+
     public var outcome: SendOutcome = .complete
     /// Plan records this run read (every one when it read the plan to its
     /// end; a scheduled run stops at the first not yet due): `this_run`'s `records_read`.
@@ -287,7 +289,7 @@ public struct SendReport: Sendable {
 
 extension JournalRecord.Tick {
     /// The tick of a run's live counts at `second`.
-    init(second: Int, counts c: SendReport, open: Int?, roundTripMilliseconds: Double?) {
+    package init(second: Int, counts c: SendReport, open: Int?, roundTripMilliseconds: Double?) {
         self.init(second: second, accepted: c.accepted + c.presumed, failed: c.failed, resent: c.resends, connections: c.reconnects,
                   open: open, roundTripMilliseconds: roundTripMilliseconds, resentByKind: c.resentByKind)
     }

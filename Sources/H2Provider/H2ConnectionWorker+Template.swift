@@ -6,10 +6,10 @@ import GatewayClient
 /// token), with room for what each request fills in.
 extension H2ConnectionWorker {
     /// What a variable field of the request template holds, in slot order.
-    enum TemplateSlot { case path, expiration, collapseId, id, channel }
+    package enum TemplateSlot { case path, expiration, collapseId, id, channel }
 
     /// The variable fields of ``makeTemplate()``, in order.
-    var templateSlots: [TemplateSlot] {
+    package var templateSlots: [TemplateSlot] {
         [fields.target.slot] + (fields.expiryPerRecord ? [.expiration] : [])
             + (fields.collapsePerRecord ? [.collapseId] : []) + [.id]
     }
@@ -19,7 +19,7 @@ extension H2ConnectionWorker {
     /// `apns-expiration`, a templated `apns-collapse-id`; never indexed). A
     /// broadcast's path is fixed; its channel (`apns-channel-id`, base64)
     /// and `apns-request-id` change per request.
-    func makeTemplate() -> RequestTemplate {
+    package func makeTemplate() -> RequestTemplate {
         var f: [(name: String, value: String?, room: Int)] = [(":method", "POST", 0), (":scheme", "https", 0),
                                                               (":path", fields.target.path.value, fields.target.path.room),
                                                               (":authority", settings.gatewayPort == 443 ? settings.gatewayHost : "\(settings.gatewayHost):\(settings.gatewayPort)", 0)]
@@ -36,7 +36,7 @@ extension H2ConnectionWorker {
     }
 
     /// Writes `value` in decimal at the start of `room`; the digits written.
-    static func writeDecimal(_ value: UInt64, to room: UnsafeMutableBufferPointer<UInt8>) -> Int {
+    package static func writeDecimal(_ value: UInt64, to room: UnsafeMutableBufferPointer<UInt8>) -> Int {
         var digits: [UInt8] = []
         var v = value
         repeat { digits.append(0x30 + UInt8(v % 10)); v /= 10 } while v > 0

@@ -6,7 +6,7 @@ import CampaignTLS
 
 /// The link an open connection reads and writes: TLS over TCP in a send
 /// (``TLSConnection``), an in-memory peer in a test. Only the engine calls it.
-protocol ConnectionLink: AnyObject {
+package protocol ConnectionLink: AnyObject {
     /// What poll(2) watches for this link's bytes.
     var pollDescriptor: Int32 { get }
     /// The protocol the peer agreed to (ALPN), if any.
@@ -20,12 +20,12 @@ protocol ConnectionLink: AnyObject {
 }
 
 extension TLSConnection: ConnectionLink {
-    var pollDescriptor: Int32 { socket.fd }
+    package var pollDescriptor: Int32 { socket.fd }
 }
 
 /// Opens an engine's connections (``GatewayDialer`` in a send: TLS, with
 /// backoff and a spare; a test's peer in a test).
-protocol LinkDialer: AnyObject {
+package protocol LinkDialer: AnyObject {
     /// A connection, or nil after a failed attempt (backed off already) or when the send stops or gives up.
     func connect() -> ConnectionLink?
     /// Starts opening the next connection ahead of need.
@@ -43,7 +43,7 @@ protocol LinkDialer: AnyObject {
 /// engine's outbound bytes, turns bytes read into outcomes, and decides what
 /// its answers, losses and silences mean. It never reads, writes or waits:
 /// the engine does (``ConnectionEngine/run(_:)``).
-protocol WireConnection: AnyObject {
+package protocol WireConnection: AnyObject {
     /// Something can be sent now (a retry or resend, or the queue's frames).
     var hasWork: Bool { get }
     /// When the next notification waiting out a backoff falls due: an idle wait wakes then.
@@ -82,26 +82,26 @@ protocol WireConnection: AnyObject {
 
 /// One connection's life as the engine sees it: the link and the bytes on
 /// their way exist only while it is open, so closing drops them at once.
-enum ConnectionState {
+package enum ConnectionState {
     case closed
     case open(OpenConnection)
 
     /// What exists only while a connection is open.
-    struct OpenConnection {
-        let link: ConnectionLink
+    package struct OpenConnection {
+        package let link: ConnectionLink
         /// Bytes to write, or written: the protocol may keep written bytes
         /// (the binary interface replays its window from them).
-        var outbound: [UInt8] = []
+        package var outbound: [UInt8] = []
         /// How many of ``outbound`` have been written.
-        var written = 0
+        package var written = 0
         /// When the oldest unwritten bytes were framed (for `--batch-delay-ms`).
-        var batchStartedAt: UInt64?
+        package var batchStartedAt: UInt64?
         /// When a write last moved bytes (or the connection opened).
-        var lastWriteProgress: UInt64
+        package var lastWriteProgress: UInt64
         /// When bytes were last read (or the connection opened).
-        var lastReadAt: UInt64
+        package var lastReadAt: UInt64
         /// When this connection's first bytes were written.
-        var firstWriteAt: UInt64?
+        package var firstWriteAt: UInt64?
     }
 }
 

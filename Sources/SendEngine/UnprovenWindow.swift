@@ -3,36 +3,42 @@ import SendJournal
 
 /// A notification written (or about to be written) on the current connection
 /// and not yet proven accepted.
-struct InFlight: Equatable {
-    var seq: UInt64
-    var shard: Int32
-    var ordinal: Int32
-    var identifier: UInt32
+package struct InFlight: Equatable {
+    package var seq: UInt64
+    package var shard: Int32
+    package var ordinal: Int32
+    package var identifier: UInt32
     /// Where its packet sits in the connection's sent bytes.
-    var start: Int
-    var end: Int
+    package var start: Int
+    package var end: Int
     /// Refusals so far (status 1, 255, undefined codes): the exponent of its
     /// backoff, and the attempts a report names. Saturates; never a limit.
-    var attempts: UInt8
+    package var attempts: UInt8
     /// A proof of acceptance, not a notification of the plan.
-    var isProof: Bool = false
+    package var isProof: Bool = false
     /// A scheduled notification's moment and its device's zone (the release rule asks them again before a replay), or 0 and -1.
-    var moment: Int64 = 0
-    var zone: Int32 = -1
+    package var moment: Int64 = 0
+    package var zone: Int32 = -1
+
+    package init(seq: UInt64, shard: Int32, ordinal: Int32, identifier: UInt32, start: Int, end: Int, attempts: UInt8,
+                 isProof: Bool = false, moment: Int64 = 0, zone: Int32 = -1) {
+        (self.seq, self.shard, self.ordinal, self.identifier, self.start, self.end) = (seq, shard, ordinal, identifier, start, end)
+        (self.attempts, self.isProof, self.moment, self.zone) = (attempts, isProof, moment, zone)
+    }
 }
 
 /// A notification to send again, with its packet exactly as it was encoded.
-struct Resend: Equatable {
-    var seq: UInt64
-    var shard: Int32
-    var ordinal: Int32
-    var identifier: UInt32
-    var packet: [UInt8]
-    var attempts: UInt8
-    var moment: Int64 = 0
-    var zone: Int32 = -1
+package struct Resend: Equatable {
+    package var seq: UInt64
+    package var shard: Int32
+    package var ordinal: Int32
+    package var identifier: UInt32
+    package var packet: [UInt8]
+    package var attempts: UInt8
+    package var moment: Int64 = 0
+    package var zone: Int32 = -1
 
-    init(_ e: InFlight, packets: [UInt8]) {
+    package init(_ e: InFlight, packets: [UInt8]) {
         seq = e.seq
         shard = e.shard
         ordinal = e.ordinal
@@ -43,28 +49,30 @@ struct Resend: Equatable {
     }
 
     /// As the queue held it (for the release rule's second asking).
-    var frame: QueuedFrame { QueuedFrame(seq: seq, shard: shard, ordinal: ordinal, start: 0, count: packet.count, moment: moment, zone: zone) }
+    package var frame: QueuedFrame { QueuedFrame(seq: seq, shard: shard, ordinal: ordinal, start: 0, count: packet.count, moment: moment, zone: zone) }
 }
 
 /// What a proof (or a presumption) settled, to journal in one go.
-struct ProofOutcome {
+package struct ProofOutcome {
     /// Ordinals proven accepted, per shard.
-    var acceptedOrdinals: [Int32: [Int]] = [:]
+    package var acceptedOrdinals: [Int32: [Int]] = [:]
     /// Ordinals presumed delivered (simple format), per shard.
-    var presumedOrdinals: [Int32: [Int]] = [:]
-    var accepted = 0
-    var presumed = 0
+    package var presumedOrdinals: [Int32: [Int]] = [:]
+    package var accepted = 0
+    package var presumed = 0
     /// Refused for good; those with `unregisteredAt` go into the suppression store too.
-    var failures: [SendFailure] = []
+    package var failures: [SendFailure] = []
     /// Broadcasts accepted: the ids to quote to Apple, journaled beside the proof.
-    var answerIDs: [JournalRecord.AnswerIDs] = []
+    package var answerIDs: [JournalRecord.AnswerIDs] = []
 
     /// `e` failed for good; `attempts` is how many times it was sent (by
     /// default, its refusals so far and this one).
-    mutating func fail(_ e: InFlight, status: ErrorResponse.Status, token: [UInt8], gaveUp: Bool, attempts: Int? = nil) {
+    package mutating func fail(_ e: InFlight, status: ErrorResponse.Status, token: [UInt8], gaveUp: Bool, attempts: Int? = nil) {
         failures.append(SendFailure(seq: e.seq, shard: Int(e.shard), ordinal: Int(e.ordinal), cause: .binary(status),
                                     token: token, gaveUp: gaveUp, attempts: attempts ?? Int(e.attempts) + 1))
     }
+
+    package init() {}
 }
 
 /// The unproven window of one connection: every notification written on it
@@ -77,55 +85,55 @@ struct ProofOutcome {
 /// exactly.
 /// A connection lost without a response proves nothing
 /// (``lost(written:)``). Pure: no I/O, so tests drive it with packets alone.
-struct UnprovenWindow {
-    private(set) var entries: [InFlight] = []
+package struct UnprovenWindow {
+    package private(set) var entries: [InFlight] = []
     /// Notifications in the window (the proof not counted).
-    private(set) var notificationCount = 0
+    package private(set) var notificationCount = 0
     /// Whether a proof has been appended (and so nothing more may be).
-    private(set) var hasProof = false
+    package private(set) var hasProof = false
 
-    var isEmpty: Bool { entries.isEmpty }
+    package var isEmpty: Bool { entries.isEmpty }
 
-    init() { entries.reserveCapacity(1024) }
+    package init() { entries.reserveCapacity(1024) }
 
     @inline(__always)
-    mutating func append(_ entry: InFlight) {
+    package mutating func append(_ entry: InFlight) {
         entries.append(entry)
         notificationCount += 1
     }
 
-    mutating func appendProof(identifier: UInt32, start: Int, end: Int) {
+    package mutating func appendProof(identifier: UInt32, start: Int, end: Int) {
         entries.append(InFlight(seq: 0, shard: -1, ordinal: -1, identifier: identifier, start: start, end: end,
                                 attempts: 0, isProof: true))
         hasProof = true
     }
 
-    mutating func removeAll() {
+    package mutating func removeAll() {
         entries.removeAll(keepingCapacity: true)
         notificationCount = 0
         hasProof = false
     }
 
     /// What an error response made of the window.
-    struct Resolution {
-        var outcome = ProofOutcome()
+    package struct Resolution {
+        package var outcome = ProofOutcome()
         /// To send again before anything else, in order: the discarded
         /// notifications after the named one (the gateway never processed them).
-        var resend: [Resend] = []
+        package var resend: [Resend] = []
         /// The named notification, refused for the gateway's own trouble
         /// (status 1, 255, a code no guide defines): to send again after a
         /// backoff, never final; its `attempts` counts this refusal.
-        var retryLater: [Resend] = []
+        package var retryLater: [Resend] = []
         /// Refused with a status that means a bug in the plan or the encoder (2–7, 128).
-        var refusedAsMalformed: [(seq: UInt64, status: ErrorResponse.Status)] = []
-        var wasShutdown = false
+        package var refusedAsMalformed: [(seq: UInt64, status: ErrorResponse.Status)] = []
+        package var wasShutdown = false
     }
 
     /// Splits the window at the notification `response` names. Nil when it
     /// names an identifier never sent on this connection (the connection is
     /// then as good as lost). A shutdown (status 10) names the last accepted
     /// notification, or identifier 0 when none was.
-    func resolve(_ response: ErrorResponse, packets: [UInt8], format: NotificationFormat) -> Resolution? {
+    package func resolve(_ response: ErrorResponse, packets: [UInt8], format: NotificationFormat) -> Resolution? {
         let named = entries.lastIndex { $0.identifier == response.identifier }
         var result = Resolution()
         if response.status == .shutdown {
@@ -164,14 +172,14 @@ struct UnprovenWindow {
     /// The notifications of the window, for a connection that ended without
     /// an answer: none is proven; those before `written` may have reached
     /// the gateway (`risked`: sent again, they may be duplicates).
-    func lost(written: Int) -> (notifications: [InFlight], risked: Int) {
+    package func lost(written: Int) -> (notifications: [InFlight], risked: Int) {
         let notifications = entries.filter { !$0.isProof }
         return (notifications, notifications.count { $0.start < written })
     }
 
     /// Simple format: there are no error responses, so what was written is
     /// presumed delivered.
-    func presumed() -> ProofOutcome {
+    package func presumed() -> ProofOutcome {
         var outcome = ProofOutcome()
         for e in entries where !e.isProof {
             outcome.presumedOrdinals[e.shard, default: []].append(Int(e.ordinal))
@@ -200,21 +208,21 @@ struct UnprovenWindow {
 }
 
 /// Notifications to send again on the next connection, first in line.
-struct ResendQueue {
+package struct ResendQueue {
     private var items: [Resend] = []
     private var head = 0
 
-    var isEmpty: Bool { head == items.count }
-    var count: Int { items.count - head }
+    package var isEmpty: Bool { head == items.count }
+    package var count: Int { items.count - head }
 
     /// Puts `fresh` before everything already waiting, in its order.
-    mutating func pushFront(_ fresh: [Resend]) {
+    package mutating func pushFront(_ fresh: [Resend]) {
         guard !fresh.isEmpty else { return }
         items = fresh + items[head...]
         head = 0
     }
 
-    mutating func popFirst() -> Resend? {
+    package mutating func popFirst() -> Resend? {
         guard head < items.count else { return nil }
         let r = items[head]
         head += 1
@@ -224,6 +232,8 @@ struct ResendQueue {
         }
         return r
     }
+
+    package init() {}
 }
 
 /// Which notification headed connections lost with nothing accepted: one
@@ -231,13 +241,13 @@ struct ResendQueue {
 /// again in this run, so it cannot loop for ever, and not final either (a
 /// lost connection says nothing certain about a notification): the run
 /// ends with 69 and `--resume` sends it.
-struct DropStrikes {
+package struct DropStrikes {
     private var strikes: [UInt64: Int] = [:]
-    static let parkAfter = SendFailure.quarantineAfterLostConnections
+    package static let parkAfter = SendFailure.quarantineAfterLostConnections
 
     /// Counts a lost connection headed by `seq`; true when it is the fifth
     /// (and `seq` is then forgotten).
-    mutating func strike(_ seq: UInt64) -> Bool {
+    package mutating func strike(_ seq: UInt64) -> Bool {
         let n = (strikes[seq] ?? 0) + 1
         if n >= Self.parkAfter {
             strikes[seq] = nil
@@ -248,7 +258,15 @@ struct DropStrikes {
     }
 
     /// Something was accepted: the run of lost connections is broken.
-    mutating func clear() {
+    package mutating func clear() {
         if !strikes.isEmpty { strikes.removeAll() }
     }
+
+    package init() {}
+}
+
+/// How often one notification may be lost with its HTTP/2 connection
+/// before a run stops sending it.
+public enum H2NotificationLimits {
+    public static let maxLosses = 3
 }

@@ -9,11 +9,11 @@ import GatewayClient
 /// path fixed for the app (`/4/broadcasts/apps/<bundle id>`,
 /// `apns-request-id`, `apns-unique-id` in each 200). A connection asks its
 /// target for these, and never which kind it is.
-enum H2RequestTarget: Sendable {
+package enum H2RequestTarget: Sendable {
     case device
     case channel(path: String)
 
-    init(header: PlanHeader) {
+    package init(header: PlanHeader) {
         if header.http2?.broadcast == true, let bundle = header.http2?.topic {
             self = .channel(path: Broadcast.broadcastPath(bundleID: bundle))
         } else {
@@ -22,7 +22,7 @@ enum H2RequestTarget: Sendable {
     }
 
     /// The request's `:path` when it is the same for every request, and the room for one written per request.
-    var path: (value: String?, room: Int) {
+    package var path: (value: String?, room: Int) {
         switch self {
         case .device: (nil, 10 + 200)
         case .channel(let path): (path, 0)
@@ -30,7 +30,7 @@ enum H2RequestTarget: Sendable {
     }
 
     /// The template slot the target is written in, per request.
-    var slot: H2ConnectionWorker.TemplateSlot {
+    package var slot: H2ConnectionWorker.TemplateSlot {
         switch self {
         case .device: .path
         case .channel: .channel
@@ -38,7 +38,7 @@ enum H2RequestTarget: Sendable {
     }
 
     /// A field carrying the target beside `:path` (the channel id, base64), with its room.
-    var targetField: (name: String, room: Int)? {
+    package var targetField: (name: String, room: Int)? {
         switch self {
         case .device: nil
         case .channel: ("apns-channel-id", Base64.encodedCount(ChannelID.maxBytes))
@@ -46,7 +46,7 @@ enum H2RequestTarget: Sendable {
     }
 
     /// The request's own id header: `apns-id` for a device push, `apns-request-id` for a broadcast.
-    var idHeader: String {
+    package var idHeader: String {
         switch self {
         case .device: "apns-id"
         case .channel: "apns-request-id"
@@ -54,7 +54,7 @@ enum H2RequestTarget: Sendable {
     }
 
     /// Answer headers kept beyond `:status` and `retry-after`.
-    var keptAnswerHeaders: [[UInt8]] {
+    package var keptAnswerHeaders: [[UInt8]] {
         switch self {
         case .device: []
         case .channel: [Array("apns-unique-id".utf8)]
@@ -62,7 +62,7 @@ enum H2RequestTarget: Sendable {
     }
 
     /// Whether a refusal of the app's account (the broadcast capability off) is possible: the answers' verdict table.
-    var answersAsBroadcast: Bool {
+    package var answersAsBroadcast: Bool {
         switch self {
         case .device: false
         case .channel: true
@@ -70,16 +70,16 @@ enum H2RequestTarget: Sendable {
     }
 
     /// The `apns-unique-id` of a broadcast's 200 (Apple's id of the delivery, journaled); none for a device push.
-    func uniqueID(status: Int, headers: [H2Session.Header]) -> String? {
+    package func uniqueID(status: Int, headers: [H2Session.Header]) -> String? {
         guard case .channel = self, status == 200 else { return nil }
         return headers.first { $0.name == "apns-unique-id" }.map { H2Answer.boundedReason($0.value) }
     }
 
     /// Whether an accepted request's ids are journaled (`{"t":"ids",…}`): a broadcast's, to find it at Apple.
-    var journalsAnswerIDs: Bool { answersAsBroadcast }
+    package var journalsAnswerIDs: Bool { answersAsBroadcast }
 
     /// Advice for a refusal of the request itself, said once per send; nil when the reason says it all.
-    func advice(for reason: APNsReason?) -> (key: String, sentence: String)? {
+    package func advice(for reason: APNsReason?) -> (key: String, sentence: String)? {
         guard case .channel = self, reason == .badExpirationDate else { return nil }
         return ("BadExpirationDate", "APNs refused a broadcast's apns-expiration (400 BadExpirationDate): its channel stores no messages, so only 0 is allowed; plan the job with \"expiresIn\": 0 (or give the audience the storage column `channels create --out x.csv` writes, and plan refuses such rows)")
     }

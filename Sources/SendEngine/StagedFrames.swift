@@ -3,19 +3,19 @@ import Synchronization
 
 /// The frames the plan reader has encoded, per connection, until each batch
 /// is handed to its connection's queue.
-final class StagedFrames {
+package final class StagedFrames {
     private var batches: [FrameBatch]
     private let queues: [WorkQueue]
     private let cancellation: CancellationPipe
     /// Frames handed to the connections' queues so far: what the send has
     /// taken on, as opposed to what it has read (a scheduled send reads the
     /// next record, then waits for its moment, holding it back).
-    let handedOver = Atomic<Int>(0)
+    package let handedOver = Atomic<Int>(0)
 
     /// The connections' queues it hands frames to.
-    var queueCount: Int { queues.count }
+    package var queueCount: Int { queues.count }
 
-    init(queues: [WorkQueue], cancellation: CancellationPipe) {
+    package init(queues: [WorkQueue], cancellation: CancellationPipe) {
         self.queues = queues
         self.cancellation = cancellation
         batches = queues.map { _ in
@@ -29,7 +29,7 @@ final class StagedFrames {
     /// Encodes a frame for connection `queue`; hands the batch over when it
     /// is full. False when cancelled while waiting for room.
     @inline(__always)
-    func append(to queue: Int, seq: UInt64, shard: Int32, ordinal: Int32, moment: Int64 = 0, zone: Int32 = -1,
+    package func append(to queue: Int, seq: UInt64, shard: Int32, ordinal: Int32, moment: Int64 = 0, zone: Int32 = -1,
                 encode: (inout [UInt8]) -> Void) -> Bool {
         batches[queue].append(seq: seq, shard: shard, ordinal: ordinal, moment: moment, zone: zone, encode: encode)
         guard batches[queue].isFull else { return true }
@@ -37,7 +37,7 @@ final class StagedFrames {
     }
 
     /// Hands every non-empty batch over. False when cancelled while waiting.
-    func handOverAll() -> Bool {
+    package func handOverAll() -> Bool {
         for i in batches.indices where !batches[i].isEmpty {
             if !push(i) { return false }
         }

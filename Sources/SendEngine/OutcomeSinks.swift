@@ -8,7 +8,7 @@ import SendJournal
 /// notification the journal holds as final is in the ledger); a new count or
 /// record of outcomes is one sink: one file, and one line in the list
 /// ``Sender`` gives ``SendShared/sinks``.
-protocol OutcomeSink: AnyObject {
+package protocol OutcomeSink: AnyObject {
     /// A proof's accepted, presumed and failed notifications.
     func proven(_ outcome: ProofOutcome) throws
     /// A notification skipped for good (too late, or at the frequencyCap).
@@ -18,13 +18,13 @@ protocol OutcomeSink: AnyObject {
 /// The journal's records of outcomes: failures, broadcast ids, the final
 /// ordinals of each shard, skips; then the fsync asked of the syncer's
 /// thread (the caller does not wait for it).
-final class JournalOutcomes: OutcomeSink {
-    let journal: Journal
-    let syncer: JournalSyncer
+package final class JournalOutcomes: OutcomeSink {
+    package let journal: Journal
+    package let syncer: JournalSyncer
 
-    init(journal: Journal, syncer: JournalSyncer) { (self.journal, self.syncer) = (journal, syncer) }
+    package init(journal: Journal, syncer: JournalSyncer) { (self.journal, self.syncer) = (journal, syncer) }
 
-    func proven(_ outcome: ProofOutcome) throws {
+    package func proven(_ outcome: ProofOutcome) throws {
         for f in outcome.failures { try journal.append(.fail(f)) }
         for ids in outcome.answerIDs { try journal.append(.ids(ids)) }
         for (shard, ordinals) in outcome.acceptedOrdinals { try journal.recordDone(shard: Int(shard), ordinals: ordinals, presumed: false) }
@@ -33,18 +33,18 @@ final class JournalOutcomes: OutcomeSink {
         try syncer.request()
     }
 
-    func skipped(_ notification: SkippedNotification) throws {
+    package func skipped(_ notification: SkippedNotification) throws {
         try journal.append(.skip(notification))
     }
 }
 
 extension VariantTally: OutcomeSink {
-    func proven(_ outcome: ProofOutcome) throws { count(outcome) }
-    func skipped(_ notification: SkippedNotification) throws { countSkip(shard: notification.shard, ordinal: notification.ordinal) }
+    package func proven(_ outcome: ProofOutcome) throws { count(outcome) }
+    package func skipped(_ notification: SkippedNotification) throws { countSkip(shard: notification.shard, ordinal: notification.ordinal) }
 }
 
 extension LedgerRecorder: OutcomeSink {
-    func proven(_ outcome: ProofOutcome) throws { try accepted(outcome) }
+    package func proven(_ outcome: ProofOutcome) throws { try accepted(outcome) }
     /// A skip reached nobody: nothing for the ledger.
-    func skipped(_ notification: SkippedNotification) throws {}
+    package func skipped(_ notification: SkippedNotification) throws {}
 }

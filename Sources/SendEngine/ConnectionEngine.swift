@@ -17,37 +17,37 @@ import GatewayClient
 /// that stopped reading or answering, and at the end leaves its queue and
 /// reports how far each shard was handed over. A ``WireConnection`` only
 /// encodes, decodes and decides.
-final class ConnectionEngine {
-    let index: Int
-    let queue: WorkQueue
-    let shared: SendShared
-    let settings: SendSettings
-    let dialer: LinkDialer
-    let clock: SendClock
+package final class ConnectionEngine {
+    package let index: Int
+    package let queue: WorkQueue
+    package let shared: SendShared
+    package let settings: SendSettings
+    package let dialer: LinkDialer
+    package let clock: SendClock
     /// How far each shard has been handed to this connection (for the journal's write-ahead).
-    private(set) var marks: SentMarks
+    package private(set) var marks: SentMarks
     /// The queue had nothing the last time it was looked at.
-    var queueEmpty = false
+    package var queueEmpty = false
     /// The queue is closed and empty: no work will ever come again.
-    private(set) var inputFinished = false
+    package private(set) var inputFinished = false
     /// Connections in a row that went silent (no answer between them).
     private var silentInARow = 0
     /// The pool no longer needs this connection: it takes no new work,
     /// finishes what it holds, and closes (set from the pool's thread).
     private let retiring = Atomic<Bool>(false)
-    private(set) var state = ConnectionState.closed
+    package private(set) var state = ConnectionState.closed
     private var readBuffer = [UInt8](repeating: 0, count: 65_536)
 
-    func retire() { retiring.store(true, ordering: .releasing) }
-    var isRetiring: Bool { retiring.load(ordering: .acquiring) }
+    package func retire() { retiring.store(true, ordering: .releasing) }
+    package var isRetiring: Bool { retiring.load(ordering: .acquiring) }
 
     /// A scheduled plan whose rule may hold a due record back (quiet hours,
     /// `late: skip`): asked again as frames are taken to be written.
-    let release: WireRelease?
+    package let release: WireRelease?
     /// A plan with a frequencyCap and a ledger: claimed as frames are taken to be written.
-    let cap: WireCap?
+    package let cap: WireCap?
 
-    init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, shards: Int, release: WireRelease? = nil,
+    package init(index: Int, queue: WorkQueue, shared: SendShared, settings: SendSettings, shards: Int, release: WireRelease? = nil,
          cap: WireCap? = nil, dialer: LinkDialer? = nil) {
         self.index = index
         self.release = release
@@ -61,31 +61,31 @@ final class ConnectionEngine {
         queue.join()
     }
 
-    var now: UInt64 { clock.now }
+    package var now: UInt64 { clock.now }
 
     /// `--rate`, over every connection; nil without a limit.
-    var rate: SharedRate? { shared.rate }
+    package var rate: SharedRate? { shared.rate }
 
-    func log(_ message: String) { shared.log("connection \(index + 1): \(message)") }
+    package func log(_ message: String) { shared.log("connection \(index + 1): \(message)") }
 
     // MARK: - The open connection
 
-    var isConnected: Bool { if case .open = state { true } else { false } }
+    package var isConnected: Bool { if case .open = state { true } else { false } }
 
     /// The open connection's link, if any.
-    var link: ConnectionLink? { if case .open(let c) = state { c.link } else { nil } }
+    package var link: ConnectionLink? { if case .open(let c) = state { c.link } else { nil } }
 
     /// The connection's bytes, written and to write (empty when closed).
-    var outbound: [UInt8] { if case .open(let c) = state { c.outbound } else { [] } }
+    package var outbound: [UInt8] { if case .open(let c) = state { c.outbound } else { [] } }
 
     /// How many of ``outbound`` have been written.
-    var written: Int { if case .open(let c) = state { c.written } else { 0 } }
+    package var written: Int { if case .open(let c) = state { c.written } else { 0 } }
 
     /// When this connection's first bytes were written.
-    var firstWriteAt: UInt64? { if case .open(let c) = state { c.firstWriteAt } else { nil } }
+    package var firstWriteAt: UInt64? { if case .open(let c) = state { c.firstWriteAt } else { nil } }
 
     /// Appends to the bytes to write (nothing when closed).
-    func withOutbound<T, E: Error>(_ body: (inout [UInt8]) throws(E) -> T) throws(E) -> T {
+    package func withOutbound<T, E: Error>(_ body: (inout [UInt8]) throws(E) -> T) throws(E) -> T {
         guard case .open(var c) = state else { var none: [UInt8] = []; return try body(&none) }
         state = .closed   // keeps the buffer uniquely referenced while it grows
         defer { state = .open(c) }
@@ -93,7 +93,7 @@ final class ConnectionEngine {
     }
 
     /// Forgets the bytes written so far (a protocol that keeps none, or a window that ended).
-    func dropWritten() {
+    package func dropWritten() {
         changeOpen { c in
             if c.written == c.outbound.count { c.outbound.removeAll(keepingCapacity: true) } else { c.outbound.removeFirst(c.written) }
             c.written = 0
@@ -102,7 +102,7 @@ final class ConnectionEngine {
     }
 
     /// Closes the connection (cleanly: the peer reads every byte first), or aborts it.
-    func close(abort: Bool) {
+    package func close(abort: Bool) {
         guard case .open(var c) = state else { return }
         abort ? c.link.abort() : c.link.close()
         state = .closed
@@ -137,7 +137,7 @@ final class ConnectionEngine {
     /// turn looks at the queue while no connection is open, ends when the
     /// protocol's work is over, waits for work (or the next retry) with
     /// nothing to do, dials when there is, frames and pumps.
-    func run(_ wire: some WireConnection) {
+    package func run(_ wire: some WireConnection) {
         while !shared.cancellation.isCancelled {
             if !isConnected { lookAtQueue() }
             guard wire.beginTurn() else { break }
@@ -235,7 +235,7 @@ final class ConnectionEngine {
         }
     }
 
-    static let readsPerTurn = 32
+    package static let readsPerTurn = 32
 
     /// Writes what it can of the unwritten bytes; the journal first learns
     /// what they may deliver (write-ahead).
@@ -262,12 +262,12 @@ final class ConnectionEngine {
     }
 
     /// When bytes were last read on the open connection.
-    var lastReadAt: UInt64? { if case .open(let c) = state { c.lastReadAt } else { nil } }
+    package var lastReadAt: UInt64? { if case .open(let c) = state { c.lastReadAt } else { nil } }
 
     // MARK: - Work
 
     /// Looks at the queue without taking anything.
-    func lookAtQueue() {
+    package func lookAtQueue() {
         let state = queue.state
         queueEmpty = state.empty
         inputFinished = inputFinished || state.finished
@@ -277,7 +277,7 @@ final class ConnectionEngine {
     /// ``WireRelease/holds(_:packet:now:)``): a retry inside its device's
     /// quiet hours stays pending for a later run, one past its window is
     /// journaled as skipped, as a first try would be.
-    func mayGoAgain(_ frame: QueuedFrame, packet: UnsafeBufferPointer<UInt8>) -> Bool {
+    package func mayGoAgain(_ frame: QueuedFrame, packet: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let release, frame.moment != 0 else { return true }
         let now = clock.wallSeconds
         guard let held = release.holds(frame, packet: packet, now: now) else { return true }
@@ -289,7 +289,7 @@ final class ConnectionEngine {
     /// A scheduled frame its ``release`` holds back is not taken: it is
     /// journaled as skipped, or left pending until its quiet hours end; one
     /// whose device is at the plan's ``cap`` is journaled as skipped.
-    func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], taken: (QueuedFrame, Int) -> Void) -> Int {
+    package func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], taken: (QueuedFrame, Int) -> Void) -> Int {
         let n: Int, finished: Bool
         if release != nil || cap != nil {
             let now = clock.wallSeconds
@@ -317,7 +317,7 @@ final class ConnectionEngine {
 
     /// With no connection and nothing to send now: sleeps until `due` (a
     /// retry's time), new frames, the stop or the halt.
-    func waitForWork(until due: UInt64?) {
+    package func waitForWork(until due: UInt64?) {
         if let due, !inputFinished, !isRetiring {
             // Frames that come meanwhile need not wait for the retry (a
             // backoff may be 30 s): they wake the wait, as without one.
@@ -331,13 +331,13 @@ final class ConnectionEngine {
 
     /// A notification was handed to the connection.
     @inline(__always)
-    func handed(shard: Int32, ordinal: Int32) { marks.handed(shard: shard, ordinal: ordinal) }
+    package func handed(shard: Int32, ordinal: Int32) { marks.handed(shard: shard, ordinal: ordinal) }
 
     /// Write-ahead: the journal learns what may reach the gateway before it
     /// can, so a resume after a crash knows which notifications may be
     /// duplicates. False when the journal could not learn it: then nothing
     /// may be written (the gateway would accept what the resume sends again, uncounted).
-    func journalHandedOver() -> Bool {
+    package func journalHandedOver() -> Bool {
         guard !marks.unmarked.isEmpty else { return true }
         guard shared.markSent(shards: marks.unmarked, below: marks.below) else { return false }
         marks.markedAll()
@@ -347,7 +347,7 @@ final class ConnectionEngine {
     // MARK: - Waiting
 
     /// The poll timeout, in milliseconds (at most a second), until monotonic time `due`.
-    static func milliseconds(until due: UInt64, from t: UInt64) -> Int32 {
+    package static func milliseconds(until due: UInt64, from t: UInt64) -> Int32 {
         Int32(max(0, min(1000, (Int64(due) - Int64(t)) / 1_000_000 + 1)))
     }
 
@@ -379,7 +379,7 @@ final class ConnectionEngine {
     /// The connection went silent (it neither read nor answered): it is
     /// dropped, and three in a row, with no answer between them, end the
     /// send (resumable) rather than retrying for ever.
-    func silent(_ what: String, _ wire: some WireConnection) {
+    package func silent(_ what: String, _ wire: some WireConnection) {
         wire.lostSilently()
         close(abort: true)
         silentInARow += 1
@@ -389,13 +389,13 @@ final class ConnectionEngine {
     }
 
     /// The gateway answered: silence starts counting again.
-    func answered() { silentInARow = 0 }
+    package func answered() { silentInARow = 0 }
 
     // MARK: - End
 
     /// No one takes from the queue any more (a plan reader waiting for room
     /// must not wait for ever); the journal learns how far each shard went.
-    func finish() {
+    package func finish() {
         dialer.dropSpare()
         queue.leave()
         shared.workerFinished(sentBelow: marks.map)

@@ -9,24 +9,24 @@ import SendJournal
 import GatewayClient
 
 /// State the workers share: counters, the journal, the stop flags.
-final class SendShared: @unchecked Sendable {
-    let journal: Journal
-    let context: TLSContext
-    let cancellation: CancellationPipe
+package final class SendShared: @unchecked Sendable {
+    package let journal: Journal
+    package let context: TLSContext
+    package let cancellation: CancellationPipe
     /// Cancelled once the send stops or gives up: every wait of a worker
     /// (its socket, a connection attempt, a backoff, a spare connection)
     /// watches it, so none outlasts a stop by more than a poll.
-    let halt: CancellationPipe
-    let maxConnectAttempts: Int
-    let logger: @Sendable (String) -> Void
+    package let halt: CancellationPipe
+    package let maxConnectAttempts: Int
+    package let logger: @Sendable (String) -> Void
     /// fsyncs proofs off the connections' threads; started and stopped by ``Sender/run(plan:)``.
-    let syncer: JournalSyncer
+    package let syncer: JournalSyncer
     private let mutex = Lock()
     private var counts = SendReport()
     /// A plan with variants: each record's, and their counts (set before the workers start).
-    var variants: VariantTally?
+    package var variants: VariantTally?
     /// The counts so far; the pool counts only connections opened (none before the first).
-    var report: SendReport {
+    package var report: SendReport {
         mutex.lock(); defer { mutex.unlock() }
         var r = counts
         r.poolConnections = min(r.poolConnections, r.reconnects)
@@ -36,19 +36,19 @@ final class SendShared: @unchecked Sendable {
     private var state = SendRunState.running
     /// Connections the send runs (the pool may grow; see ``ConnectionPool``).
     private var poolSize: Int
-    var connections: Int { mutex.lock(); defer { mutex.unlock() }; return poolSize }
-    func poolResized(to n: Int) { mutex.lock(); poolSize = n; counts.poolConnections = n; mutex.unlock() }
+    package var connections: Int { mutex.lock(); defer { mutex.unlock() }; return poolSize }
+    package func poolResized(to n: Int) { mutex.lock(); poolSize = n; counts.poolConnections = n; mutex.unlock() }
     /// `--rate`, over every connection; nil without a limit.
-    let rate: SharedRate?
+    package let rate: SharedRate?
     private var sentBelow: [Int32: Int32] = [:]
     /// Where each outcome goes after the run's counts, in order (``OutcomeSink``); the journal's alone until a run sets them
     /// (before its connections start).
-    var sinks: [any OutcomeSink] = []
+    package var sinks: [any OutcomeSink] = []
     /// Suppressions answered in this run (410, binary status 8), in order; under the mutex.
     private var feedbackTokens: [([UInt8], UInt32)] = []
 
     /// The suppressions answered since `cursor` (moved past them).
-    func suppressions(after cursor: inout Int) -> [([UInt8], UInt32)] {
+    package func suppressions(after cursor: inout Int) -> [([UInt8], UInt32)] {
         mutex.lock(); defer { mutex.unlock() }
         let new = Array(feedbackTokens[min(cursor, feedbackTokens.count)...])
         cursor = feedbackTokens.count
@@ -59,9 +59,9 @@ final class SendShared: @unchecked Sendable {
     private var queues: [WorkQueue] = []
 
     /// Where the connections read the time and wait (``SystemClock`` but in tests).
-    let clock: SendClock
+    package let clock: SendClock
 
-    init(journal: Journal, context: TLSContext, cancellation: CancellationPipe, workers: Int, rate: Int = 0,
+    package init(journal: Journal, context: TLSContext, cancellation: CancellationPipe, workers: Int, rate: Int = 0,
          campaignRate: CampaignRate? = nil, maxConnectAttempts: Int, clock: SendClock = SystemClock.shared,
          logger: @escaping @Sendable (String) -> Void) throws {
         self.journal = journal
@@ -79,14 +79,14 @@ final class SendShared: @unchecked Sendable {
         sinks = [JournalOutcomes(journal: journal, syncer: syncer)]
     }
 
-    var runState: SendRunState { mutex.lock(); defer { mutex.unlock() }; return state }
-    var isStopping: Bool { runState.since != nil }
+    package var runState: SendRunState { mutex.lock(); defer { mutex.unlock() }; return state }
+    package var isStopping: Bool { runState.since != nil }
     /// Failed, or the journal is broken: no connection is worth opening.
-    var isFinished: Bool { switch runState { case .failed, .journalBroken: true; case .running, .stopping: false } }
-    var failureReason: SendFailureReason? { if case .failed(let reason, _) = runState { reason } else { nil } }
+    package var isFinished: Bool { switch runState { case .failed, .journalBroken: true; case .running, .stopping: false } }
+    package var failureReason: SendFailureReason? { if case .failed(let reason, _) = runState { reason } else { nil } }
 
     /// The queues to abandon when the send stops; set before the workers start.
-    func attach(queues: [WorkQueue]) {
+    package func attach(queues: [WorkQueue]) {
         mutex.lock()
         self.queues = queues
         let stopped = state.since != nil
@@ -107,38 +107,38 @@ final class SendShared: @unchecked Sendable {
     }
 
     /// A graceful stop: no new notifications; prove what is in flight.
-    func requestStop() { stop(.stopRequested) }
+    package func requestStop() { stop(.stopRequested) }
 
     /// How long, after a stop or a failure, a connection waits for answers
     /// to what it has in flight before leaving them pending (possible
     /// duplicates): the first signal must end a send within 10 s whatever
     /// the server does.
-    static let stopGraceSeconds = 5.0
+    package static let stopGraceSeconds = 5.0
 
     /// Whether the grace for in-flight answers after a stop or failure has run out.
-    var stopGraceIsOver: Bool {
+    package var stopGraceIsOver: Bool {
         guard let at = runState.since else { return false }
         return Double(clock.now &- min(clock.now, at)) / 1e9 >= Self.stopGraceSeconds
     }
 
-    func fail(_ reason: SendFailureReason) {
+    package func fail(_ reason: SendFailureReason) {
         stop(.failed(reason))
         if case .credentials = reason { cancellation.cancel() }
     }
 
-    func log(_ message: String) { logger(message) }
+    package func log(_ message: String) { logger(message) }
 
-    func connected() { mutex.lock(); counts.reconnects += 1; mutex.unlock() }
+    package func connected() { mutex.lock(); counts.reconnects += 1; mutex.unlock() }
 
     /// Whether any connection of this run has ever been established.
-    var hasConnected: Bool { mutex.lock(); defer { mutex.unlock() }; return counts.reconnects > 0 }
+    package var hasConnected: Bool { mutex.lock(); defer { mutex.unlock() }; return counts.reconnects > 0 }
 
     private var lastAttemptLog: UInt64 = 0
     private var attemptsNotLogged = 0
 
     /// Logs a failed connection attempt, at most one line a second over all
     /// connections (with how many were not logged since).
-    func logFailedAttempt(_ message: String) {
+    package func logFailedAttempt(_ message: String) {
         let now = clock.now
         mutex.lock()
         let due = lastAttemptLog == 0 || now &- min(now, lastAttemptLog) >= 1_000_000_000
@@ -149,7 +149,7 @@ final class SendShared: @unchecked Sendable {
     }
 
     /// `kind`: why the resends were sent again, for the report and metrics ("503 ServiceUnavailable", "lost connection").
-    func count(resends: Int = 0, kind: String? = nil, duplicatesRisked: Int = 0, drops: Int = 0, shutdowns: Int = 0) {
+    package func count(resends: Int = 0, kind: String? = nil, duplicatesRisked: Int = 0, drops: Int = 0, shutdowns: Int = 0) {
         mutex.lock()
         counts.resends += resends
         if resends > 0, let kind { counts.resentByKind[kind, default: 0] += resends }
@@ -174,7 +174,7 @@ final class SendShared: @unchecked Sendable {
     /// trouble has lasted ``SendSettings/outageLimitSeconds`` with nothing
     /// accepted or finally refused in between, the send stops with 69 and
     /// leaves the rest for `--resume`.
-    func serverTrouble(_ what: String, limitSeconds: Double) {
+    package func serverTrouble(_ what: String, limitSeconds: Double) {
         mutex.lock()
         let now = clock.now
         if troubleSince == nil { troubleSince = now; troubleCount = 0 }
@@ -188,7 +188,7 @@ final class SendShared: @unchecked Sendable {
     /// Stops the send when trouble has lasted the limit (called on each
     /// trouble and once a second): a streak is still going while its last
     /// trouble is more recent than the longest wait between two of them.
-    func checkOutage(limitSeconds: Double) {
+    package func checkOutage(limitSeconds: Double) {
         mutex.lock()
         // Read under the lock: another thread may have moved troubleLast past a `now` taken before it.
         let now = clock.now
@@ -203,12 +203,12 @@ final class SendShared: @unchecked Sendable {
     }
 
     /// Whether the gateway is failing now (a streak of trouble with nothing accepted since it began).
-    var inTrouble: Bool { mutex.lock(); defer { mutex.unlock() }; return troubleSince != nil }
+    package var inTrouble: Bool { mutex.lock(); defer { mutex.unlock() }; return troubleSince != nil }
 
     private var roundTrips: [Double] = []
 
     /// A second's shortest round trip over the connections.
-    func noteRoundTrip(milliseconds: Double) {
+    package func noteRoundTrip(milliseconds: Double) {
         mutex.lock()
         roundTrips.append(milliseconds)
         counts.roundTripMilliseconds = milliseconds   // the live counts (metrics) show the latest
@@ -216,7 +216,7 @@ final class SendShared: @unchecked Sendable {
     }
 
     /// The median of the seconds' shortest round trips; nil when none was measured.
-    var roundTripMilliseconds: Double? {
+    package var roundTripMilliseconds: Double? {
         mutex.lock(); defer { mutex.unlock() }
         guard !roundTrips.isEmpty else { return nil }
         return roundTrips.sorted()[roundTrips.count / 2]
@@ -225,11 +225,11 @@ final class SendShared: @unchecked Sendable {
     /// A notification that was on too many lost connections (HTTP/2: open on
     /// 3; binary: at the head of 5 in a row): not sent again in this run,
     /// left pending (a possible duplicate already); the run ends with 69.
-    func parked() {
+    package func parked() {
         mutex.lock(); parkedCount += 1; mutex.unlock()
     }
 
-    var parkedNotifications: Int { mutex.lock(); defer { mutex.unlock() }; return parkedCount }
+    package var parkedNotifications: Int { mutex.lock(); defer { mutex.unlock() }; return parkedCount }
 
     private var fruitless = 0
     private var gatewayHasAnswered = false
@@ -237,13 +237,13 @@ final class SendShared: @unchecked Sendable {
     /// Connections in a row, over all workers, that may end with nothing
     /// proven before the send gives up (resumable): enough for every worker
     /// to park one notification that kills its connections.
-    static func fruitlessLimit(connections: Int) -> Int { 5 * connections + 5 }
+    package static func fruitlessLimit(connections: Int) -> Int { 5 * connections + 5 }
 
     /// A connection ended with nothing proven (no acceptance, no refusal):
     /// past ``fruitlessLimit(connections:)`` in a row the send gives up.
     /// Returns whether the gateway has ever accepted or refused anything in
     /// this run (without that, nothing can be blamed on a single notification).
-    func connectionWasFruitless() -> Bool {
+    package func connectionWasFruitless() -> Bool {
         mutex.lock()
         fruitless += 1
         let (inARow, answered, size) = (fruitless, gatewayHasAnswered, poolSize)
@@ -256,17 +256,17 @@ final class SendShared: @unchecked Sendable {
     /// 429 TooManyProviderTokenUpdates answers since anything was accepted or refused.
     private var tokenRefusals = 0
     /// A few in a row happen when connections open at once; past this, the token is refused for good (20 minutes).
-    static let tokenRefusalsToStop = 6
+    package static let tokenRefusalsToStop = 6
 
     /// One more 429 TooManyProviderTokenUpdates; whether the send should stop for it.
-    func tokenRefused() -> Bool {
+    package func tokenRefused() -> Bool {
         mutex.lock()
         defer { mutex.unlock() }
         tokenRefusals += 1
         return tokenRefusals >= Self.tokenRefusalsToStop
     }
 
-    func record(_ outcome: ProofOutcome) {
+    package func record(_ outcome: ProofOutcome) {
         mutex.lock()
         defer { mutex.unlock() }
         if outcome.accepted > 0 || outcome.failures.contains(where: { !$0.gaveUp }) {
@@ -293,7 +293,7 @@ final class SendShared: @unchecked Sendable {
 
     /// Journals (without fsync: it must survive a killed process, not a power loss)
     /// how far each shard has been handed to a connection.
-    func markSent(shards: [Int32], below: [Int32]) -> Bool {
+    package func markSent(shards: [Int32], below: [Int32]) -> Bool {
         mutex.lock()
         defer { mutex.unlock() }
         do {
@@ -306,7 +306,7 @@ final class SendShared: @unchecked Sendable {
     }
 
     /// The plan reader could not journal: the send stops, as for any journal failure.
-    func journalFailed(_ error: Error) {
+    package func journalFailed(_ error: Error) {
         mutex.lock()
         journalBroke(error)
         mutex.unlock()
@@ -321,14 +321,14 @@ final class SendShared: @unchecked Sendable {
         for q in queues { q.abandon() }
     }
 
-    func workerFinished(sentBelow below: [Int32: Int32]) {
+    package func workerFinished(sentBelow below: [Int32: Int32]) {
         mutex.lock()
         for (k, v) in below where (sentBelow[k] ?? 0) < v { sentBelow[k] = v }
         mutex.unlock()
     }
 
-    var sentBelowByShard: [Int32: Int32] { mutex.lock(); defer { mutex.unlock() }; return sentBelow }
-    var journalFailure: Error? {
+    package var sentBelowByShard: [Int32: Int32] { mutex.lock(); defer { mutex.unlock() }; return sentBelow }
+    package var journalFailure: Error? {
         mutex.lock()
         defer { mutex.unlock() }
         if case .journalBroken(let error, _) = state { return error }
@@ -342,7 +342,7 @@ final class SendShared: @unchecked Sendable {
     private var wireDeferredUntil: Int64?
 
     /// A scheduled notification too late to go (`late: skip`): journaled as skipped, final.
-    func recordSkip(_ skipped: SkippedNotification) {
+    package func recordSkip(_ skipped: SkippedNotification) {
         mutex.lock()
         defer { mutex.unlock() }
         counts.skipped += 1
@@ -355,7 +355,7 @@ final class SendShared: @unchecked Sendable {
     }
 
     /// Frames a connection's ``WireRelease`` did not let go at `now`.
-    func heldAtTheWire(_ held: [WireRelease.Held], now: Int64) {
+    package func heldAtTheWire(_ held: [WireRelease.Held], now: Int64) {
         for h in held {
             switch h.verdict {
             case .skip:
@@ -373,7 +373,7 @@ final class SendShared: @unchecked Sendable {
     }
 
     /// Notifications held back by their quiet hours as they were taken, and when the first of those hours ends.
-    var deferredAtTheWire: (count: Int, until: Int64?) {
+    package var deferredAtTheWire: (count: Int, until: Int64?) {
         mutex.lock(); defer { mutex.unlock() }
         return (wireDeferred, wireDeferredUntil)
     }

@@ -8,7 +8,7 @@ extension WireProtocol {
     /// HTTP/2 counts those open on a lost connection as it loses them, and
     /// the rest were answered as not processed; the binary interface proves
     /// acceptance only at checkpoints, so a resume counts what was unproven.
-    var anEndedRunCountedItsUnanswered: Bool {
+    package var anEndedRunCountedItsUnanswered: Bool {
         switch self {
         case .binary: false
         case .http2: true

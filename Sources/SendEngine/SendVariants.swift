@@ -10,10 +10,10 @@ import SendJournal
 /// so any proof or failure about it finds it; the proofs' thread looks
 /// variants up under the lock. A shard's bytes grow under the lock too, so
 /// a lookup never sees them move; writes below a shard's capacity take no lock.
-final class VariantTally: @unchecked Sendable {
-    let names: [String]
+package final class VariantTally: @unchecked Sendable {
+    package let names: [String]
     /// Header index → index in ``names`` (holdouts have none, and no records).
-    let indexOfHeaderVariant: [Int]
+    package let indexOfHeaderVariant: [Int]
     private let lock = Lock()
     private var shards: [UnsafeMutablePointer<UInt8>?]
     private var capacities: [Int]
@@ -23,7 +23,7 @@ final class VariantTally: @unchecked Sendable {
     private var skipped: [Int]
 
     /// Nil for a plan without variants.
-    init?(header: PlanHeader) {
+    package init?(header: PlanHeader) {
         guard !header.variants.isEmpty else { return nil }
         var names: [String] = [], index: [Int] = []
         for v in header.variants {
@@ -44,7 +44,7 @@ final class VariantTally: @unchecked Sendable {
 
     /// The plan reader's thread: record (`shard`, `ordinal`) is of variant `v` (an index in ``names``).
     @inline(__always)
-    func set(shard: Int, ordinal: Int, variant v: Int) {
+    package func set(shard: Int, ordinal: Int, variant v: Int) {
         if ordinal >= capacities[shard] { grow(shard: shard, toHold: ordinal) }
         shards[shard]![ordinal] = UInt8(truncatingIfNeeded: v)
     }
@@ -68,7 +68,7 @@ final class VariantTally: @unchecked Sendable {
     }
 
     /// A proof's accepted, presumed and failed records.
-    func count(_ outcome: ProofOutcome) {
+    package func count(_ outcome: ProofOutcome) {
         lock.lock()
         defer { lock.unlock() }
         for (shard, ordinals) in outcome.acceptedOrdinals {
@@ -83,7 +83,7 @@ final class VariantTally: @unchecked Sendable {
     }
 
     /// A record skipped (late, or by a rule at release).
-    func countSkip(shard: Int, ordinal: Int) {
+    package func countSkip(shard: Int, ordinal: Int) {
         lock.lock()
         defer { lock.unlock() }
         if let v = variant(shard: shard, ordinal: ordinal) { skipped[v] += 1 }
@@ -91,7 +91,7 @@ final class VariantTally: @unchecked Sendable {
 
     /// The plan reader's counts: planned records read, and those a
     /// previous run finished, accepted, failed or skipped (a resume).
-    func add(planned p: [Int], acceptedBefore a: [Int], failedBefore f: [Int], skippedBefore k: [Int]) {
+    package func add(planned p: [Int], acceptedBefore a: [Int], failedBefore f: [Int], skippedBefore k: [Int]) {
         lock.lock()
         defer { lock.unlock() }
         for i in names.indices {
@@ -102,7 +102,7 @@ final class VariantTally: @unchecked Sendable {
         }
     }
 
-    var counts: [VariantCounts] {
+    package var counts: [VariantCounts] {
         lock.lock()
         defer { lock.unlock() }
         return names.indices.map { VariantCounts(name: names[$0], planned: planned[$0], accepted: accepted[$0], failed: failed[$0], skipped: skipped[$0]) }
@@ -115,7 +115,7 @@ extension SendReport {
     /// known) are each variant's planned, so they add up to the plan's
     /// records whether or not this run read it all (a scheduled run stops at
     /// its next moment; a stopped one wherever it was).
-    func with(_ tally: VariantTally?, planTotals: [Int]? = nil) -> SendReport {
+    package func with(_ tally: VariantTally?, planTotals: [Int]? = nil) -> SendReport {
         guard let tally else { return self }
         var r = self
         r.variants = tally.counts
@@ -129,19 +129,19 @@ extension SendReport {
 }
 
 /// The plan reader's side of a tally: counts kept locally and handed over now and then.
-struct VariantReading {
-    let tally: VariantTally
-    var planned: [Int]
-    var acceptedBefore: [Int]
-    var failedBefore: [Int]
-    var skippedBefore: [Int]
+package struct VariantReading {
+    package let tally: VariantTally
+    package var planned: [Int]
+    package var acceptedBefore: [Int]
+    package var failedBefore: [Int]
+    package var skippedBefore: [Int]
     /// A resume: the records a previous run finished; those it failed or skipped, as shard << 32 | ordinal.
-    let done: [Int: OrdinalRanges]
-    let failedKeys: Set<Int>
-    let skippedKeys: Set<Int>
+    package let done: [Int: OrdinalRanges]
+    package let failedKeys: Set<Int>
+    package let skippedKeys: Set<Int>
     private var sincePublished = 0
 
-    init(tally: VariantTally, before: JournalState?) {
+    package init(tally: VariantTally, before: JournalState?) {
         self.tally = tally
         planned = Array(repeating: 0, count: tally.names.count)
         acceptedBefore = planned
@@ -153,7 +153,7 @@ struct VariantReading {
     }
 
     /// A record read (and, every 1024, the counts handed over).
-    mutating func read(shard: Int, ordinal: Int, headerVariant: Int) {
+    package mutating func read(shard: Int, ordinal: Int, headerVariant: Int) {
         guard headerVariant >= 0 else { return }
         let v = tally.indexOfHeaderVariant[headerVariant]
         guard v >= 0 else { return }
@@ -169,7 +169,7 @@ struct VariantReading {
     }
 
     /// Hands the counts so far to the tally.
-    mutating func publish() {
+    package mutating func publish() {
         sincePublished = 0
         tally.add(planned: planned, acceptedBefore: acceptedBefore, failedBefore: failedBefore, skippedBefore: skippedBefore)
         for i in planned.indices { planned[i] = 0; acceptedBefore[i] = 0; failedBefore[i] = 0; skippedBefore[i] = 0 }

@@ -5,17 +5,21 @@ import CampaignIO
 import GatewayClient
 
 /// A frame waiting in a queue: where its bytes are, and what it is.
-struct QueuedFrame {
-    var seq: UInt64
-    var shard: Int32
-    var ordinal: Int32
-    var start: Int
-    var count: Int
+package struct QueuedFrame {
+    package var seq: UInt64
+    package var shard: Int32
+    package var ordinal: Int32
+    package var start: Int
+    package var count: Int
     /// A scheduled notification's moment (UNIX seconds), 0 for any other:
     /// whether it may still go is decided again when it is taken to be written.
-    var moment: Int64 = 0
+    package var moment: Int64 = 0
     /// Quiet hours: its device's zone in the send's ``ZoneRegistry``, or -1.
-    var zone: Int32 = -1
+    package var zone: Int32 = -1
+
+    package init(seq: UInt64, shard: Int32, ordinal: Int32, start: Int, count: Int, moment: Int64 = 0, zone: Int32 = -1) {
+        (self.seq, self.shard, self.ordinal, self.start, self.count, self.moment, self.zone) = (seq, shard, ordinal, start, count, moment, zone)
+    }
 }
 
 /// Frames the plan reader has encoded for one connection and not yet queued.
@@ -24,26 +28,26 @@ struct QueuedFrame {
 /// lock, and at most one wake-up, per batch instead of per notification (the
 /// per-notification lock was the send's busiest system call: 111,000 futex
 /// calls for a million notifications).
-struct FrameBatch {
-    var bytes: [UInt8] = []
-    var frames: [QueuedFrame] = []
+package struct FrameBatch {
+    package var bytes: [UInt8] = []
+    package var frames: [QueuedFrame] = []
 
     /// Frames a batch collects before it is handed over.
-    static let handOverFrames = 256
+    package static let handOverFrames = 256
 
-    var isEmpty: Bool { frames.isEmpty }
-    var isFull: Bool { frames.count >= Self.handOverFrames }
+    package var isEmpty: Bool { frames.isEmpty }
+    package var isFull: Bool { frames.count >= Self.handOverFrames }
 
     /// Encodes one frame at the end of the batch.
     @inline(__always)
-    mutating func append(seq: UInt64, shard: Int32, ordinal: Int32, moment: Int64 = 0, zone: Int32 = -1, encode: (inout [UInt8]) -> Void) {
+    package mutating func append(seq: UInt64, shard: Int32, ordinal: Int32, moment: Int64 = 0, zone: Int32 = -1, encode: (inout [UInt8]) -> Void) {
         let start = bytes.count
         encode(&bytes)
         frames.append(QueuedFrame(seq: seq, shard: shard, ordinal: ordinal, start: start, count: bytes.count - start,
                                   moment: moment, zone: zone))
     }
 
-    mutating func removeAll() {
+    package mutating func removeAll() {
         bytes.removeAll(keepingCapacity: true)
         frames.removeAll(keepingCapacity: true)
     }
@@ -58,7 +62,7 @@ struct FrameBatch {
 /// reader blocks while the queue is full and is woken only once the
 /// connection has drained it to half (backpressure without a wake-up per
 /// frame); the connection is woken through a pipe it polls with its socket.
-final class WorkQueue: @unchecked Sendable {
+package final class WorkQueue: @unchecked Sendable {
     private var bytes: [UInt8] = []
     private var frames: [QueuedFrame] = []
     private var head = 0
@@ -77,9 +81,9 @@ final class WorkQueue: @unchecked Sendable {
     private let capacity: Int
     private let mutex = Lock()
     private let notFull = Condition()
-    let doorbell: CancellationPipe
+    package let doorbell: CancellationPipe
 
-    init(capacity: Int) throws {
+    package init(capacity: Int) throws {
         self.capacity = capacity
         doorbell = try CancellationPipe()
         frames.reserveCapacity(capacity * 2)
@@ -93,7 +97,7 @@ final class WorkQueue: @unchecked Sendable {
     /// The wait ends on room, on ``abandon()`` (which broadcasts), and on
     /// `cancellation`, which a signal may set without touching this queue's
     /// condition: for that one the wait wakes every 50 ms to look.
-    func push(_ batch: inout FrameBatch, cancellation: CancellationPipe) -> Bool {
+    package func push(_ batch: inout FrameBatch, cancellation: CancellationPipe) -> Bool {
         guard !batch.isEmpty else { return true }
         mutex.lock()
         while !abandoned, frames.count - head >= capacity {
@@ -142,7 +146,7 @@ final class WorkQueue: @unchecked Sendable {
     /// `admit`, when given, sees each frame first (under the queue's lock: it
     /// must be quick and touch no queue); a frame it refuses is taken from
     /// the queue without being appended or counted.
-    func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], admit: ((QueuedFrame, UnsafeBufferPointer<UInt8>) -> Bool)? = nil,
+    package func take(maxBytes: Int, maxFrames: Int, into out: inout [UInt8], admit: ((QueuedFrame, UnsafeBufferPointer<UInt8>) -> Bool)? = nil,
               taken: (QueuedFrame, Int) -> Void) -> (count: Int, finished: Bool) {
         mutex.lock()
         var n = 0
@@ -177,7 +181,7 @@ final class WorkQueue: @unchecked Sendable {
 
     /// Called before sleeping on the doorbell: true when the sleep may begin
     /// (nothing waiting), and then the next push rings.
-    func prepareToSleep() -> Bool {
+    package func prepareToSleep() -> Bool {
         mutex.lock()
         defer { mutex.unlock() }
         guard frames.count == head, !closed else { return false }
@@ -188,27 +192,27 @@ final class WorkQueue: @unchecked Sendable {
     /// Sleeps until a frame is pushed, the queue closes, one of `pipes` is
     /// readable, or `timeout` milliseconds (at most a second) pass on
     /// `clock`; at once when frames are waiting.
-    func waitForFrames(orAnyOf pipes: [CancellationPipe], timeout: Int32 = 1000, clock: SendClock = SystemClock.shared) {
+    package func waitForFrames(orAnyOf pipes: [CancellationPipe], timeout: Int32 = 1000, clock: SendClock = SystemClock.shared) {
         guard prepareToSleep() else { return }
         var fds = ([doorbell] + pipes).map { pollfd(fd: $0.pollDescriptor, events: Int16(POLLIN), revents: 0) }
         clock.poll(&fds, count: fds.count, milliseconds: max(0, min(1000, timeout)))
     }
 
     /// Whether no frame is waiting, and whether none ever will again.
-    var state: (empty: Bool, finished: Bool) {
+    package var state: (empty: Bool, finished: Bool) {
         mutex.lock()
         defer { mutex.unlock() }
         let empty = frames.count == head
         return (empty, closed && empty)
     }
 
-    var isEmpty: Bool { state.empty }
+    package var isEmpty: Bool { state.empty }
 
     /// No frame will be taken any more: the connection has stopped, or the
     /// send is stopping or giving up. Wakes a reader waiting for room; every
     /// push from now on returns false, so the reader never waits for a
     /// connection that is gone (before this, a full queue held it for ever).
-    func abandon() {
+    package func abandon() {
         mutex.lock()
         abandoned = true
         consumers = 0
@@ -219,13 +223,13 @@ final class WorkQueue: @unchecked Sendable {
     private var consumers = 0
 
     /// A connection starts taking from this queue.
-    func join() {
+    package func join() {
         mutex.lock(); consumers += 1; mutex.unlock()
     }
 
     /// A connection stops taking from this queue; when the last one has
     /// left, the queue is abandoned (see ``abandon()``).
-    func leave() {
+    package func leave() {
         mutex.lock()
         consumers -= 1
         let last = consumers <= 0
@@ -234,7 +238,7 @@ final class WorkQueue: @unchecked Sendable {
     }
 
     /// No more frames will come.
-    func close() {
+    package func close() {
         mutex.lock()
         closed = true
         waiterSleeping = false

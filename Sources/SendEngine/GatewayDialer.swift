@@ -8,7 +8,7 @@ import GatewayClient
 /// trust failure or after too many failures in a row, and a spare connection
 /// opened ahead while the current one awaits its last answer. Every wait
 /// watches ``SendShared/halt``. Transport-neutral: HTTP/2 dials the same way.
-final class GatewayDialer: LinkDialer {
+package final class GatewayDialer: LinkDialer {
     private let settings: SendSettings
     private let shared: SendShared
     /// The pause before the next attempt: it grows with failed attempts and
@@ -22,16 +22,16 @@ final class GatewayDialer: LinkDialer {
     /// The next connection, opened while a proof is awaited on this one.
     private var spare: PendingConnection?
     /// Failed attempts in a row after which a gateway never reached in this run is given up on (about 1.5 s of backoff).
-    static let firstContactAttempts = 5
+    package static let firstContactAttempts = 5
 
-    init(settings: SendSettings, shared: SendShared) {
+    package init(settings: SendSettings, shared: SendShared) {
         self.settings = settings
         self.shared = shared
     }
 
     /// A connection, or nil after a failed attempt (backed off already) or
     /// when the send stops or gives up.
-    func connect() -> ConnectionLink? {
+    package func connect() -> ConnectionLink? {
         if let spare {
             self.spare = nil
             if case .success(let ready) = spare.wait() { return connected(ready) }
@@ -72,14 +72,14 @@ final class GatewayDialer: LinkDialer {
     }
 
     /// Starts opening the next connection, unless one is on its way.
-    func openSpare() {
+    package func openSpare() {
         guard spare == nil else { return }
         spare = PendingConnection(host: settings.gatewayHost, port: settings.gatewayPort,
                                   context: shared.context, cancellation: shared.halt, proxy: settings.proxy)
     }
 
     /// Closes a spare connection that will not be used.
-    func dropSpare() {
+    package func dropSpare() {
         if let spare, case .success(let unused) = spare.wait() { unused.abort() }
         spare = nil
     }
@@ -93,14 +93,14 @@ final class GatewayDialer: LinkDialer {
     /// The TLS handshake's limit: the answer timeout, at most 10 s (Apple's
     /// handshake takes a few round trips; a server that never speaks TLS
     /// must not hold a send for minutes).
-    var handshakeSeconds: Double { min(10, settings.answerTimeoutSeconds) }
+    package var handshakeSeconds: Double { min(10, settings.answerTimeoutSeconds) }
 
     /// A connection got an answer about a notification: the next pause starts small.
-    func productive() { backoff.succeeded() }
+    package func productive() { backoff.succeeded() }
 
     /// A connection ended having achieved nothing: pause before the next, as
     /// after a failed attempt (watching the stop).
-    func backOffAfterFruitlessConnection() {
+    package func backOffAfterFruitlessConnection() {
         _ = shared.clock.sleep(seconds: backoff.failed(), cancellation: shared.halt)
     }
 }

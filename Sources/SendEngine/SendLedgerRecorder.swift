@@ -20,13 +20,13 @@ import GatewayClient
 /// (``LedgerClaims``), in every run, a resume's too; a device at the cap is
 /// skipped, final, with the reason `frequency_capped`. Its acceptances are
 /// then written as proofs, which do not count a second time.
-final class LedgerRecorder: @unchecked Sendable {
-    let directory: String
-    let writer: LedgerSegmentWriter
-    let campaign: String
-    let cap: FrequencyCap?
+package final class LedgerRecorder: @unchecked Sendable {
+    package let directory: String
+    package let writer: LedgerSegmentWriter
+    package let campaign: String
+    package let cap: FrequencyCap?
     /// The cap's claims (a plan with a frequencyCap).
-    let claims: LedgerClaims?
+    package let claims: LedgerClaims?
     private let lock = Lock()
     /// Per shard, by ordinal: the token hash of each record read so far.
     private var hashes: [[UInt64]]
@@ -35,11 +35,11 @@ final class LedgerRecorder: @unchecked Sendable {
     /// On resume: the devices the ledger shows this campaign reached.
     private var reached: LedgerView?
     /// Entries merged from the journal on resume.
-    private(set) var merged = 0
+    package private(set) var merged = 0
     private let clock: SendClock
     private let log: @Sendable (String) -> Void
 
-    init(directory: String, journalDirectory: String, header: PlanHeader, resumeState: JournalState?, clock: SendClock,
+    package init(directory: String, journalDirectory: String, header: PlanHeader, resumeState: JournalState?, clock: SendClock,
          log: @escaping @Sendable (String) -> Void) throws {
         self.directory = directory
         campaign = header.campaign
@@ -73,7 +73,7 @@ final class LedgerRecorder: @unchecked Sendable {
     /// A record read from the plan (in order of its shard's ordinals). One
     /// final in the journal and accepted there, but missing from the ledger, is appended now
     /// (as an entry that counts: its claim, if any, may have been lost with it).
-    func note(shard: Int, ordinal: Int32, token: UnsafeBufferPointer<UInt8>, alreadyDone: Bool) throws {
+    package func note(shard: Int, ordinal: Int32, token: UnsafeBufferPointer<UInt8>, alreadyDone: Bool) throws {
         let h = LedgerFormat.tokenHash(token)
         lock.lock()
         if hashes[shard].count == Int(ordinal) { hashes[shard].append(h) }
@@ -85,7 +85,7 @@ final class LedgerRecorder: @unchecked Sendable {
     }
 
     /// The token hash of record (`shard`, `ordinal`), read from the plan.
-    func hash(shard: Int32, ordinal: Int32) -> UInt64? {
+    package func hash(shard: Int32, ordinal: Int32) -> UInt64? {
         lock.lock()
         defer { lock.unlock() }
         let s = Int(shard), o = Int(ordinal)
@@ -93,7 +93,7 @@ final class LedgerRecorder: @unchecked Sendable {
     }
 
     /// Appends the notifications a proof accepted (or presumed delivered).
-    func accepted(_ outcome: ProofOutcome) throws {
+    package func accepted(_ outcome: ProofOutcome) throws {
         guard !outcome.acceptedOrdinals.isEmpty || !outcome.presumedOrdinals.isEmpty else { return }
         var batch: [UInt64] = []
         lock.lock()
@@ -103,15 +103,15 @@ final class LedgerRecorder: @unchecked Sendable {
         try writer.append(hashes: batch, seconds: seconds, kind: acceptedKind)
     }
 
-    func sync() throws { try writer.sync() }
+    package func sync() throws { try writer.sync() }
 
     /// The run is over: the segment closed and unlocked (the next run of a waiting send opens it again).
-    func close() { writer.close() }
+    package func close() { writer.close() }
 }
 
 extension LedgerRecorder {
     /// The recorder of a send with `--ledger` (none for a broadcast: its tokens are channels).
-    static func start(settings: SendSettings, journal: Journal, header: PlanHeader, resumeState: JournalState?,
+    package static func start(settings: SendSettings, journal: Journal, header: PlanHeader, resumeState: JournalState?,
                       shared: SendShared) throws -> LedgerRecorder? {
         guard let directory = settings.ledger else { return nil }
         if header.http2?.broadcast == true {
@@ -124,7 +124,7 @@ extension LedgerRecorder {
     }
 
     /// At the end of a run: fsync the segment, and say what a resume merged.
-    func finish() throws {
+    package func finish() throws {
         try sync()
         if let claims, claims.refused > 0 {
             log("ledger: \(claims.refused) device\(claims.refused == 1 ? " was" : "s were") at the frequencyCap (\(cap!.max) per \(cap!.perSeconds) s of scope \(cap!.scope)) when \(claims.refused == 1 ? "its notification was" : "their notifications were") about to be written, and skipped")

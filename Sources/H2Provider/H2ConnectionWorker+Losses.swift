@@ -6,6 +6,7 @@ import CampaignHTTP2
 import CampaignIO
 import CampaignTLS
 import GatewayClient
+import SendEngine
 
 /// Silence, lost connections and streams, what a stop leaves open, and
 /// what the connection tells the pool.
@@ -14,13 +15,13 @@ extension H2ConnectionWorker {
 
     /// What holds this connection back while work waits: every stream the
     /// server allows is open, or its window has no room for another payload.
-    func heldBack(_ session: H2Session) -> (window: Bool, streams: Bool) {
+    package func heldBack(_ session: H2Session) -> (window: Bool, streams: Bool) {
         guard readyCount > 0 || !engine.queueEmpty, !goingAway, !shared.isStopping else { return (false, false) }
         if session.unsentBodyBytes > 0, session.unsentBodyBytes >= session.remoteWindow { return (true, false) }
         return (false, inFlight.count >= streamLimit(session))
     }
 
-    func account(_ bound: (window: Bool, streams: Bool), since: UInt64) {
+    package func account(_ bound: (window: Bool, streams: Bool), since: UInt64) {
         let t = now
         let spent = t - min(t, since)
         tally.open += spent
@@ -29,11 +30,11 @@ extension H2ConnectionWorker {
         if t - tallyPublishedAt >= Self.gaugeNanoseconds { publishGauge(at: t) }
     }
 
-    func noteRoundTrip(_ nanoseconds: UInt64) {
+    package func noteRoundTrip(_ nanoseconds: UInt64) {
         tally.roundTrip = min(tally.roundTrip ?? nanoseconds, nanoseconds)
     }
 
-    func publishGauge(at t: UInt64) {
+    package func publishGauge(at t: UInt64) {
         tallyPublishedAt = t
         tally.pingRoundTrip = pingRoundTrip
         let cpu = CPUTimes.thisThreadNanoseconds()
@@ -48,7 +49,7 @@ extension H2ConnectionWorker {
     /// timeout (a server that holds streams, never grows its window, drips
     /// its answer or floods frames instead of answering), or when work has
     /// waited that long on a server that allows no stream. Checked once a second.
-    func checkAnswerTimeout(_ session: H2Session, at t: UInt64) -> Bool {
+    package func checkAnswerTimeout(_ session: H2Session, at t: UInt64) -> Bool {
         let limit = settings.answerTimeoutSeconds
         if inFlight.isEmpty, !goingAway, !shared.isStopping, t >= pausedUntil, streamLimit(session) == 0, hasWorkForAStream() {
             if stalledSince == nil { stalledSince = t }
@@ -74,7 +75,7 @@ extension H2ConnectionWorker {
     /// drops its limit to 0 mid-send may first answer everything open, and
     /// then the work is all in the queue: with no stream to fill, nothing
     /// takes from it (so nothing looks at it), hence the look here.
-    func hasWorkForAStream() -> Bool {
+    package func hasWorkForAStream() -> Bool {
         if readyCount > 0 || !waiting.isEmpty { return true }
         guard !engine.isRetiring else { return false }   // it takes no new work: the queue is not its to wait for
         engine.lookAtQueue()
@@ -87,7 +88,7 @@ extension H2ConnectionWorker {
     /// to send again, unless it has now been lost ``H2NotificationLimits/maxLosses``
     /// times: then it is not sent again in this run (a server that takes
     /// each request and drops the connection must not get it thousands of times).
-    func lost(_ item: Item) -> Item? {
+    package func lost(_ item: Item) -> Item? {
         var item = item
         item.losses += 1
         if !item.risked {
@@ -105,7 +106,7 @@ extension H2ConnectionWorker {
     /// One line for the notifications ``lost(_:)`` stopped sending since the
     /// last (a server dropping every connection parks hundreds at once: one
     /// line each flooded the terminal).
-    func logParked() {
+    package func logParked() {
         guard let first = parkedNotLogged.min() else { return }
         let n = parkedNotLogged.count
         engine.log(n == 1
@@ -116,7 +117,7 @@ extension H2ConnectionWorker {
 
     /// The open requests whose body has not all been framed (the server
     /// cannot have processed them), and the others, each oldest first.
-    func splitByBody(_ open: [Int32: Item]) -> (unsent: [Item], sent: [Item]) {
+    package func splitByBody(_ open: [Int32: Item]) -> (unsent: [Item], sent: [Item]) {
         var unsent: [Item] = [], sent: [Item] = []
         for (stream, item) in open {
             if session?.bodyIsUnsent(stream) == true { unsent.append(item) } else { sent.append(item) }
@@ -128,7 +129,7 @@ extension H2ConnectionWorker {
     /// cancelled (RST_STREAM CANCEL): the server cannot have processed them,
     /// so they stay pending for the resume, not possible duplicates, and the
     /// stop waits only for answers that can come.
-    func cancelUnsent() {
+    package func cancelUnsent() {
         guard let session, session.unsentBodyBytes > 0 else { return }
         for (stream, _) in inFlight where session.bodyIsUnsent(stream) {
             session.resetStream(stream, errorCode: H2Session.ErrorCode.cancel)
@@ -137,14 +138,14 @@ extension H2ConnectionWorker {
     }
 
     /// Counts what is left open at a stop as possible duplicates (once each).
-    func riskAll<S: Sequence>(_ items: S) where S.Element == Item {
+    package func riskAll<S: Sequence>(_ items: S) where S.Element == Item {
         let n = items.reduce(0) { $0 + ($1.risked ? 0 : 1) }
         if n > 0 { shared.count(duplicatesRisked: n) }
     }
 
     /// The connection ended with streams open: they may have been processed,
     /// so they go again, counted as possible duplicates.
-    func connectionLost() {
+    package func connectionLost() {
         let (unsent, open) = splitByBody(inFlight)
         inFlight.removeAll()
         // A request whose body never all went out cannot have been processed: it goes again exactly.
@@ -161,9 +162,9 @@ extension H2ConnectionWorker {
     }
 
     /// The connection's own state goes with it.
-    func dropSession() { connectionState = .closed }
+    package func dropSession() { connectionState = .closed }
 
-    func closeConnection(abort: Bool) {
+    package func closeConnection(abort: Bool) {
         let wasOpen = engine.isConnected
         let productive = self.productive
         publishGauge(at: now)

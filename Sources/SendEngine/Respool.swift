@@ -78,7 +78,7 @@ public enum Respool {
     /// Whether two plan headers differ at most in their times (`created`,
     /// `expiry`, and the date a `deliverAt` without one was given) and their
     /// planning run's id: the same job planned again, later.
-    static func sameBeyondTimes(_ a: PlanHeader, _ b: PlanHeader) -> Bool {
+    package static func sameBeyondTimes(_ a: PlanHeader, _ b: PlanHeader) -> Bool {
         func timeless(_ h: PlanHeader) -> PlanHeader {
             var h = h
             (h.created, h.expiry, h.run) = (0, 0, nil)
@@ -94,7 +94,7 @@ public enum Respool {
     /// Whether two records are the same notification: a scheduled record's
     /// moment (and, for quiet hours, the plan time it may hold) depends on
     /// when it was planned; campaign, token and payload do not.
-    static func sameBeyondTimes(_ a: PlanRecord, _ b: PlanRecord) -> Bool {
+    package static func sameBeyondTimes(_ a: PlanRecord, _ b: PlanRecord) -> Bool {
         var (a, b) = (a, b)
         (a.at, b.at) = (nil, nil)
         return a == b

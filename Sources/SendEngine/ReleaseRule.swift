@@ -25,7 +25,7 @@ public struct ReleaseRule: Sendable {
     public init(schedule: DeliverySchedule) { self.schedule = schedule }
 
     /// Whether the rule can say anything but ``Verdict/send`` once a record is due.
-    var checksWhenDue: Bool {
+    package var checksWhenDue: Bool {
         switch schedule {
         case .deliverAt(let d): d.late == .skip
         case .quietHours: true
@@ -87,25 +87,25 @@ public final class ZoneRegistry: @unchecked Sendable {
 /// a late one is journaled as skipped, one inside its quiet hours stays
 /// pending, and the run ends `scheduled` with the end of those hours as its
 /// next moment (``SendShared/heldAtTheWire``).
-final class WireRelease: Sendable {
-    let rule: ReleaseRule
-    let zones: ZoneRegistry
+package final class WireRelease: Sendable {
+    package let rule: ReleaseRule
+    package let zones: ZoneRegistry
     /// The device token inside an encoded frame (the transport's layout).
-    let token: @Sendable (UnsafeBufferPointer<UInt8>) -> [UInt8]
+    package let token: @Sendable (UnsafeBufferPointer<UInt8>) -> [UInt8]
 
-    init(rule: ReleaseRule, zones: ZoneRegistry, token: @escaping @Sendable (UnsafeBufferPointer<UInt8>) -> [UInt8]) {
+    package init(rule: ReleaseRule, zones: ZoneRegistry, token: @escaping @Sendable (UnsafeBufferPointer<UInt8>) -> [UInt8]) {
         (self.rule, self.zones, self.token) = (rule, zones, token)
     }
 
     /// A frame that may not go now.
-    struct Held {
-        var frame: QueuedFrame
-        var token: [UInt8]
-        var verdict: ReleaseRule.Verdict
+    package struct Held {
+        package var frame: QueuedFrame
+        package var token: [UInt8]
+        package var verdict: ReleaseRule.Verdict
     }
 
     /// Whether `frame` (its bytes `bytes`) may be written at `now`; if not, it is added to `held`.
-    func admit(_ frame: QueuedFrame, bytes: UnsafeBufferPointer<UInt8>, now: Double, held: inout [Held]) -> Bool {
+    package func admit(_ frame: QueuedFrame, bytes: UnsafeBufferPointer<UInt8>, now: Double, held: inout [Held]) -> Bool {
         guard let h = holds(frame, packet: bytes, now: now) else { return true }
         held.append(h)
         return false
@@ -114,7 +114,7 @@ final class WireRelease: Sendable {
     /// Nil when `frame` (its bytes `packet`) may go at `now`, else why not: asked
     /// as it is taken, and again before it goes again (a retry after a 429 or
     /// 5xx, a binary replay, a connection lost with it).
-    func holds(_ frame: QueuedFrame, packet: UnsafeBufferPointer<UInt8>, now: Double) -> Held? {
+    package func holds(_ frame: QueuedFrame, packet: UnsafeBufferPointer<UInt8>, now: Double) -> Held? {
         guard frame.moment != 0 else { return nil }
         let verdict = rule.verdict(at: frame.moment, zone: zones.rules(of: frame.zone), now: now)
         return verdict == .send ? nil : Held(frame: frame, token: token(packet), verdict: verdict)

@@ -3,7 +3,7 @@ import SendJournal
 import GatewayClient
 /// `--rate` over all of a send's connections, however many there are: one
 /// bucket they take from under a lock.
-final class SharedRate: @unchecked Sendable {
+package final class SharedRate: @unchecked Sendable {
     private var bucket: TokenBucket
     private let mutex = Lock()
     private let clock: SendClock
@@ -12,7 +12,7 @@ final class SharedRate: @unchecked Sendable {
     /// A campaign's rate over its parts: this part's share, which changes as parts start and end.
     private let campaign: CampaignRate?
 
-    init(perSecond: Int, clock: SendClock = SystemClock.shared) {
+    package init(perSecond: Int, clock: SendClock = SystemClock.shared) {
         bucket = TokenBucket(perSecond: Double(perSecond))
         self.clock = clock
         fixed = Double(perSecond)
@@ -20,7 +20,7 @@ final class SharedRate: @unchecked Sendable {
     }
 
     /// The lower of `--rate` (0: none) and the campaign's share.
-    init(perSecond: Int, campaign: CampaignRate, clock: SendClock = SystemClock.shared) {
+    package init(perSecond: Int, campaign: CampaignRate, clock: SendClock = SystemClock.shared) {
         self.clock = clock
         fixed = perSecond > 0 ? Double(perSecond) : nil
         self.campaign = campaign
@@ -29,7 +29,7 @@ final class SharedRate: @unchecked Sendable {
     }
 
     /// Takes one notification's turn; false when it must wait.
-    func take() -> Bool {
+    package func take() -> Bool {
         mutex.lock(); defer { mutex.unlock() }
         // The time is read under the lock: one read before it could be older
         // than another thread's last update.
@@ -46,27 +46,27 @@ final class SharedRate: @unchecked Sendable {
 /// worth (one at least). A bucket that held a second's worth let a send that
 /// paused (connecting, a full window) catch up with a second's burst on top
 /// of the second's rate: about 2N in one second for `--rate N`.
-struct TokenBucket {
-    private(set) var perSecond: Double
+package struct TokenBucket {
+    package private(set) var perSecond: Double
     /// The most taken at once: what `--rate` may exceed in any second.
-    private(set) var burst: Double
+    package private(set) var burst: Double
     private var allowance: Double = 0
     private var updatedAt: UInt64 = 0
 
-    init(perSecond: Double) {
+    package init(perSecond: Double) {
         self.perSecond = perSecond
         burst = max(1, perSecond / 10)
     }
 
     /// A new rate from now on (a campaign's share when parts start or end); what is saved stays, within the new burst.
-    mutating func change(perSecond rate: Double) {
+    package mutating func change(perSecond rate: Double) {
         perSecond = rate
         burst = max(1, rate / 10)
         allowance = min(allowance, burst)
     }
 
     /// Takes one token at monotonic time `now` (nanoseconds); false when none is left.
-    mutating func take(now: UInt64) -> Bool {
+    package mutating func take(now: UInt64) -> Bool {
         if updatedAt == 0 { updatedAt = now; allowance = burst }
         allowance = min(burst, allowance + Double(now - updatedAt) / 1e9 * perSecond)
         updatedAt = now
@@ -80,18 +80,18 @@ struct TokenBucket {
 /// connection (they may have reached the gateway), and which shards moved
 /// since the journal last heard of them. Arrays by shard, not dictionaries:
 /// this is updated for every notification.
-struct SentMarks {
-    private(set) var below: [Int32]
-    private(set) var unmarked: [Int32] = []
+package struct SentMarks {
+    package private(set) var below: [Int32]
+    package private(set) var unmarked: [Int32] = []
     private var isUnmarked: [Bool]
 
-    init(shards: Int) {
+    package init(shards: Int) {
         below = [Int32](repeating: 0, count: shards)
         isUnmarked = [Bool](repeating: false, count: shards)
     }
 
     @inline(__always)
-    mutating func handed(shard: Int32, ordinal: Int32) {
+    package mutating func handed(shard: Int32, ordinal: Int32) {
         let s = Int(shard)
         guard below[s] <= ordinal else { return }
         below[s] = ordinal + 1
@@ -102,13 +102,13 @@ struct SentMarks {
     }
 
     /// The journal has heard of every shard that moved.
-    mutating func markedAll() {
+    package mutating func markedAll() {
         for shard in unmarked { isUnmarked[Int(shard)] = false }
         unmarked.removeAll(keepingCapacity: true)
     }
 
     /// The marks of every shard that has one.
-    var map: [Int32: Int32] {
+    package var map: [Int32: Int32] {
         var map: [Int32: Int32] = [:]
         for (shard, n) in below.enumerated() where n > 0 { map[Int32(shard)] = n }
         return map
@@ -120,30 +120,30 @@ struct SentMarks {
 /// `status` advance while a long send runs, and a kill costs at most that
 /// much in resends), sooner after a connection was lost without an answer.
 /// Only formats with error responses can prove anything.
-struct ProofCadence {
+package struct ProofCadence {
     private let every: Int?
     private let period: UInt64?
     private var adaptiveEvery: Int? = nil
     /// When the first notification of the current window was taken.
     private var windowStartedAt: UInt64? = nil
 
-    init(settings: SendSettings, reportsErrors: Bool) {
+    package init(settings: SendSettings, reportsErrors: Bool) {
         every = reportsErrors && settings.checkpointEvery > 0 ? settings.checkpointEvery : nil
         period = reportsErrors && settings.checkpointMilliseconds > 0 ? UInt64(settings.checkpointMilliseconds) * 1_000_000 : nil
     }
 
     /// Notifications a window may hold before its proof; nil for no count limit.
-    var notificationsPerProof: Int? { [every, adaptiveEvery].compactMap { $0 }.min() }
+    package var notificationsPerProof: Int? { [every, adaptiveEvery].compactMap { $0 }.min() }
 
     @inline(__always)
-    mutating func windowStarted(at now: UInt64) {
+    package mutating func windowStarted(at now: UInt64) {
         if windowStartedAt == nil { windowStartedAt = now }
     }
 
-    mutating func windowEnded() { windowStartedAt = nil }
+    package mutating func windowEnded() { windowStartedAt = nil }
 
     /// Whether a window of `notifications` is due its proof at `now`.
-    func isDue(notifications: Int, now: UInt64) -> Bool {
+    package func isDue(notifications: Int, now: UInt64) -> Bool {
         guard notifications > 0 else { return false }
         if let limit = notificationsPerProof, notifications >= limit { return true }
         if let period, let start = windowStartedAt, now &- start >= period { return true }
@@ -151,7 +151,7 @@ struct ProofCadence {
     }
 
     /// Milliseconds until the time-based proof is due (for a poll's timeout), if one will be.
-    func millisecondsUntilDue(now: UInt64) -> Int32? {
+    package func millisecondsUntilDue(now: UInt64) -> Int32? {
         guard let period, let start = windowStartedAt else { return nil }
         let due = start + period
         return due <= now ? 0 : Int32(min(1000, (due - now) / 1_000_000 + 1))
@@ -159,7 +159,7 @@ struct ProofCadence {
 
     /// A connection was lost with `risked` notifications written unproven:
     /// prove more often from now on (half as many, never below 64).
-    mutating func connectionLost(risked: Int) {
+    package mutating func connectionLost(risked: Int) {
         guard risked > 0 else { return }
         adaptiveEvery = max(64, min(adaptiveEvery ?? Int.max, max(1, risked / 2)))
     }
@@ -169,23 +169,25 @@ struct ProofCadence {
 /// acceptance: about ``targetSeconds`` of what the gateway was last seen to
 /// read, so that a proof's answer (the only news of progress) never waits
 /// behind minutes of data in the socket buffers of a slow gateway.
-struct WindowByteLimit {
+package struct WindowByteLimit {
     /// Before anything was measured: on loopback one early proof (a
     /// reconnect) more; from a gateway reading 400 KB/s, news in 3 s.
-    static let first = 1 << 20
-    static let minimum = 256 << 10
-    static let maximum = 256 << 20
+    package static let first = 1 << 20
+    package static let minimum = 256 << 10
+    package static let maximum = 256 << 20
     /// How much of the gateway's reading a window may hold.
-    static let targetSeconds = 2.0
+    package static let targetSeconds = 2.0
 
-    private(set) var bytes = WindowByteLimit.first
+    package private(set) var bytes = WindowByteLimit.first
 
     /// A proof was answered `seconds` after the connection's first write,
     /// for `written` bytes: the gateway read them at that pace. Windows too
     /// small to measure (under ``minimum``) change nothing.
-    mutating func proven(written: Int, seconds: Double) {
+    package mutating func proven(written: Int, seconds: Double) {
         guard written >= Self.minimum, seconds > 0 else { return }
         let paced = Double(written) / seconds * Self.targetSeconds
         bytes = Int(min(Double(Self.maximum), max(Double(Self.minimum), paced)))
     }
+
+    package init() {}
 }
