@@ -41,19 +41,18 @@ extension H2ConnectionWorker {
                     if let again = lost(item) { later(again, afterSeconds: nil, kind: "reset \(H2Session.ErrorCode.name(code))") }
                 }
             case .goAway(let last, let code):
-                goingAway = true
+                withOpen { $0.machine.goAway() }
                 if code != H2Session.ErrorCode.noError {
                     engine.log("the server is closing the connection (GOAWAY, error \(code), last stream \(last)); what it did not process goes on the next")
                 }
             case .pingAcknowledged:
-                if let sent = pingSentAt {
-                    let rtt = now - min(now, sent)
+                let t = now
+                if let rtt = withOpen({ $0.machine.pingAcknowledged(at: t) }) ?? nil {
                     noteRoundTrip(rtt)
                     pingRoundTrip = min(pingRoundTrip ?? rtt, rtt)
                 }
-                pingSentAt = nil
             case .settings:
-                settingsReceived = true
+                withOpen { $0.machine.settingsArrived() }
             }
         }
     }
@@ -61,7 +60,7 @@ extension H2ConnectionWorker {
     package func answered(_ item: Item, _ answer: H2Answer) {
         switch answer.verdict(broadcast: fields.target.answersAsBroadcast) {
         case .accepted:
-            acceptedOnConnection = true
+            withOpen { $0.acceptedOnConnection = true }
             becameProductive()
             answers.acceptedOrdinals[item.shard, default: []].append(Int(item.ordinal))
             answers.accepted += 1
@@ -96,7 +95,7 @@ extension H2ConnectionWorker {
             }
             switch auth.expired(used) {
             case .renewed(let renewed):
-                connectionToken = renewed
+                withOpen { $0.token = renewed }
                 ready.append(item)
             case .tooYoungToRenew(let age):
                 // Renewing a token younger than 20 minutes would earn 429
@@ -108,9 +107,9 @@ extension H2ConnectionWorker {
             // Another process's token of the key is the one APNs holds: take it from the
             // shared cache when there is one; else no new connection helps for 20 minutes.
             retryLater(item, afterSeconds: nil, kind: answer.label)
-            goingAway = true
+            withOpen { $0.machine.goAway() }
             if let auth, let used = connectionToken, let other = auth.refusedAsTooManyUpdates(used) {
-                connectionToken = other
+                withOpen { $0.token = other }
                 shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
             } else if shared.tokenRefused() {
                 shared.fail(.providerTokenRefused(keyID: auth?.keyID ?? "?"))
@@ -120,7 +119,10 @@ extension H2ConnectionWorker {
         case .retryLater(let after):
             retryLater(item, afterSeconds: after, kind: answer.label)
             // The server asked this connection to wait: it does, the others go on.
-            if let after { pausedUntil = max(pausedUntil, now + UInt64(after) * 1_000_000_000) }
+            if let after {
+                let until = now + UInt64(after) * 1_000_000_000
+                withOpen { $0.machine.pause(until: until) }
+            }
             shared.serverTrouble(answer.description, limitSeconds: settings.outageLimitSeconds)
         case .unknown:
             retryLater(item, afterSeconds: nil, kind: answer.label)
@@ -156,10 +158,9 @@ extension H2ConnectionWorker {
     }
 
     package func becameProductive() {
-        if !productive {
-            productive = true
-            engine.dialer.productive()
-        }
+        guard open?.productive == false else { return }
+        withOpen { $0.productive = true }
+        engine.dialer.productive()
     }
 
     /// Journals the answers gathered since the last time, together.

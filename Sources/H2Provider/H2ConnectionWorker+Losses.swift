@@ -51,17 +51,20 @@ extension H2ConnectionWorker {
     /// waited that long on a server that allows no stream. Checked once a second.
     package func checkAnswerTimeout(_ session: H2Session, at t: UInt64) -> Bool {
         let limit = settings.answerTimeoutSeconds
-        if inFlight.isEmpty, !goingAway, !shared.isStopping, t >= pausedUntil, streamLimit(session) == 0, hasWorkForAStream() {
-            if stalledSince == nil { stalledSince = t }
-            if Double(t - stalledSince!) / 1e9 > limit {
+        if inFlight.isEmpty, open?.machine.mayStartStreams(at: t) == true, !shared.isStopping, streamLimit(session) == 0, hasWorkForAStream() {
+            let since = withOpen { c in
+                if c.stalledSince == nil { c.stalledSince = t }
+                return c.stalledSince!
+            } ?? t
+            if Double(t - since) / 1e9 > limit {
                 engine.silent("the server has allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(format1(limit)) s", self)
                 return true
             }
         } else {
-            stalledSince = nil
+            withOpen { $0.stalledSince = nil }
         }
-        guard !inFlight.isEmpty, t - lastAnswerCheck >= 1_000_000_000 || limit < 2 else { return false }
-        lastAnswerCheck = t
+        guard !inFlight.isEmpty, t - min(t, open?.lastAnswerCheck ?? 0) >= 1_000_000_000 || limit < 2 else { return false }
+        withOpen { $0.lastAnswerCheck = t }
         let oldest = inFlight.values.lazy.map(\.sentAt).min() ?? t
         if Double(t - min(t, oldest)) / 1e9 > limit {
             engine.silent("a request has had no answer for \(format1(limit)) s (--answer-timeout)", self)

@@ -82,9 +82,6 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
     /// This thread's CPU nanoseconds at the last publication.
     package var threadCPUPublished: UInt64 = 0
     package static let gaugeNanoseconds: UInt64 = 250_000_000
-    /// PINGs measure the round trip (from the server's SETTINGS on, once a second: 17 bytes each way).
-    package static let roundTripPingNanoseconds: UInt64 = 1_000_000_000
-    package var lastPingAt: UInt64 = 0
     /// The shortest PING round trip on this connection (see ``ConnectionGauge/Tally/pingRoundTrip``).
     package var pingRoundTrip: UInt64?
 
@@ -189,8 +186,12 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
     }
 
     package func submitRequests() {
-        guard let session, !goingAway, !shared.isStopping, now >= pausedUntil else { return }
-        if template == nil { template = makeTemplate() }
+        guard let session, open?.machine.mayStartStreams(at: now) == true, !shared.isStopping else { return }
+        if open?.template == nil {
+            let made = makeTemplate()
+            withOpen { $0.template = made }
+        }
+        guard let template = open?.template else { return }
         let limit = streamLimit(session)
         // No more requests than the server's window can soon carry: from far
         // away their bodies would only wait here (hoarded from the other
@@ -228,7 +229,7 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
                 let collapseAt = item.collapseAt, slots = templateSlots
                 let expiry = fields.expiryPerRecord ? fields.header.expiry(forMoment: item.moment == 0 ? nil : item.moment, sentAt: Int64(engine.clock.wallSeconds)) : 0
                 let stream = try item.bytes.withUnsafeBufferPointer { bytes throws(H2Error) in
-                    try session.submitRequest(template!, body: item.bytes, bodyStart: item.payloadStart) { slot, room in
+                    try session.submitRequest(template, body: item.bytes, bodyStart: item.payloadStart) { slot, room in
                         switch slots[slot] {
                         case .path:
                             let prefix: StaticString = "/3/device/"
@@ -256,7 +257,7 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
                 // The session will start no more streams (GOAWAY): this one goes on the next connection.
                 readyHead -= 1
                 ready[readyHead] = item
-                goingAway = true
+                withOpen { $0.machine.goAway() }
                 break
             }
         }
@@ -270,7 +271,7 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
     package func streamLimit(_ session: H2Session) -> Int {
         let server = Int(min(session.remoteMaxConcurrentStreams, UInt32(Int32.max)))
         if auth != nil && !acceptedOnConnection { return TokenAuthorization.streamsBeforeFirstSuccess }
-        return min(settings.streams, settingsReceived ? server : min(server, 100))
+        return open?.machine.streamLimit(server: server, wanted: settings.streams) ?? 0
     }
 
     // MARK: - What the engine read and wrote
@@ -282,7 +283,7 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
     /// the connection is ending.
     package var moreCanJoin: Bool {
         guard let session else { return false }
-        return !goingAway && !shared.isStopping && pingSentAt == nil && !engine.inputFinished
+        return !goingAway && !shared.isStopping && open?.machine.pingInFlight == false && !engine.inputFinished
             && (readyCount > 0 || !engine.queueEmpty) && inFlight.count < streamLimit(session) && !windowIsFull(session)
     }
 
@@ -293,7 +294,7 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
 
     package var nextWakeUp: UInt64? {
         let t = now
-        var wake = [nextRetryDue, pausedUntil > t ? pausedUntil : nil].compactMap { $0 }.min()
+        var wake = [nextRetryDue, open?.machine.pauseEnds(after: t)].compactMap { $0 }.min()
         if let session, !watchesQueue, readyCount > 0, !goingAway, !shared.isStopping, inFlight.count < settings.streams,
            engine.rate == nil, !windowIsFull(session) {
             wake = min(wake ?? t, t)   // waiting on the server's stream limit: its answers wake the socket
@@ -332,28 +333,16 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
         guard let session, engine.isConnected else { return }
         let after = now
         if checkAnswerTimeout(session, at: after) { return }
-        if settingsReceived, pingSentAt == nil, after - lastPingAt >= Self.roundTripPingNanoseconds {
+        let timers = withOpen { $0.machine.timers(at: after, requestsOpen: !inFlight.isEmpty, lastReadAt: engine.lastReadAt,
+                                                  pingAfterSeconds: settings.pingAfterSeconds) } ?? .none
+        switch timers {
+        case .none:
+            break
+        case .sendPing:
             session.submitPing()
-            pingSentAt = after
-            lastPingAt = after
-        }
-        if !inFlight.isEmpty {
-            let pingTimeout = min(10, settings.pingAfterSeconds / 3)
-            if let sent = pingSentAt {
-                if Double(after - sent) / 1e9 > pingTimeout {
-                    // Silent only if nothing at all came since the PING: a server
-                    // that answers, but late (a loaded machine), is slow, not dead;
-                    // its requests have the answer timeout. A new PING measures again.
-                    guard let read = engine.lastReadAt, read > sent else {
-                        engine.silent("no answer to a PING, nor anything else, within \(String(format: "%.1f", pingTimeout)) s", self)
-                        return
-                    }
-                    pingSentAt = nil
-                }
-            } else if Double(after - (engine.lastReadAt ?? after)) / 1e9 > settings.pingAfterSeconds {
-                session.submitPing()
-                pingSentAt = after
-            }
+        case .silent(let seconds):
+            engine.silent("no answer to a PING, nor anything else, within \(String(format: "%.1f", seconds)) s", self)
+            return
         }
         if goingAway, inFlight.isEmpty, engine.written == engine.outbound.count {
             engine.answered()
