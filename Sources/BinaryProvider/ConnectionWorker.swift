@@ -37,10 +37,9 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     private var strikes = DropStrikes()
 
     private var decoder = ErrorResponseDecoder()
-    /// When the window's first notification was framed (for the proof cadence).
-    private var windowStartedAt: UInt64? = nil
     private var cadence: ProofCadence
-    private var proofWrittenAt: UInt64? = nil
+    /// Whether the window takes more, or waits for its proof's answer (``BinaryWindowState``).
+    private var windowState = BinaryWindowState()
     private var nextProof: UInt32 = 0
     private var acceptedOnConnection = 0
     /// What a window may hold before its proof, paced to the gateway's reading.
@@ -101,7 +100,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
 
     package func frame() -> Bool {
         fillBatch()
-        if !window.hasProof, window.notificationCount > 0, format.reportsErrors {
+        if windowState.takesMore, window.notificationCount > 0, format.reportsErrors {
             if !workLeft || cadence.isDue(notifications: window.notificationCount, now: now)
                 || window.entries.count >= settings.maxWindow || shared.isStopping || sent.count >= windowBytes.bytes {
                 appendProof()
@@ -111,14 +110,14 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     }
 
     /// A batch goes at once when a proof ends it, or when nothing more will come.
-    package var moreCanJoin: Bool { !window.hasProof && workLeft }
+    package var moreCanJoin: Bool { windowState.takesMore && workLeft }
 
     package var watchesQueue: Bool {
-        !engine.inputFinished && engine.queueEmpty && !window.hasProof && sent.count - written < settings.batchBytes
+        !engine.inputFinished && engine.queueEmpty && windowState.takesMore && sent.count - written < settings.batchBytes
     }
 
     package var nextWakeUp: UInt64? {
-        let proofDue = window.hasProof ? nil : cadence.millisecondsUntilDue(now: now).map { now + UInt64($0) * 1_000_000 }
+        let proofDue = windowState.takesMore ? cadence.millisecondsUntilDue(now: now).map { now + UInt64($0) * 1_000_000 } : nil
         return [proofDue, nextRetryDue].compactMap { $0 }.min()
     }
 
@@ -135,7 +134,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     // MARK: - Framing
 
     private func fillBatch() {
-        guard !window.hasProof, engine.isConnected else { return }
+        guard windowState.takesMore, engine.isConnected else { return }
         // A batch stops where a proof is due: with batches of hundreds of
         // frames, a cadence of 64 would otherwise not be kept.
         let every = cadence.notificationsPerProof ?? Int.max
@@ -171,8 +170,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
 
     @inline(__always)
     private func append(_ entry: InFlight) {
-        if windowStartedAt == nil { windowStartedAt = now }
-        cadence.windowStarted(at: windowStartedAt!)
+        cadence.windowStarted(at: now)
         window.append(entry)
         engine.handed(shard: entry.shard, ordinal: entry.ordinal)
     }
@@ -188,9 +186,8 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
             return (start, sent.count, appended)
         }
         guard appended else { return }
-        if windowStartedAt == nil { windowStartedAt = now }
         window.appendProof(identifier: identifier, start: start, end: end)
-        proofWrittenAt = nil
+        windowState.proofFramed()
         // The gateway closes this connection once it answers the proof: open
         // the next one meanwhile, so the handshake (6 ms, two RSA signatures)
         // overlaps the wait instead of following it.
@@ -200,8 +197,9 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     // MARK: - What the engine read and wrote
 
     package func checkTimers() {
-        if window.hasProof, let at = proofWrittenAt, Double(now - at) / 1e9 > settings.stallSeconds {
-            engine.silent("no answer to the proof of acceptance within \(format1(settings.stallSeconds)) s", self)
+        switch windowState.timer(at: now, stallSeconds: settings.stallSeconds) {
+        case .none: break
+        case .silent(let seconds): engine.silent("no answer to the proof of acceptance within \(format1(seconds)) s", self)
         }
     }
 
@@ -210,7 +208,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     package func lost() { connectionLost() }
 
     package func wroteAll() {
-        if window.hasProof, proofWrittenAt == nil { proofWrittenAt = now }
+        windowState.wroteAll(at: now)
         if format == .simple {
             shared.record(window.presumed())
             resetWindow()
@@ -323,8 +321,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
         window.removeAll()
         cadence.windowEnded()
         engine.dropWritten()
-        proofWrittenAt = nil
-        windowStartedAt = nil
+        windowState.reset()
         decoder = ErrorResponseDecoder()
     }
 
