@@ -26,11 +26,17 @@ enum MatrixInput: String, MatrixFactor { case pipe, planFile, part }
 /// When each notification may go: at once, at a moment a few seconds ahead,
 /// or once quiet hours ending a few seconds ahead are over (in the record's zone).
 enum MatrixSchedule: String, MatrixFactor { case none, deliverAt, quietHours }
-/// HTTP/2, or the binary interface in either of its framed formats.
-enum MatrixWire: String, MatrixFactor { case http2, enhanced, frame }
+/// Who the notification is for, and how the provider proves itself: a device over HTTP/2 with a provider
+/// token or with a certificate, or over the binary interface in either of its framed formats.
+enum MatrixTarget: String, MatrixFactor { case h2Token, h2Certificate, enhanced, frame }
 enum MatrixRoute: String, MatrixFactor { case direct, proxy }
 /// What happens to the first run: nothing, `kill -9`, or SIGTERM; an interrupted run is followed by `send --resume`.
 enum MatrixInterruption: String, MatrixFactor { case none, kill9, sigterm }
+/// The campaign's rules: none; a frequencyCap of 1 whose scope another campaign has already used on some of
+/// the devices (sent after this one was planned); or variants with a holdout.
+enum MatrixRules: String, MatrixFactor { case none, cap, variants }
+/// Whether `campaign cancel` ends the campaign once 40% is recorded (mid-send, or between an interrupted run and its resume).
+enum MatrixCancel: String, MatrixFactor { case none, cancel }
 
 /// One run of the matrix: a value of each factor. A new factor is a new
 /// stored property here (an enum conforming to ``MatrixFactor``) and a new
@@ -39,13 +45,19 @@ enum MatrixInterruption: String, MatrixFactor { case none, kill9, sigterm }
 struct MatrixRow: Sendable, CustomTestStringConvertible {
     var input: MatrixInput
     var schedule: MatrixSchedule
-    var wire: MatrixWire
+    var target: MatrixTarget
     var route: MatrixRoute
     var interruption: MatrixInterruption
+    var rules: MatrixRules
+    var cancel: MatrixCancel
 
-    init(_ input: MatrixInput, _ schedule: MatrixSchedule, _ wire: MatrixWire, _ route: MatrixRoute, _ interruption: MatrixInterruption) {
-        (self.input, self.schedule, self.wire, self.route, self.interruption) = (input, schedule, wire, route, interruption)
+    init(_ input: MatrixInput, _ schedule: MatrixSchedule, _ target: MatrixTarget, _ route: MatrixRoute, _ interruption: MatrixInterruption,
+         _ rules: MatrixRules, _ cancel: MatrixCancel) {
+        (self.input, self.schedule, self.target, self.route) = (input, schedule, target, route)
+        (self.interruption, self.rules, self.cancel) = (interruption, rules, cancel)
     }
+
+    var isHTTP2: Bool { target == .h2Token || target == .h2Certificate }
 
     /// Each factor's name, values, and this row's value.
     var factors: [(name: String, levels: [String], value: String)] {
@@ -62,29 +74,34 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
 /// modes in a covering array, every pair of values of any two factors in at
 /// least one row, each row the real `campaign` against the simulator on
 /// 127.0.0.1, asserting the same invariants from the simulator's record:
-/// every notification delivered, duplicates no more than the journal reports,
-/// none before its moment nor inside its quiet hours, and the exit codes.
+/// every notification delivered (up to a cancel), duplicates no more than the
+/// journal reports, none before its moment nor inside its quiet hours, no
+/// device reached by both campaigns of a cap of 1, no holdout device reached,
+/// nothing after a cancel, per-variant counts that add up, and the exit codes.
 ///
 /// The rows run concurrently, each on a thread of its own (`.ownThreads`):
 /// a row waits for events (notifications recorded, a process's end) that a
 /// loaded machine's cooperative threads, busy with other suites, must not
 /// delay by seconds.
 @Suite(.ownThreads) struct PairwiseMatrixTests {
-    /// The covering array: 10 rows for 3·3·3·3·2 values (an L9 orthogonal
-    /// array for the four three-valued factors, the route chosen so it meets
-    /// each of their values both ways, and one row for the pairs left).
+    /// The covering array: 14 rows for 3·3·4·2·3·3·2 values (a greedy
+    /// covering of every pair; at least 4·3 = 12 rows are needed).
     static let coveringArray: [MatrixRow] = [
-        //     input       schedule      wire        route     interruption
-        .init(.pipe,      .none,        .http2,     .direct,  .none),
-        .init(.pipe,      .deliverAt,   .enhanced,  .direct,  .sigterm),
-        .init(.pipe,      .quietHours,  .frame,     .direct,  .kill9),
-        .init(.planFile,  .none,        .enhanced,  .direct,  .kill9),
-        .init(.planFile,  .deliverAt,   .frame,     .proxy,   .none),
-        .init(.planFile,  .quietHours,  .http2,     .proxy,   .sigterm),
-        .init(.part,      .none,        .frame,     .direct,  .sigterm),
-        .init(.part,      .deliverAt,   .http2,     .proxy,   .kill9),
-        .init(.part,      .quietHours,  .enhanced,  .proxy,   .none),
-        .init(.pipe,      .none,        .http2,     .proxy,   .kill9),
+        //     input       schedule      target          route     interruption  rules       cancel
+        .init(.part,      .none,        .h2Token,       .direct,  .none,        .variants,  .none),
+        .init(.part,      .deliverAt,   .h2Certificate, .proxy,   .sigterm,     .none,      .cancel),
+        .init(.pipe,      .quietHours,  .enhanced,      .direct,  .kill9,       .cap,       .cancel),
+        .init(.planFile,  .deliverAt,   .frame,         .proxy,   .none,        .cap,       .none),
+        .init(.pipe,      .none,        .frame,         .direct,  .sigterm,     .none,      .none),
+        .init(.planFile,  .none,        .h2Token,       .proxy,   .kill9,       .variants,  .cancel),
+        .init(.planFile,  .quietHours,  .h2Certificate, .direct,  .kill9,       .none,      .none),
+        .init(.pipe,      .quietHours,  .h2Certificate, .proxy,   .none,        .variants,  .cancel),
+        .init(.planFile,  .deliverAt,   .enhanced,      .direct,  .sigterm,     .variants,  .none),
+        .init(.part,      .quietHours,  .frame,         .direct,  .kill9,       .variants,  .cancel),
+        .init(.part,      .quietHours,  .h2Token,       .direct,  .sigterm,     .cap,       .none),
+        .init(.part,      .none,        .enhanced,      .proxy,   .none,        .none,      .none),
+        .init(.pipe,      .deliverAt,   .h2Token,       .direct,  .kill9,       .none,      .none),
+        .init(.pipe,      .none,        .h2Certificate, .direct,  .none,        .cap,       .none),
     ]
 
     /// The pairs of values (of two factors) no row of `rows` holds, as "factor=value & factor=value".
@@ -110,9 +127,13 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
         #expect(Self.uncoveredPairs(rows) == [], "pairs no row holds")
         #expect(rows[0].factors.count == Mirror(reflecting: rows[0]).children.count, "every stored property of a row is a factor")
         #expect(rows[0].factors.allSatisfy { $0.levels.count >= 2 })
-        #expect((10...15).contains(rows.count))
-        // The check can fail: without its last row, pairs are left uncovered.
-        #expect(Self.uncoveredPairs(Array(rows.dropLast())).contains("input=pipe & route=proxy"))
+        #expect((12...16).contains(rows.count))
+        // The check can fail: without any one row, pairs are left uncovered.
+        for k in rows.indices {
+            var fewer = rows
+            fewer.remove(at: k)
+            #expect(!Self.uncoveredPairs(fewer).isEmpty, "row \(k) covers no pair alone")
+        }
     }
 
     /// Notifications per row, and of them those in the zone a minute ahead
@@ -149,19 +170,27 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
     static func runRow(_ row: MatrixRow, attempt: Int) async throws -> Bool {
         let run = try Run(row)
         defer { run.stop() }
-        let expected = try run.plannedTokens()
-        #expect(expected.count >= (row.input == .part ? Self.records / 4 : Self.records), "the plan holds the audience")
+        let planned = try run.plannedTokens()
+        #expect(planned.count + run.holdout.count >= (row.input == .part ? Self.records / 4 : Self.records), "the plan holds the audience")
+        if row.rules == .variants {
+            #expect(!run.holdout.isEmpty && run.holdout.isDisjoint(with: planned), "a holdout, kept out of the plan")
+        }
+        // A cap of 1: another campaign of its scope reaches some devices after this one was planned.
+        let otherReached = try run.sendAnotherCampaignOfTheScope()
+        if row.rules == .cap { #expect(!planned.intersection(otherReached).isEmpty, "the other campaign reached devices of this plan") }
+        let deliverable = planned.subtracting(otherReached)
 
         let started = Date()
+        let baseline = run.simulator.currentStatistics().accepted
         let first = try run.start()
         var arrivedBeforeInterruption = 0
-        switch row.interruption {
-        case .none:
-            let status = await first.send.exitStatus(within: Self.bound)
-            #expect(status == 0, "\(first.send.stderr)")
-        case .kill9, .sigterm:
-            // Mid-send: once 40% are recorded by the gateway (and a piped plan is all spooled, so a plain --resume can go on).
-            let due = expected.count * 2 / 5
+        /// UNIX milliseconds once a cancel had ended the send: nothing may arrive after it.
+        var cancelledAt: Int64?
+        let due = baseline + deliverable.count * 2 / 5
+        /// Mid-send: once 40% are recorded by the gateway (and a piped plan is
+        /// all spooled, so a plain --resume can go on); false when the first run
+        /// ended before (then nothing is judged: the row runs again).
+        func waitForMidSend() -> Bool {
             let event = waitForEvent(of: first.send, backstop: Self.bound) {
                 run.simulator.currentStatistics().accepted >= due && (row.input != .pipe || PipelineCrashTests.spoolIsComplete(run.dir))
             }
@@ -169,11 +198,26 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
                 // Over before its interruption: not the product's fault if it delivered everything.
                 let state = try? Journal.read(directory: run.dir.file("journal"))
                 #expect(status == 0 && state?.outcome == .complete, "the first run ended (\(status)) before \(due) were recorded: \(first.send.stderr)")
-                guard status == 0 && state?.outcome == .complete else { return true }
                 print("matrix \(row.testDescription): attempt \(attempt): the first run ended before its interruption; again")
                 return false
             }
             #expect(event == .came, "\(due) not recorded in \(Int(Self.bound)) s: \(first.send.stderr)")
+            return true
+        }
+        switch row.interruption {
+        case .none:
+            if row.cancel == .cancel {
+                guard waitForMidSend() else { return false }
+                try run.cancel()
+                let status = await first.send.exitStatus(within: Self.bound)
+                cancelledAt = Run.nowMilliseconds()
+                #expect(status == 0, "a cancelled send exits 0: \(first.send.stderr)")
+            } else {
+                let status = await first.send.exitStatus(within: Self.bound)
+                #expect(status == 0, "\(first.send.stderr)")
+            }
+        case .kill9, .sigterm:
+            guard waitForMidSend() else { return false }
             arrivedBeforeInterruption = (try? run.arrivals().count) ?? 0
             let signalled = Date()
             if row.interruption == .kill9 {
@@ -197,23 +241,33 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
                 #expect(status == 75, "\(first.send.stderr)")
             }
             let state = try Journal.read(directory: run.dir.file("journal"))
-            #expect(state.outcome != .complete && state.doneCount < expected.count, "interrupted mid-send: \(state.doneCount) done of \(expected.count)")
+            #expect(state.outcome != .complete && state.doneCount < planned.count, "interrupted mid-send: \(state.doneCount) done of \(planned.count)")
+            if row.cancel == .cancel {
+                // Between the interrupted run and its resume: the resume sends nothing.
+                try run.cancel()
+                cancelledAt = Run.nowMilliseconds()
+            }
             let tunnels = run.proxy?.connectsLogged ?? 0
             let resumed = try CampaignProcess(["send", "--resume", "journal"], in: run.dir.path, environment: ProxyTests.cleanEnvironment)
             let status = await resumed.exitStatus(within: Self.bound)
             #expect(status == 0, "\(resumed.stderr)")
-            if let proxy = run.proxy { #expect(proxy.connectsLogged > tunnels, "the resume went through the proxy again") }
+            if row.cancel == .cancel {
+                #expect(resumed.stderr.contains("nothing is sent"), "a cancelled campaign's resume sends nothing: \(resumed.stderr)")
+            } else if let proxy = run.proxy {
+                #expect(proxy.connectsLogged > tunnels, "the resume went through the proxy again")
+            }
         }
         if let planner = first.planner {
             let status = await planner.exitStatus(within: Self.bound)
             #expect(status != nil, "the planner ended")
-            if row.interruption == .none { #expect(status == 0, "\(planner.stderr)") }
+            if row.interruption == .none && row.cancel == .none { #expect(status == 0, "\(planner.stderr)") }
         }
         if let proxy = run.proxy { #expect(proxy.connectsLogged >= 1, "the connections went through the proxy") }
         run.simulator.stop()
-        let (duplicates, reported) = try run.expectEachOnceOnTime(expected)
-        print("matrix \(row.testDescription): \(expected.count) planned, \(row.interruption == .none ? "not interrupted" : "interrupted after \(arrivedBeforeInterruption) arrived"), "
-              + "\(duplicates) duplicates (\(reported) reported), \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+        let (duplicates, reported) = try run.expectEachOnceOnTime(deliverable, planned: planned, otherReached: otherReached, cancelledAt: cancelledAt)
+        print("matrix \(row.testDescription): \(planned.count) planned, \(planned.count - deliverable.count) capped, "
+              + "\(row.interruption == .none ? "not interrupted" : "interrupted after \(arrivedBeforeInterruption) arrived"), "
+              + "\(cancelledAt == nil ? "" : "cancelled, ")\(duplicates) duplicates (\(reported) reported), \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
         return true
     }
 
@@ -227,14 +281,19 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
         let moment: Int64
         /// Each token's zone offset in minutes (0 or 1).
         private(set) var offsets: [String: Int] = [:]
+        /// The devices the plan held out (variants with a holdout).
+        private(set) var holdout: Set<String> = []
         /// Quiet hours on every device's clock, as UNIX seconds of UTC's day.
         static let quietLength: Int64 = 30
+        /// The other campaign of a cap's scope reaches the devices of these audience lines.
+        static let otherCampaignLines = 150..<210
 
         init(_ row: MatrixRow) throws {
             self.row = row
-            simulator = row.wire == .http2 ? try startHTTP2Simulator(in: dir) : try SendProcessTests.simulator(in: dir)
+            simulator = row.isHTTP2 ? try startHTTP2Simulator(in: dir, tokens: row.target == .h2Token) : try SendProcessTests.simulator(in: dir)
             proxy = row.route == .proxy ? try TinyProxy(in: dir) : nil
-            moment = ScheduledSendTests.soon(PairwiseMatrixTests.lead)
+            // The other campaign of a cap's scope is sent between this one's plan and its send: a longer lead.
+            moment = ScheduledSendTests.soon(PairwiseMatrixTests.lead + (row.rules == .cap ? 5 : 0))
             try writeJobAndAudience()
         }
 
@@ -243,8 +302,12 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
             proxy?.stop()
         }
 
+        static func nowMilliseconds() -> Int64 { Int64((wallClockSeconds() * 1000).rounded(.up)) }
+
+        private var format: String { row.isHTTP2 ? #""format":"h2","topic":"com.example.campaign""# : #""format":"\#(row.target.rawValue)""# }
+        private static let capRule = #","frequencyCap":{"max":1,"per":"24h","scope":"matrix"}"#
+
         private func writeJobAndAudience() throws {
-            let wire = row.wire == .http2 ? #""format":"h2","topic":"com.example.campaign""# : #""format":"\#(row.wire.rawValue)""#
             let day = moment - ((moment % 86_400) + 86_400) % 86_400
             var schedule = ""
             switch row.schedule {
@@ -256,40 +319,74 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
             case .quietHours:
                 schedule = "," + ScheduledSendTests.quietHours(from: moment - Self.quietLength, to: moment)
             }
-            try #"{"campaign":"matrix",\#(wire)\#(schedule),"messages":{"en":{"alert":"Number {n}"}}}"#
-                .write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+            let messages = #"{"en":{"alert":"Number {n}"}}"#
+            let rules: String
+            switch row.rules {
+            case .none: rules = #","messages":\#(messages)"#
+            case .cap: rules = Self.capRule + #","messages":\#(messages)"#
+            case .variants:
+                rules = #","variants":[{"name":"A","weight":45,"messages":\#(messages)},{"name":"B","weight":45,"messages":\#(messages)},"#
+                    + #"{"name":"control","weight":10,"holdout":true}]"#
+            }
+            try #"{"campaign":"matrix",\#(format)\#(schedule)\#(rules)}"#.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
             // Tokens of its own per row (FNV-1a of the row's name).
             var rng = SplitMix64(seed: row.testDescription.utf8.reduce(0xcbf2_9ce4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 })
-            var rows = ["token,lang,tz,n"]
+            var rows = ["token,lang,tz,n"], other = ["token,lang,n"]
             for n in 0..<PairwiseMatrixTests.records {
                 let token = (0..<4).map { _ in String(format: "%016llx", rng.next()) }.joined()
                 let ahead = n < PairwiseMatrixTests.aheadRecords ? 1 : 0
                 offsets[token] = ahead
                 rows.append("\(token),en,\(ZoneDatabase.offsetName(ahead * 60)),\(n)")
+                if Self.otherCampaignLines.contains(n) { other.append("\(token),en,\(n)") }
             }
             try rows.joined(separator: "\n").write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+            if row.rules == .cap {
+                try other.joined(separator: "\n").write(toFile: dir.file("other.csv"), atomically: true, encoding: .utf8)
+                try #"{"campaign":"other",\#(format)\#(Self.capRule),"messages":{"en":{"alert":"Other {n}"}}}"#
+                    .write(toFile: dir.file("other.json"), atomically: true, encoding: .utf8)
+            }
         }
 
         /// The plan file (or part) the send reads; a pipe's plan is made by the run itself.
         var planPath: String { row.input == .part ? "parts/part-001.plan" : "plan.ndjson" }
+        var ledgerOptions: [String] { row.rules == .cap ? ["--ledger", "ledger"] : [] }
 
-        /// Plans (to a file, or in 2 parts) and returns the tokens the send must deliver.
+        /// Plans (to a file, or in 2 parts) and returns the tokens the send must deliver; keeps the holdout's.
         /// For a pipe, plans once to a file beside it only to read the tokens.
         func plannedTokens() throws -> Set<String> {
             let out = row.input == .part ? ["--parts", "2", "--out", "parts"] : ["--out", "plan.ndjson"]
-            let plan = try PlanProcessTests.run(["plan", "job.json", "audience.csv", "--shards", "16"] + out, in: dir)
+            let plan = try PlanProcessTests.run(["plan", "job.json", "audience.csv", "--shards", "16"] + out + ledgerOptions, in: dir)
             #expect(plan.status == 0, "\(plan.err)")
             let reader = try PlanReader(path: dir.file(planPath))
             var tokens = Set<String>()
             while let r = try reader.next() { tokens.insert(r.token.map { String(format: "%02x", $0) }.joined()) }
+            for path in ["plan.ndjson.holdout.ndjson", "parts/holdout.ndjson"] {
+                guard let text = try? String(contentsOfFile: dir.file(path), encoding: .utf8) else { continue }
+                for line in text.split(separator: "\n") { holdout.insert(try #require(JSONValue.parse(String(line))["token"]?.stringValue)) }
+            }
             if row.input == .pipe { try FileManager.default.removeItem(atPath: dir.file("plan.ndjson")) }
             return tokens
+        }
+
+        var credentials: [String] { row.target == .h2Token ? ProxyTests.tokenCredentials : SendProcessTests.credentials() }
+
+        /// A cap's other campaign of the scope, planned and sent (directly, to its end) with the ledger; the devices it reached.
+        func sendAnotherCampaignOfTheScope() throws -> Set<String> {
+            guard row.rules == .cap else { return [] }
+            let plan = try PlanProcessTests.run(["plan", "other.json", "other.csv", "--out", "other.plan", "--rejects", "other.rejects.ndjson"] + ledgerOptions, in: dir)
+            #expect(plan.status == 0, "\(plan.err)")
+            let send = try CampaignProcess(["send", "other.plan", "--journal", "j-other", "--gateway", "127.0.0.1:\(simulator.port)"] + ledgerOptions + credentials,
+                                           in: dir.path, environment: ProxyTests.cleanEnvironment)
+            #expect(send.wait(timeout: PairwiseMatrixTests.bound) == 0, "\(send.stderr)")
+            let reached = Set(try arrivals(campaign: "Other").keys)
+            #expect(reached.count == Self.otherCampaignLines.count, "the other campaign reached its devices")
+            return reached
         }
 
         var sendOptions: [String] {
             ["--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--connections", "2",
              "--rate", String(row.interruption == .none ? PairwiseMatrixTests.rate : PairwiseMatrixTests.interruptedRate)]
-                + (proxy.map { ["--proxy", $0.url()] } ?? []) + SendProcessTests.credentials()
+                + (proxy.map { ["--proxy", $0.url()] } ?? []) + ledgerOptions + credentials
         }
 
         /// The first run: `plan | send`, or `send PLAN`.
@@ -299,24 +396,68 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
                 return (try CampaignProcess(["send", planPath] + sendOptions, in: dir.path, environment: environment), nil)
             }
             let pipe = Pipe()
-            let planner = try CampaignProcess(["plan", "job.json", "audience.csv", "--shards", "16", "--rejects", "rejects.ndjson"],
+            let planner = try CampaignProcess(["plan", "job.json", "audience.csv", "--shards", "16", "--rejects", "rejects.ndjson"] + ledgerOptions,
                                               in: dir.path, outputPipe: pipe, environment: environment)
             let send = try CampaignProcess(["send"] + sendOptions, in: dir.path, inputPipe: pipe, environment: environment)
             return (send, planner)
         }
 
-        /// When each accepted notification arrived (UNIX milliseconds), by token, every arrival kept.
-        func arrivals() throws -> [String: [Int64]] { try ScheduledSendTests.arrivals(inRecord: dir.file("record.ndjson")) }
+        /// `campaign cancel journal`: it exits 0 (once the send, if one runs, has ended).
+        func cancel() throws {
+            let cancel = try CancelTests.cancel(["journal", "--by", "matrix"], in: dir)
+            #expect(cancel.status == 0, "\(cancel.err)")
+        }
 
-        /// The invariants every row asserts, from the simulator's record and the journal; the duplicates, and those reported.
+        /// When each notification of `campaign` (its alert's first word) arrived (UNIX milliseconds), by token, every arrival kept.
+        func arrivals(campaign: String = "Number") throws -> [String: [Int64]] {
+            guard let text = try? String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8) else { return [:] }
+            var out: [String: [Int64]] = [:]
+            for line in text.split(separator: "\n") {
+                let v = try JSONValue.parse(String(line))
+                let payload = try JSONValue.parse(try #require(v["payload"]?.stringValue))
+                guard try #require(payload["aps"]?["alert"]?.stringValue).hasPrefix(campaign + " ") else { continue }
+                out[try #require(v["token"]?.stringValue), default: []].append(try #require(v["received_ms"]?.integerValue))
+            }
+            return out
+        }
+
+        /// The invariants every row asserts, from the simulator's record, the journal and `status --json`; the duplicates, and those reported.
         @discardableResult
-        func expectEachOnceOnTime(_ expected: Set<String>) throws -> (duplicates: Int, reported: Int) {
+        func expectEachOnceOnTime(_ expected: Set<String>, planned: Set<String>, otherReached: Set<String>,
+                                  cancelledAt: Int64?) throws -> (duplicates: Int, reported: Int) {
             let arrivals = try self.arrivals()
             let state = try Journal.read(directory: dir.file("journal"))
-            #expect(Set(arrivals.keys) == expected, "\(expected.subtracting(arrivals.keys).count) lost, \(Set(arrivals.keys).subtracting(expected).count) not planned")
+            if let cancelledAt {
+                #expect(Set(arrivals.keys).isSubset(of: expected), "\(Set(arrivals.keys).subtracting(expected).count) not planned")
+                let after = arrivals.values.joined().filter { $0 > cancelledAt }
+                #expect(after.isEmpty, "\(after.count) arrived after the cancel had ended the send")
+                #expect(state.outcome == .cancelled, "\(state.outcome.map { "\($0)" } ?? "none")")
+            } else {
+                #expect(Set(arrivals.keys) == expected, "\(expected.subtracting(arrivals.keys).count) lost, \(Set(arrivals.keys).subtracting(expected).count) not planned")
+                // A piped plan is made after the other campaign went: the plan itself leaves its devices out.
+                let capped = planned.intersection(otherReached).count
+                let done = planned.count - (row.input == .pipe ? capped : 0)
+                #expect(state.outcome == .complete && state.doneCount == done, "\(state.outcome.map { "\($0)" } ?? "none"), \(state.doneCount) done of \(done)")
+                if row.rules == .cap && row.input != .pipe {
+                    let json = try VariantSendTests.statusJSON(dir)
+                    #expect(json["skipped_frequency_capped"]?.integerValue == Int64(capped), "the devices the cap stopped: \(json)")
+                }
+            }
+            let both = Set(arrivals.keys).intersection(otherReached)
+            #expect(both.isEmpty, "\(both.count) devices reached by both campaigns of a cap of 1")
+            let heldOut = Set(arrivals.keys).intersection(holdout)
+            #expect(heldOut.isEmpty, "\(heldOut.count) held-out devices reached")
+            if row.rules == .variants {
+                let json = try VariantSendTests.statusJSON(dir)
+                var sums = [Int64](repeating: 0, count: 3)
+                for (_, v) in json["variants"]?.objectMembers ?? [] {
+                    for (k, key) in ["accepted", "failed", "skipped"].enumerated() { sums[k] += v[key]?.integerValue ?? 0 }
+                }
+                #expect(json["variants"]?.objectMembers.map { $0.map(\.0).sorted() } == ["A", "B"], "\(json)")
+                #expect(sums == ["accepted", "failed", "skipped"].map { json[$0]?.integerValue ?? -1 }, "per-variant counts add up to the totals: \(json)")
+            }
             let duplicates = arrivals.values.reduce(0) { $0 + $1.count - 1 }
             #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
-            #expect(state.outcome == .complete && state.doneCount == expected.count, "\(state.outcome.map { "\($0)" } ?? "none"), \(state.doneCount) done")
             // Per zone (minutes ahead of UTC): the arrivals before their moment or inside their quiet hours, in ms from its start.
             var early: [Int: [Int64]] = [:], quietSent: [Int: [Int64]] = [:]
             for (token, times) in arrivals {
