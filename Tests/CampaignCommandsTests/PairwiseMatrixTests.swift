@@ -1,4 +1,5 @@
 import Foundation
+import APNSWire
 import Testing
 import CampaignIO
 import CampaignJSON
@@ -27,8 +28,9 @@ enum MatrixInput: String, MatrixFactor { case pipe, planFile, part }
 /// or once quiet hours ending a few seconds ahead are over (in the record's zone).
 enum MatrixSchedule: String, MatrixFactor { case none, deliverAt, quietHours }
 /// Who the notification is for, and how the provider proves itself: a device over HTTP/2 with a provider
-/// token or with a certificate, or over the binary interface in either of its framed formats.
-enum MatrixTarget: String, MatrixFactor { case h2Token, h2Certificate, enhanced, frame }
+/// token or with a certificate, over the binary interface in either of its framed formats, or a broadcast
+/// channel (HTTP/2, a certificate).
+enum MatrixTarget: String, MatrixFactor { case h2Token, h2Certificate, enhanced, frame, broadcast }
 enum MatrixRoute: String, MatrixFactor { case direct, proxy }
 /// What happens to the first run: nothing, `kill -9`, or SIGTERM; an interrupted run is followed by `send --resume`.
 enum MatrixInterruption: String, MatrixFactor { case none, kill9, sigterm }
@@ -57,7 +59,7 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
         (self.interruption, self.rules, self.cancel) = (interruption, rules, cancel)
     }
 
-    var isHTTP2: Bool { target == .h2Token || target == .h2Certificate }
+    var isHTTP2: Bool { target == .h2Token || target == .h2Certificate || target == .broadcast }
 
     /// Each factor's name, values, and this row's value.
     var factors: [(name: String, levels: [String], value: String)] {
@@ -84,25 +86,31 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
 /// loaded machine's cooperative threads, busy with other suites, must not
 /// delay by seconds.
 @Suite(.ownThreads) struct PairwiseMatrixTests {
-    /// The covering array: 14 rows for 3·3·4·2·3·3·2 values (a greedy
-    /// covering of every pair; at least 4·3 = 12 rows are needed).
+    /// The covering array: 15 rows for 3·3·5·2·3·3·2 values, the fewest
+    /// that can hold every pair of the five targets and the three values of
+    /// another factor (a greedy covering; every row is needed).
     static let coveringArray: [MatrixRow] = [
         //     input       schedule      target          route     interruption  rules       cancel
-        .init(.part,      .none,        .h2Token,       .direct,  .none,        .variants,  .none),
-        .init(.part,      .deliverAt,   .h2Certificate, .proxy,   .sigterm,     .none,      .cancel),
-        .init(.pipe,      .quietHours,  .enhanced,      .direct,  .kill9,       .cap,       .cancel),
-        .init(.planFile,  .deliverAt,   .frame,         .proxy,   .none,        .cap,       .none),
-        .init(.pipe,      .none,        .frame,         .direct,  .sigterm,     .none,      .none),
-        .init(.planFile,  .none,        .h2Token,       .proxy,   .kill9,       .variants,  .cancel),
-        .init(.planFile,  .quietHours,  .h2Certificate, .direct,  .kill9,       .none,      .none),
-        .init(.pipe,      .quietHours,  .h2Certificate, .proxy,   .none,        .variants,  .cancel),
-        .init(.planFile,  .deliverAt,   .enhanced,      .direct,  .sigterm,     .variants,  .none),
-        .init(.part,      .quietHours,  .frame,         .direct,  .kill9,       .variants,  .cancel),
-        .init(.part,      .quietHours,  .h2Token,       .direct,  .sigterm,     .cap,       .none),
-        .init(.part,      .none,        .enhanced,      .proxy,   .none,        .none,      .none),
-        .init(.pipe,      .deliverAt,   .h2Token,       .direct,  .kill9,       .none,      .none),
-        .init(.pipe,      .none,        .h2Certificate, .direct,  .none,        .cap,       .none),
+        .init(.part,      .none,        .frame,         .direct,  .none,        .none,      .none),
+        .init(.pipe,      .deliverAt,   .h2Token,       .proxy,   .sigterm,     .none,      .cancel),
+        .init(.planFile,  .quietHours,  .h2Certificate, .proxy,   .kill9,       .cap,       .none),
+        .init(.pipe,      .quietHours,  .enhanced,      .direct,  .none,        .variants,  .cancel),
+        .init(.part,      .deliverAt,   .h2Certificate, .direct,  .sigterm,     .variants,  .none),
+        .init(.planFile,  .none,        .h2Token,       .direct,  .kill9,       .variants,  .cancel),
+        .init(.part,      .none,        .enhanced,      .proxy,   .sigterm,     .cap,       .cancel),
+        .init(.planFile,  .deliverAt,   .broadcast,     .proxy,   .none,        .none,      .none),
+        .init(.pipe,      .deliverAt,   .frame,         .direct,  .kill9,       .cap,       .none),
+        .init(.planFile,  .quietHours,  .frame,         .proxy,   .sigterm,     .variants,  .cancel),
+        .init(.part,      .quietHours,  .broadcast,     .direct,  .kill9,       .none,      .cancel),
+        .init(.part,      .quietHours,  .h2Token,       .direct,  .none,        .cap,       .none),
+        .init(.pipe,      .none,        .h2Certificate, .direct,  .none,        .none,      .cancel),
+        .init(.planFile,  .deliverAt,   .enhanced,      .direct,  .kill9,       .none,      .none),
+        .init(.pipe,      .none,        .broadcast,     .direct,  .sigterm,     .none,      .none),
     ]
+
+    /// Pairs no campaign can hold: a job refuses a frequencyCap or variants
+    /// beside `broadcast` (a channel's devices are unknown to the sender).
+    static let impossiblePairs: Set<String> = ["target=broadcast & rules=cap", "target=broadcast & rules=variants"]
 
     /// The pairs of values (of two factors) no row of `rows` holds, as "factor=value & factor=value".
     static func uncoveredPairs(_ rows: [MatrixRow]) -> [String] {
@@ -114,7 +122,8 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
                 let seen = Set(table.map { "\($0[i].value)|\($0[j].value)" })
                 for a in factors[i].levels {
                     for b in factors[j].levels where !seen.contains("\(a)|\(b)") {
-                        missing.append("\(factors[i].name)=\(a) & \(factors[j].name)=\(b)")
+                        let pair = "\(factors[i].name)=\(a) & \(factors[j].name)=\(b)"
+                        if !impossiblePairs.contains(pair) { missing.append(pair) }
                     }
                 }
             }
@@ -127,7 +136,8 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
         #expect(Self.uncoveredPairs(rows) == [], "pairs no row holds")
         #expect(rows[0].factors.count == Mirror(reflecting: rows[0]).children.count, "every stored property of a row is a factor")
         #expect(rows[0].factors.allSatisfy { $0.levels.count >= 2 })
-        #expect((12...16).contains(rows.count))
+        #expect((15...18).contains(rows.count))
+        #expect(!rows.contains { $0.target == .broadcast && $0.rules != .none }, "no row holds a pair no job can")
         // The check can fail: without any one row, pairs are left uncovered.
         for k in rows.indices {
             var fewer = rows
@@ -181,7 +191,7 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
         let deliverable = planned.subtracting(otherReached)
 
         let started = Date()
-        let baseline = run.simulator.currentStatistics().accepted
+        let baseline = run.recorded
         let first = try run.start()
         var arrivedBeforeInterruption = 0
         /// UNIX milliseconds once a cancel had ended the send: nothing may arrive after it.
@@ -192,7 +202,7 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
         /// ended before (then nothing is judged: the row runs again).
         func waitForMidSend() -> Bool {
             let event = waitForEvent(of: first.send, backstop: Self.bound) {
-                run.simulator.currentStatistics().accepted >= due && (row.input != .pipe || PipelineCrashTests.spoolIsComplete(run.dir))
+                run.recorded >= due && (row.input != .pipe || PipelineCrashTests.spoolIsComplete(run.dir))
             }
             if case .ended(let status) = event {
                 // Over before its interruption: not the product's fault if it delivered everything.
@@ -288,9 +298,21 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
         /// The other campaign of a cap's scope reaches the devices of these audience lines.
         static let otherCampaignLines = 150..<210
 
+        /// A broadcast row's channels, made in the simulator's store.
+        private(set) var channels: [ChannelID] = []
+        static let bundle = "com.example.campaign"
+
         init(_ row: MatrixRow) throws {
             self.row = row
             simulator = row.isHTTP2 ? try startHTTP2Simulator(in: dir, tokens: row.target == .h2Token) : try SendProcessTests.simulator(in: dir)
+            if row.target == .broadcast {
+                for _ in 0..<PairwiseMatrixTests.records {
+                    guard case .created(let id) = simulator.channelStore.create(environment: "sandbox", bundleID: Self.bundle, policy: .mostRecent) else {
+                        throw IOError(path: "", reason: "the simulator made no channel")
+                    }
+                    channels.append(id)
+                }
+            }
             proxy = row.route == .proxy ? try TinyProxy(in: dir) : nil
             // The other campaign of a cap's scope is sent between this one's plan and its send: a longer lead.
             moment = ScheduledSendTests.soon(PairwiseMatrixTests.lead + (row.rules == .cap ? 5 : 0))
@@ -303,6 +325,12 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
         }
 
         static func nowMilliseconds() -> Int64 { Int64((wallClockSeconds() * 1000).rounded(.up)) }
+
+        /// Notifications and broadcasts the gateway accepted so far.
+        var recorded: Int {
+            let statistics = simulator.currentStatistics()
+            return statistics.accepted + statistics.broadcasts
+        }
 
         private var format: String { row.isHTTP2 ? #""format":"h2","topic":"com.example.campaign""# : #""format":"\#(row.target.rawValue)""# }
         private static let capRule = #","frequencyCap":{"max":1,"per":"24h","scope":"matrix"}"#
@@ -318,6 +346,15 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
                 schedule = #","deliverAt":{"localTime":"\#(time)","date":"\#(date)","window":"1h","defaultTimeZone":"UTC"}"#
             case .quietHours:
                 schedule = "," + ScheduledSendTests.quietHours(from: moment - Self.quietLength, to: moment)
+            }
+            if row.target == .broadcast {
+                var lines = ["channel_id,n"]
+                for (n, id) in channels.enumerated() { lines.append("\(id.base64),\(n)") }
+                try lines.joined(separator: "\n").write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
+                let job = #"{"campaign":"matrix","format":"h2","broadcast":true,"pushType":"liveactivity","topic":"\#(Self.bundle)"\#(schedule),"#
+                    + #""messages":{"en":{"event":"update","timestamp":"{now:int}","content-state":{"n":"{n:int}"}}}}"#
+                try job.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
+                return
             }
             let messages = #"{"en":{"alert":"Number {n}"}}"#
             let rules: String
@@ -359,7 +396,10 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
             #expect(plan.status == 0, "\(plan.err)")
             let reader = try PlanReader(path: dir.file(planPath))
             var tokens = Set<String>()
-            while let r = try reader.next() { tokens.insert(r.token.map { String(format: "%02x", $0) }.joined()) }
+            // The record names a device by its token in hex, a channel by its id in base64.
+            while let r = try reader.next() {
+                tokens.insert(row.target == .broadcast ? ChannelID(bytes: Array(r.token)).base64 : r.token.map { String(format: "%02x", $0) }.joined())
+            }
             for path in ["plan.ndjson.holdout.ndjson", "parts/holdout.ndjson"] {
                 guard let text = try? String(contentsOfFile: dir.file(path), encoding: .utf8) else { continue }
                 for line in text.split(separator: "\n") { holdout.insert(try #require(JSONValue.parse(String(line))["token"]?.stringValue)) }
@@ -414,6 +454,11 @@ struct MatrixRow: Sendable, CustomTestStringConvertible {
             var out: [String: [Int64]] = [:]
             for line in text.split(separator: "\n") {
                 let v = try JSONValue.parse(String(line))
+                if row.target == .broadcast {
+                    guard v["kind"]?.stringValue == "broadcast" else { continue }
+                    out[try #require(v["channel"]?.stringValue), default: []].append(try #require(v["received_ms"]?.integerValue))
+                    continue
+                }
                 let payload = try JSONValue.parse(try #require(v["payload"]?.stringValue))
                 guard try #require(payload["aps"]?["alert"]?.stringValue).hasPrefix(campaign + " ") else { continue }
                 out[try #require(v["token"]?.stringValue), default: []].append(try #require(v["received_ms"]?.integerValue))
