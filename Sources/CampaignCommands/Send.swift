@@ -200,7 +200,9 @@ struct Send: ParsableCommand {
         // never lost to the moment before the watch began, nor kills the send.
         let waitStop = try CancellationPipe()
         let running = RunningSender()
-        let signals = SignalWatcher(signals: [SIGINT, SIGTERM], handler: SignalEscalation(first: {
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM], handler: SignalEscalation(notice: {
+            "campaign send: \(running.stoppingWords) (signal again to exit at once)"
+        }, first: {
             waitStop.cancel()
             running.sender?.requestStop()
         }).handle)
@@ -208,7 +210,7 @@ struct Send: ParsableCommand {
         // `campaign cancel` journals its record, then signals (the watch also looks once a second): stop for good.
         let directory = resume ?? journal!
         let cancelWatch = try CancelWatch(directory: directory) {
-            printError("campaign send: cancelled: stopping: proving what is in flight")
+            printError("campaign send: cancelled: \(running.stoppingWords)")
             waitStop.cancel()
             running.sender?.requestStop()
         }

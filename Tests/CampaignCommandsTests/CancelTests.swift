@@ -80,6 +80,7 @@ import LocalTime
         #expect(status == 0, "a cancelled send exits 0: \(send.stderr)")
         #expect(cancel.status == 0 && cancel.err.contains("cancelled the send in journal"), "\(cancel.err)")
         #expect(send.stderr.contains("send: cancelled:") && send.stderr.contains("cancelled by ops on call"), "\(send.stderr)")
+        #expect(send.stderr.contains("send: cancelled: stopping: proving the "), "what it does next, with what it has in flight: \(send.stderr)")
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(state.outcome == .cancelled)
         #expect(state.cancel?.by == "ops on call" && state.cancel?.reason == "wrong message")
@@ -147,6 +148,7 @@ import LocalTime
         if status == nil { send.kill9() }
         #expect(Date().timeIntervalSince(asked) < 10, "a waiting send ends within 10 s of the cancel")
         #expect(status == 0, "\(send.stderr)")
+        #expect(send.stderr.contains("send: cancelled: stopping: nothing is in flight"), "a waiting send has nothing to prove: \(send.stderr)")
         #expect(cancel.status == 0, "\(cancel.err)")
         #expect(try Journal.read(directory: journal).outcome == .cancelled)
         #expect(try campaign.arrivals().count == 3, "nothing of the next wave")
