@@ -1,5 +1,4 @@
 import Testing
-@testable import CampaignSend
 @testable import SendEngine
 
 /// `--rate N` over any second of a send: N and a tenth at most, however the

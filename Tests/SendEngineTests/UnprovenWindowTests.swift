@@ -1,6 +1,5 @@
 import Testing
 import APNSWire
-@testable import CampaignSend
 @testable import GatewayClient
 @testable import SendEngine
 
