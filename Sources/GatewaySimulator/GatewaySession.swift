@@ -15,6 +15,11 @@ struct GatewaySession {
         case dropped
         /// An error response was written (or, for command 0, none could be).
         case refused
+        /// HTTP/2: a GOAWAY was sent and every stream it covers answered. The
+        /// client may still be sending requests it began before the GOAWAY
+        /// reached it: closing with them unread would reset the connection and
+        /// destroy, at the client, the last answers still on their way.
+        case wentAway
     }
 
     /// What changed since the last report.

@@ -269,10 +269,10 @@ public final class GatewaySimulator: @unchecked Sendable {
             connection.close()
         case .dropped:
             connection.abort()
-        case .refused:
+        case .refused, .wentAway:
             // Stop writing, then read and discard until the client closes (at most
-            // 2 s), so the error response is not lost to a TCP reset triggered by
-            // unread input.
+            // 2 s), so the last words (an error response, a GOAWAY's answers) are
+            // not lost to a TCP reset triggered by unread input.
             connection.finishWriting()
             var sink = [UInt8](repeating: 0, count: 16_384)
             let deadline = Deadline.after(seconds: 2)
@@ -299,10 +299,7 @@ public final class GatewaySimulator: @unchecked Sendable {
                 if let ending = progress.ending { stats.connections[i].ending = ending }
             }
         }
-        switch ending {
-        case .dropped: connection.abort()
-        default: connection.close()
-        }
+        finish(connection, ending: ending)
     }
 
     /// A session for an accepted HTTP/2 connection. The certificate's topic
@@ -339,10 +336,7 @@ public final class GatewaySimulator: @unchecked Sendable {
         let ending = session.run(connection: connection, cancellation: cancellation) { [self] progress in
             update { $0.managementAnswers.merge(progress.answers, uniquingKeysWith: +) }
         }
-        switch ending {
-        case .dropped: connection.abort()
-        default: connection.close()
-        }
+        finish(connection, ending: ending)
     }
 
     // MARK: - Feedback

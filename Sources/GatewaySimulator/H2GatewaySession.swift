@@ -92,7 +92,9 @@ struct H2GatewaySession {
             // After a GOAWAY the streams it covers are still answered, as a
             // server shutting down gracefully does; the client closes once
             // it has its answers (or nghttp2 ends the session).
-            if !session.isActive { return end(&progress, goingAway ? "goaway after \(streamsAnswered) streams" : "session ended", .peerClosed) }
+            if !session.isActive {
+                return goingAway ? end(&progress, "goaway after \(streamsAnswered) streams", .wentAway) : end(&progress, "session ended", .peerClosed)
+            }
             if let stall = faults.stallAfter, streamsAnswered >= stall {
                 // Neither read nor answer again: a gateway that hangs.
                 _ = sleep(until: .distantFuture, cancellation: cancellation)

@@ -116,18 +116,27 @@ import ByteStreams
         #expect(state.accepted == 1_500 && state.outcome == .complete)
     }
 
-    @Test(.timeLimit(.minutes(2))) func goAwayAndRefusedStreamsAreResentWithoutDuplicates() throws {
+    /// A GOAWAY every 250 streams on loopback with the server's stream limit
+    /// at 20, and every 100 from 50 ms away with a thousand allowed (hundreds of
+    /// requests are then on their way as the GOAWAY is, and the server must
+    /// read them before it closes, or the reset destroys its last answers at
+    /// the client: a new user's trial found 248 devices reached twice of 1,000).
+    @Test(.timeLimit(.minutes(2)), arguments: [(20, 0, 250, 2), (1000, 25, 100, 1)])
+    func goAwayAndRefusedStreamsAreResentWithoutDuplicates(maxStreams: Int, latencyMilliseconds: Int, goAwayAfter: Int, connections: Int) throws {
         let dir = TemporaryDirectory("h2goaway")
         let tokens = try Self.plan(count: 3_000, in: dir)
         var faults = FaultPlan()
-        faults.goAwayAfter = 250
-        faults.maxStreams = 20
-        let simulator = try Self.simulator(in: dir, faults: faults)
+        faults.goAwayAfter = goAwayAfter
+        faults.maxStreams = maxStreams
+        let simulator = try startHTTP2Simulator(in: dir, faults: faults, latencyMilliseconds: latencyMilliseconds)
         defer { simulator.stop() }
-        let run = try Self.send(dir, simulator, ["--connections", "2"])
+        let run = try Self.send(dir, simulator, ["--connections", String(connections)])
         #expect(run.wait(timeout: 90) == 0, "\(run.stderr)")
         simulator.stop()
-        #expect(simulator.currentStatistics().connections.count >= 12, "a GOAWAY every 250 streams")
+        // A GOAWAY every `goAwayAfter` streams answered (from afar, the streams it covers are many more).
+        let connections = simulator.currentStatistics().connections
+        let wentAway = connections.filter { $0.ending?.hasPrefix("goaway") == true }.count
+        #expect(connections.count >= (latencyMilliseconds == 0 ? 12 : 4) && wentAway >= connections.count - 2, "\(connections.map(\.ending))")
         let recorded = try Self.recorded(dir).map(\.token)
         #expect(Set(recorded) == Set(tokens))
         #expect(recorded.count == 3_000, "streams the server did not process went again exactly: \(recorded.count - 3_000) duplicates")
