@@ -70,26 +70,39 @@ package final class ConnectionEngine {
 
     // MARK: - The open connection
 
-    package var isConnected: Bool { if case .open = state { true } else { false } }
+    /// What exists while the connection is open; nil when closed.
+    private var open: ConnectionState.OpenConnection? {
+        switch state {
+        case .open(let c): c
+        case .closed: nil
+        }
+    }
+
+    package var isConnected: Bool { open != nil }
 
     /// The open connection's link, if any.
-    package var link: ConnectionLink? { if case .open(let c) = state { c.link } else { nil } }
+    package var link: ConnectionLink? { open?.link }
 
     /// The connection's bytes, written and to write (empty when closed).
-    package var outbound: [UInt8] { if case .open(let c) = state { c.outbound } else { [] } }
+    package var outbound: [UInt8] { open?.outbound ?? [] }
 
     /// How many of ``outbound`` have been written.
-    package var written: Int { if case .open(let c) = state { c.written } else { 0 } }
+    package var written: Int { open?.written ?? 0 }
 
     /// When this connection's first bytes were written.
-    package var firstWriteAt: UInt64? { if case .open(let c) = state { c.firstWriteAt } else { nil } }
+    package var firstWriteAt: UInt64? { open?.firstWriteAt }
 
     /// Appends to the bytes to write (nothing when closed).
     package func withOutbound<T, E: Error>(_ body: (inout [UInt8]) throws(E) -> T) throws(E) -> T {
-        guard case .open(var c) = state else { var none: [UInt8] = []; return try body(&none) }
-        state = .closed   // keeps the buffer uniquely referenced while it grows
-        defer { state = .open(c) }
-        return try body(&c.outbound)
+        switch state {
+        case .open(var c):
+            state = .closed   // keeps the buffer uniquely referenced while it grows
+            defer { state = .open(c) }
+            return try body(&c.outbound)
+        case .closed:
+            var none: [UInt8] = []
+            return try body(&none)
+        }
     }
 
     /// Forgets the bytes written so far (a protocol that keeps none, or a window that ended).
@@ -103,7 +116,7 @@ package final class ConnectionEngine {
 
     /// Closes the connection (cleanly: the peer reads every byte first), or aborts it.
     package func close(abort: Bool) {
-        guard case .open(var c) = state else { return }
+        guard var c = open else { return }
         abort ? c.link.abort() : c.link.close()
         state = .closed
         // The buffer's memory serves the next connection: growing a window's
@@ -193,21 +206,25 @@ package final class ConnectionEngine {
 
     /// The open connection's descriptor, unwritten bytes and batch start; nil when closed.
     private func lookAtOpen() -> (fd: Int32, unwritten: Int, batchStartedAt: UInt64?)? {
-        guard case .open(let c) = state else { return nil }
+        guard let c = open else { return nil }
         return (c.link.pollDescriptor, c.outbound.count - c.written, c.batchStartedAt)
     }
 
     /// Changes the open connection's state in place (its buffer stays uniquely referenced).
     private func changeOpen(_ change: (inout ConnectionState.OpenConnection) -> Void) {
-        guard case .open(var c) = state else { return }
-        state = .closed
-        change(&c)
-        state = .open(c)
+        switch state {
+        case .open(var c):
+            state = .closed
+            change(&c)
+            state = .open(c)
+        case .closed:
+            break
+        }
     }
 
     /// Seconds since a write last moved bytes while some wait; nil when closed or all is written.
     private var writeStalledFor: Double? {
-        guard case .open(let c) = state, c.written < c.outbound.count else { return nil }
+        guard let c = open, c.written < c.outbound.count else { return nil }
         return Double(now - c.lastWriteProgress) / 1e9
     }
 
@@ -262,7 +279,7 @@ package final class ConnectionEngine {
     }
 
     /// When bytes were last read on the open connection.
-    package var lastReadAt: UInt64? { if case .open(let c) = state { c.lastReadAt } else { nil } }
+    package var lastReadAt: UInt64? { open?.lastReadAt }
 
     // MARK: - Work
 
