@@ -47,7 +47,7 @@ public final class Journal: @unchecked Sendable {
         let lockPath = "\(directory)/\(Self.lockName)"
         lockFD = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lockFD >= 0 else { throw JournalError(path: lockPath, reason: .lockUnavailable(String(cString: strerror(errno)))) }
-        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
+        guard Self.lock(lockFD) else {
             close(lockFD)
             throw JournalError(path: directory, reason: .busy(pid: Self.runningSend(directory: directory)))
         }
@@ -69,6 +69,19 @@ public final class Journal: @unchecked Sendable {
         try? file.flush()
         flock(lockFD, LOCK_UN)
         close(lockFD)
+    }
+
+    /// Takes the journal's lock for this process. Another look at the lock
+    /// (``runningSend(directory:)``: a sibling part's rate, `status`) holds it
+    /// shared for an instant, so a refusal is asked again for about half a
+    /// second; a running send holds it for good.
+    static func lock(_ fd: Int32) -> Bool {
+        for attempt in 0..<100 {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 { return true }
+            guard errno == EWOULDBLOCK || errno == EINTR, attempt < 99 else { return false }
+            usleep(5_000)
+        }
+        return false
     }
 
     /// The pid of the send holding the journal in `directory`, or nil when
