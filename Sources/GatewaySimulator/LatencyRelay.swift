@@ -14,8 +14,9 @@ import CampaignTLS
 /// reach the sender a round trip after the data they release, as from
 /// Apple. Each direction keeps at most ``maxHeldBytes`` in flight (a link's
 /// bandwidth-delay product, generously); past that it stops reading until
-/// bytes are delivered. An end of stream (FIN) is delayed like data; a
-/// reset or an error ends both sides at once.
+/// bytes are delivered. An end of stream (FIN) is delayed like data, and so
+/// is a reset: as on a real path, the bytes a side sent before it reset
+/// still arrive, then the reset (the relay resets the other side).
 struct LatencyRelay {
     let delayNanoseconds: UInt64
     static let maxHeldBytes = 32 << 20
@@ -28,6 +29,8 @@ struct LatencyRelay {
         var held = 0
         /// When the reader's end of stream is due at the other side.
         var finAt: UInt64?
+        /// The end was a reset (an error reading, or writing to, that side): the other side is reset, not closed.
+        var resets = false
         var finDelivered = false
 
         var isEmpty: Bool { head == chunks.count }
@@ -69,8 +72,8 @@ struct LatencyRelay {
                     } else if n == 0 {
                         lanes[side].finAt = t + delayNanoseconds
                     } else if errno != EAGAIN && errno != EINTR {
-                        client.abort(); server.abort()   // a reset: at once, both ways
-                        return
+                        lanes[side].finAt = t + delayNanoseconds
+                        lanes[side].resets = true
                     }
                 }
                 // Deliver what is due to the other side.
@@ -80,8 +83,16 @@ struct LatencyRelay {
                     let n = chunk.withUnsafeBytes { Glibc.write(to.fd, $0.baseAddress! + offset, $0.count - offset) }
                     if n < 0 {
                         if errno == EAGAIN || errno == EINTR { break }
-                        client.abort(); server.abort()
-                        return
+                        // The other side is gone: nothing more reaches it, and what it
+                        // sent before is still delivered, then its reset.
+                        lanes[side].head = lanes[side].chunks.count
+                        lanes[side].held = 0
+                        lanes[side].finDelivered = true
+                        if lanes[1 - side].finAt == nil || !lanes[1 - side].resets {
+                            lanes[1 - side].finAt = min(lanes[1 - side].finAt ?? .max, t + delayNanoseconds)
+                            lanes[1 - side].resets = true
+                        }
+                        break
                     }
                     lanes[side].offset += n
                     if lanes[side].offset < chunk.count { break }
@@ -95,6 +106,10 @@ struct LatencyRelay {
                 }
                 if lanes[side].isEmpty, let fin = lanes[side].finAt, fin <= t, !lanes[side].finDelivered {
                     lanes[side].finDelivered = true
+                    if lanes[side].resets {
+                        client.abort(); server.abort()
+                        return
+                    }
                     to.shutdownWrite()
                 }
             }
