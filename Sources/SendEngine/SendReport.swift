@@ -270,6 +270,7 @@ public struct SendReport: Sendable {
         if let whole = wholeSend, whole.runs > 1 {
             s += "\n  the whole send (\(whole.runs) runs): \(whole.accepted) accepted\(whole.presumed > 0 ? ", \(whole.presumed) presumed" : ""), \(whole.failed) failed"
                 + (whole.failedByReason.isEmpty ? "" : " (" + whole.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")")
+                + (whole.skipped > 0 ? ", \(whole.skipped) skipped" + (whole.skippedFrequencyCapped > 0 ? " (\(whole.skippedFrequencyCapped) at their frequencyCap)" : "") : "")
                 + ", \(whole.resends) resent, \(whole.duplicatesRisked) possible duplicates, \(format3(whole.seconds)) s"
         }
         s += "\n  \(resends) resent, \(duplicatesRisked) possible duplicates, \(reconnects) connection\(reconnects == 1 ? "" : "s"), \(drops) lost without a response, \(format3(seconds)) s, \(rateText(perSecond))"

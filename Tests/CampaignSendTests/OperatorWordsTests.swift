@@ -55,6 +55,24 @@ import GatewayClient
         #expect(report.text.contains("71 skipped (71 at their frequencyCap") && !report.text.contains("too late"), "\(report.text)")
     }
 
+    /// After a resume, the whole send's line counts what was skipped too (a trial: a capped
+    /// campaign's resume said "1275 accepted, 0 failed" beside 1,719 skipped).
+    @Test func theWholeSendsLineCountsTheSkipped() {
+        var before = JournalState(settings: SendSettings(gatewayHost: "127.0.0.1", gatewayPort: 1, certificate: "c.pem"), planHeader: .null)
+        before.runs = 1
+        before.accepted = 894
+        var run = SendReport()
+        run.accepted = 381
+        run.skipped = 1_719
+        run.skippedFrequencyCapped = 1_719
+        run.wholeSend = SendTotals(before: before, run: run)
+        #expect(run.text.contains("the whole send (2 runs): 1275 accepted, 0 failed, 1719 skipped (1719 at their frequencyCap)"), "\(run.text)")
+        run.skipped = 0
+        run.skippedFrequencyCapped = 0
+        run.wholeSend = SendTotals(before: before, run: run)
+        #expect(run.text.contains("the whole send (2 runs): 1275 accepted, 0 failed, 0 resent"), "nothing skipped, nothing said: \(run.text)")
+    }
+
     /// A cancelled scheduled send has no next notifications to announce.
     @Test func aCancelledSendNamesNoNextMoment() {
         var report = SendReport()
