@@ -140,8 +140,11 @@ import LocalTime
         defer { simulator.stop() }
         let journal = campaign.dir.file("journal")
         let send = try campaign.send(simulator, hold)
-        #expect(eventually(within: 60) { (try? campaign.arrivals().count) == 3 && (try? Journal.read(directory: journal))?.waitingUntil != nil },
-                "\(send.stderr)")
+        // Waiting, with the three answers journaled: nothing is in flight.
+        #expect(eventually(within: 60) {
+            guard (try? campaign.arrivals().count) == 3, let state = try? Journal.read(directory: journal) else { return false }
+            return state.waitingUntil != nil && state.accepted == 3
+        }, "\(send.stderr)")
         let asked = Date()
         let cancel = try Self.cancel(["journal"], in: campaign.dir)
         let status = send.wait(timeout: 10)
