@@ -97,7 +97,8 @@ public struct ResultsReport {
                 ("lift", d(r.lift)), ("z", d(r.z)), ("p_value", d(r.pValue)),
             ]))
         }
-        return .object([
+        // Typed up front: the literal below took over a second to type-check without it.
+        let fields: [(String, JSONValue)] = [
             ("campaign", .string(campaign)),
             ("control", control.map { .string($0) } ?? .null),
             ("confidence", d(confidence)),
@@ -114,7 +115,8 @@ public struct ResultsReport {
             ("events_before_moment", n(events.beforeMoment)), ("events_outside_window", n(events.outsideWindow)),
             ("events_other_event", n(events.otherEvent)), ("events_rejected", n(events.rejected)),
             ("notes", .array(notes.map { .string($0) })),
-        ])
+        ]
+        return .object(fields)
     }
 
     // MARK: - Text

@@ -91,11 +91,16 @@ public enum JournalRecord: Equatable, Sendable {
         case .fail(let f):
             var token: [UInt8] = []
             HexEncoding.append(f.token, to: &token)
-            return .object([("t", .string("fail")), ("seq", .number(String(f.seq))), ("shard", n(f.shard)),
-                            ("ordinal", n(f.ordinal)), ("status", n(f.status))] + (f.cause.journaledReason.map { [("http_reason", JSONValue.string($0))] } ?? []) + [
-                            ("protocol", .string(f.cause.interface.rawValue)),
-                            ("token", .string(String(decoding: token, as: UTF8.self))), ("gave_up", .bool(f.gaveUp)),
-                            ("attempts", n(f.attempts))] + (f.unregisteredAt.map { [("unregistered_at", n(Int($0)))] } ?? []))
+            // Built step by step: as one expression it took seconds to type-check.
+            var fields: [(String, JSONValue)] = [("t", .string("fail")), ("seq", .number(String(f.seq))), ("shard", n(f.shard)),
+                                                 ("ordinal", n(f.ordinal)), ("status", n(f.status))]
+            if let reason = f.cause.journaledReason { fields.append(("http_reason", .string(reason))) }
+            fields.append(("protocol", .string(f.cause.interface.rawValue)))
+            fields.append(("token", .string(String(decoding: token, as: UTF8.self))))
+            fields.append(("gave_up", .bool(f.gaveUp)))
+            fields.append(("attempts", n(f.attempts)))
+            if let at = f.unregisteredAt { fields.append(("unregistered_at", n(Int(at)))) }
+            return .object(fields)
         case .plan(let records, let crc32, let incomplete):
             return .object([("t", .string("plan")), ("records", n(records)), ("crc32", crc32.map { .string($0) } ?? .null),
                             ("incomplete", .bool(incomplete))])
