@@ -42,6 +42,8 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     private var windowState = BinaryWindowState()
     private var nextProof: UInt32 = 0
     private var acceptedOnConnection = 0
+    /// The pause before the next dial the last response asked for (``closed()``).
+    private var pauseAfterClose: Double?
     /// What a window may hold before its proof, paced to the gateway's reading.
     private var windowBytes = WindowByteLimit()
     /// Every packet written, or to write, on this connection (the engine's).
@@ -98,7 +100,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
         return true
     }
 
-    package func frame() -> Bool {
+    package func frame() -> WireVerdict {
         fillBatch()
         if windowState.takesMore, window.notificationCount > 0, format.reportsErrors {
             if !workLeft || cadence.isDue(notifications: window.notificationCount, now: now)
@@ -106,7 +108,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
                 appendProof()
             }
         }
-        return true
+        return .keep
     }
 
     /// A batch goes at once when a proof ends it, or when nothing more will come.
@@ -126,9 +128,14 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     package func end() -> Bool {
         // Nothing unproven (the simple format's last connection, written out):
         // a clean close, so the gateway reads every byte before the socket goes.
-        let clean = window.notificationCount == 0
-        if engine.isConnected { resetWindow() }
-        return clean
+        window.notificationCount == 0
+    }
+
+    package func closing() { resetWindow() }
+
+    package func closed() -> AfterClose {
+        defer { pauseAfterClose = nil }
+        return pauseAfterClose.map { .pause(seconds: $0) } ?? .dial
     }
 
     // MARK: - Framing
@@ -196,10 +203,10 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
 
     // MARK: - What the engine read and wrote
 
-    package func checkTimers() {
+    package func checkTimers() -> WireVerdict {
         switch windowState.timer(at: now, stallSeconds: settings.stallSeconds) {
-        case .none: break
-        case .silent(let seconds): engine.silent("no answer to the proof of acceptance within \(format1(seconds)) s", self)
+        case .none: .keep
+        case .silent(let seconds): .silent("no answer to the proof of acceptance within \(format1(seconds)) s")
         }
     }
 
@@ -207,35 +214,38 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
 
     package func lost() { connectionLost() }
 
-    package func wroteAll() {
+    /// The simple format presumes what was written accepted: its window ends
+    /// there. The enhanced one keeps its bytes until the proof's answer says
+    /// what to send again.
+    package func wroteAll() -> Bool {
         windowState.wroteAll(at: now)
-        if format == .simple {
-            shared.record(window.presumed())
-            resetWindow()
-        }
+        guard format == .simple else { return false }
+        shared.record(window.presumed())
+        resetWindow()
+        return true
     }
 
-    package func received(_ bytes: ArraySlice<UInt8>) -> Bool {
+    package func received(_ bytes: ArraySlice<UInt8>) -> WireVerdict {
         decoder.append(bytes)
         do {
-            guard let response = try decoder.next() else { return true }
-            handle(response)
+            guard let response = try decoder.next() else { return .keep }
+            return handle(response)
         } catch {
             engine.log("\(error) Treating the connection as lost.")
             connectionLost()
+            return .lost
         }
-        return false
     }
 
     // MARK: - Outcomes
 
-    /// The gateway's error response: the window decides what it proves.
-    private func handle(_ response: ErrorResponse) {
-        engine.answered()
+    /// The gateway's error response: the window decides what it proves, and
+    /// the gateway closes the connection after it.
+    private func handle(_ response: ErrorResponse) -> WireVerdict {
         guard let resolution = window.resolve(response, packets: sent, format: format) else {
             engine.log("an error response (status \(response.status)) names identifier \(response.identifier), which was never sent on it; treating the connection as lost")
             connectionLost()
-            return
+            return .lost
         }
         for (seq, status) in resolution.refusedAsMalformed {
             engine.log("the gateway refused plan record \(seq) with status \(status): a bug in the plan or the encoder; it will not be sent again")
@@ -260,7 +270,6 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
         if !resolution.retryLater.isEmpty {
             shared.serverTrouble("status \(response.status.rawValue) (\(response.status.meaning))", limitSeconds: settings.outageLimitSeconds)
         }
-        closeConnection(abort: false)
         if resolution.retryLater.isEmpty || acceptedOnConnection > 0 {
             refusedFirstInARow = 0
         } else if !shared.isStopping {
@@ -269,9 +278,9 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
             // backoff), so a gateway that answers status 1 to everything is
             // not redialled, and sent a batch, at handshake speed.
             refusedFirstInARow += 1
-            _ = engine.clock.sleep(seconds: RetryBackoff.seconds(retries: refusedFirstInARow, base: settings.retryBackoffSeconds),
-                                   cancellation: shared.halt)
+            pauseAfterClose = RetryBackoff.seconds(retries: refusedFirstInARow, base: settings.retryBackoffSeconds)
         }
+        return .close
     }
 
     /// Refused for the gateway's own trouble: again after a backoff that grows with each refusal, never final.
@@ -289,7 +298,8 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
         if !fresh.isEmpty { shared.count(resends: fresh.count, kind: "discarded or unproven on their connection") }
     }
 
-    /// The connection ended without an error response: nothing in the window is proven.
+    /// The connection ended without an error response: nothing in the window
+    /// is proven. (The engine closes it.)
     private func connectionLost(countStrike: Bool = true) {
         var (lost, risked) = window.lost(written: written)
         if format == .simple {
@@ -314,19 +324,12 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
             requeue(lost.map { Resend($0, packets: sent) })
         }
         shared.count(duplicatesRisked: risked, drops: 1)
-        closeConnection(abort: true)
     }
 
     private func resetWindow() {
         window.removeAll()
         cadence.windowEnded()
-        engine.dropWritten()
         windowState.reset()
         decoder = ErrorResponseDecoder()
-    }
-
-    private func closeConnection(abort: Bool) {
-        resetWindow()
-        engine.close(abort: abort)
     }
 }

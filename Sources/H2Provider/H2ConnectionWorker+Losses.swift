@@ -45,11 +45,12 @@ extension H2ConnectionWorker {
 
     // MARK: - Lost connections
 
-    /// Drops the connection when a request has waited longer than the answer
-    /// timeout (a server that holds streams, never grows its window, drips
-    /// its answer or floods frames instead of answering), or when work has
-    /// waited that long on a server that allows no stream. Checked once a second.
-    package func checkAnswerTimeout(_ session: H2Session, at t: UInt64) -> Bool {
+    /// Why the connection counts as silent, if it does: a request has waited
+    /// longer than the answer timeout (a server that holds streams, never
+    /// grows its window, drips its answer or floods frames instead of
+    /// answering), or work has waited that long on a server that allows no
+    /// stream. Checked once a second.
+    package func answerTimeout(_ session: H2Session, at t: UInt64) -> String? {
         let limit = settings.answerTimeoutSeconds
         if inFlight.isEmpty, open?.machine.mayStartStreams(at: t) == true, !shared.isStopping, streamLimit(session) == 0, hasWorkForAStream() {
             let since = withOpen { c in
@@ -57,20 +58,18 @@ extension H2ConnectionWorker {
                 return c.stalledSince!
             } ?? t
             if Double(t - since) / 1e9 > limit {
-                engine.silent("the server has allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(format1(limit)) s", self)
-                return true
+                return "the server has allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(format1(limit)) s"
             }
         } else {
             withOpen { $0.stalledSince = nil }
         }
-        guard !inFlight.isEmpty, t - min(t, open?.lastAnswerCheck ?? 0) >= 1_000_000_000 || limit < 2 else { return false }
+        guard !inFlight.isEmpty, t - min(t, open?.lastAnswerCheck ?? 0) >= 1_000_000_000 || limit < 2 else { return nil }
         withOpen { $0.lastAnswerCheck = t }
         let oldest = inFlight.values.lazy.map(\.sentAt).min() ?? t
         if Double(t - min(t, oldest)) / 1e9 > limit {
-            engine.silent("a request has had no answer for \(format1(limit)) s (--answer-timeout)", self)
-            return true
+            return "a request has had no answer for \(format1(limit)) s (--answer-timeout)"
         }
-        return false
+        return nil
     }
 
     /// Whether work waits for a stream on this connection: notifications it
@@ -147,7 +146,7 @@ extension H2ConnectionWorker {
     }
 
     /// The connection ended with streams open: they may have been processed,
-    /// so they go again, counted as possible duplicates.
+    /// so they go again, counted as possible duplicates. (The engine closes it.)
     package func connectionLost() {
         let (unsent, open) = splitByBody(inFlight)
         inFlight.removeAll()
@@ -161,26 +160,8 @@ extension H2ConnectionWorker {
             shared.count(resends: again.count, kind: "lost connection", drops: 1)
             shared.serverTrouble("a connection lost with \(open.count) request\(open.count == 1 ? "" : "s") open", limitSeconds: settings.outageLimitSeconds)
         }
-        closeConnection(abort: true)
     }
 
     /// The connection's own state goes with it.
     package func dropSession() { connectionState = .closed }
-
-    package func closeConnection(abort: Bool) {
-        let wasOpen = engine.isConnected
-        let productive = self.productive
-        publishGauge(at: now)
-        flushAnswers()
-        dropSession()
-        engine.close(abort: abort)
-        if wasOpen && !productive && !shared.isStopping {
-            // Nothing accepted or finally refused on it (GOAWAY 0, floods,
-            // resets, protocol errors): past a run of these the send ends
-            // (69, resumable), and the next connection waits a growing pause.
-            _ = shared.connectionWasFruitless()
-            shared.serverTrouble("a connection that achieved nothing", limitSeconds: settings.outageLimitSeconds)
-            engine.dialer.backOffAfterFruitlessConnection()
-        }
-    }
 }

@@ -68,6 +68,8 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
     package var connectionState = H2ConnectionState.closed
     /// A stop's grace ran out with requests unanswered (left for the resume).
     package var leftUnanswered = false
+    /// The connection closing achieved nothing (set by ``closing()``, for ``closed()``).
+    package var closedFruitless = false
     /// Notifications just parked (lost too often), for one log line (``logParked()``).
     package var parkedNotLogged: [UInt64] = []
     package let idHash: UInt64
@@ -124,27 +126,42 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
     }
 
     /// Submits what may go, and frames it into the engine's outbound bytes.
-    package func frame() -> Bool {
+    package func frame() -> WireVerdict {
         submitRequests()
-        guard let session else { return true }
+        guard let session else { return .keep }
         do throws(H2Error) {
             try engine.withOutbound { out throws(H2Error) in try session.send(into: &out) }
         } catch {
             engine.log("\(error); reconnecting")
             connectionLost()
-            return false
+            return .lost
         }
-        return true
+        return .keep
     }
 
     package func end() -> Bool {
         // Nothing left unanswered on it: a clean close (a stop's grace that ran out is not).
         let clean = inFlight.isEmpty && !leftUnanswered
         if !inFlight.isEmpty { riskAll(splitByBody(inFlight).sent) }
-        if engine.isConnected { publishGauge(at: now) }   // what it measured, even in its first quarter second
-        dropSession()
         flushAnswers()
         return clean
+    }
+
+    package func closing() {
+        closedFruitless = !productive && !shared.isStopping
+        publishGauge(at: now)   // what it measured, even in its first quarter second
+        flushAnswers()
+        dropSession()
+    }
+
+    package func closed() -> AfterClose {
+        guard closedFruitless else { return .dial }
+        // Nothing accepted or finally refused on it (GOAWAY 0, floods,
+        // resets, protocol errors): past a run of these the send ends
+        // (69, resumable), and the next connection waits a growing pause.
+        _ = shared.connectionWasFruitless()
+        shared.serverTrouble("a connection that achieved nothing", limitSeconds: settings.outageLimitSeconds)
+        return .backOff
     }
 
     package func opened(_ link: ConnectionLink) -> Bool {
@@ -307,16 +324,16 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
         account(heldBack(session), since: since)
     }
 
-    package func received(_ bytes: ArraySlice<UInt8>) -> Bool {
-        guard let session else { return false }
+    package func received(_ bytes: ArraySlice<UInt8>) -> WireVerdict {
+        guard let session else { return .lost }
         do { try bytes.withUnsafeBytes { try session.receive($0) } } catch {
             engine.log("\(error); reconnecting")
             handle(session.drainEvents())
             connectionLost()
-            return false
+            return .lost
         }
         handle(session.drainEvents())
-        return engine.isConnected
+        return .keep
     }
 
     package func lost() {
@@ -326,13 +343,14 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
 
     package func lostSilently() { connectionLost() }
 
-    package func wroteAll() { engine.dropWritten() }
+    /// Nothing is replayed from bytes written: a request goes again as a new stream.
+    package func wroteAll() -> Bool { true }
 
-    package func checkTimers() {
+    package func checkTimers() -> WireVerdict {
         flushAnswers()
-        guard let session, engine.isConnected else { return }
+        guard let session, engine.isConnected else { return .keep }
         let after = now
-        if checkAnswerTimeout(session, at: after) { return }
+        if let silence = answerTimeout(session, at: after) { return .silent(silence) }
         let timers = withOpen { $0.machine.timers(at: after, requestsOpen: !inFlight.isEmpty, lastReadAt: engine.lastReadAt,
                                                   pingAfterSeconds: settings.pingAfterSeconds) } ?? .none
         switch timers {
@@ -341,14 +359,14 @@ package final class H2ConnectionWorker: GatewayConnectionWorker, @unchecked Send
         case .sendPing:
             session.submitPing()
         case .silent(let seconds):
-            engine.silent("no answer to a PING, nor anything else, within \(String(format: "%.1f", seconds)) s", self)
-            return
+            return .silent("no answer to a PING, nor anything else, within \(String(format: "%.1f", seconds)) s")
         }
         if goingAway, inFlight.isEmpty, engine.written == engine.outbound.count {
-            engine.answered()
-            closeConnection(abort: false)   // every answer in: the next connection takes over
+            return .close   // every answer in: the next connection takes over
         } else if !session.isActive {
             connectionLost()
+            return .lost
         }
+        return .keep
     }
 }

@@ -106,7 +106,7 @@ package final class ConnectionEngine {
     }
 
     /// Forgets the bytes written so far (a protocol that keeps none, or a window that ended).
-    package func dropWritten() {
+    private func dropWritten() {
         changeOpen { c in
             if c.written == c.outbound.count { c.outbound.removeAll(keepingCapacity: true) } else { c.outbound.removeFirst(c.written) }
             c.written = 0
@@ -114,8 +114,8 @@ package final class ConnectionEngine {
         }
     }
 
-    /// Closes the connection (cleanly: the peer reads every byte first), or aborts it.
-    package func close(abort: Bool) {
+    /// Closes the link (cleanly: the peer reads every byte first), or aborts it.
+    private func close(abort: Bool) {
         guard var c = open else { return }
         abort ? c.link.abort() : c.link.close()
         state = .closed
@@ -161,11 +161,42 @@ package final class ConnectionEngine {
                 }
                 guard connect(wire) else { if shared.isFinished { break } else { continue } }
             }
-            guard wire.frame() else { continue }
+            let framed = wire.frame()
+            guard framed == .keep else { carryOut(framed, wire); continue }
             pump(wire)
         }
-        close(abort: !wire.end())
+        let clean = wire.end()
+        if isConnected { wire.closing() }
+        close(abort: !clean)
         finish()
+    }
+
+    /// Does what the protocol decided about its connection.
+    private func carryOut(_ verdict: WireVerdict, _ wire: some WireConnection) {
+        switch verdict {
+        case .keep:
+            break
+        case .close:
+            answered()
+            closeLink(wire, abort: false)
+        case .lost:
+            closeLink(wire, abort: true)
+        case .silent(let what):
+            silent(what, wire)
+        }
+    }
+
+    /// Closes the open connection: the protocol lets go of it first, and
+    /// says what comes before the next dial.
+    private func closeLink(_ wire: some WireConnection, abort: Bool) {
+        guard isConnected else { return }
+        wire.closing()
+        close(abort: abort)
+        switch wire.closed() {
+        case .dial: break
+        case .backOff: dialer.backOffAfterFruitlessConnection()
+        case .pause(let seconds): _ = clock.sleep(seconds: seconds, cancellation: shared.halt)
+        }
     }
 
     /// One turn's I/O: decides whether the unwritten bytes go now (a full
@@ -201,7 +232,7 @@ package final class ConnectionEngine {
                 return
             }
         }
-        wire.checkTimers()
+        carryOut(wire.checkTimers(), wire)
     }
 
     /// The open connection's descriptor, unwritten bytes and batch start; nil when closed.
@@ -236,17 +267,20 @@ package final class ConnectionEngine {
             let result: TLSConnection.IOResult
             do { result = try readBuffer.withUnsafeMutableBytes { buffer throws(TLSError) in try link.tryRead(into: buffer) } } catch {
                 wire.lost()
+                closeLink(wire, abort: true)
                 return
             }
             switch result {
             case .bytes(let n):
                 let t = now
                 changeOpen { $0.lastReadAt = t }
-                guard wire.received(readBuffer[0..<n]) else { return }
+                let verdict = wire.received(readBuffer[0..<n])
+                guard verdict == .keep else { carryOut(verdict, wire); return }
             case .wantRead, .wantWrite:
                 return
             case .closed:
                 wire.lost()
+                closeLink(wire, abort: true)
                 return
             }
         }
@@ -261,7 +295,7 @@ package final class ConnectionEngine {
         guard journalHandedOver() else {
             // The journal broke (the send stops): what is unwritten never reached the gateway.
             wire.lostSilently()
-            close(abort: true)
+            closeLink(wire, abort: true)
             return
         }
         var failed = false, all = false
@@ -275,7 +309,12 @@ package final class ConnectionEngine {
             all = c.written == c.outbound.count
             if all { c.batchStartedAt = nil }
         }
-        if failed { wire.lost() } else if all { wire.wroteAll() }
+        if failed {
+            wire.lost()
+            closeLink(wire, abort: true)
+        } else if all, wire.wroteAll() {
+            dropWritten()
+        }
     }
 
     /// When bytes were last read on the open connection.
@@ -396,17 +435,18 @@ package final class ConnectionEngine {
     /// The connection went silent (it neither read nor answered): it is
     /// dropped, and three in a row, with no answer between them, end the
     /// send (resumable) rather than retrying for ever.
-    package func silent(_ what: String, _ wire: some WireConnection) {
+    private func silent(_ what: String, _ wire: some WireConnection) {
         wire.lostSilently()
-        close(abort: true)
         silentInARow += 1
         log("\(what); reconnecting")
-        guard silentInARow >= 3 else { return }
-        shared.fail(.unreachable(TLSError(.timedOut(operation: "waiting for a gateway that stopped reading or answering (3 connections in a row)"))))
+        if silentInARow >= 3 {
+            shared.fail(.unreachable(TLSError(.timedOut(operation: "waiting for a gateway that stopped reading or answering (3 connections in a row)"))))
+        }
+        closeLink(wire, abort: true)
     }
 
     /// The gateway answered: silence starts counting again.
-    package func answered() { silentInARow = 0 }
+    private func answered() { silentInARow = 0 }
 
     // MARK: - End
 

@@ -38,11 +38,40 @@ package protocol LinkDialer: AnyObject {
     func backOffAfterFruitlessConnection()
 }
 
+/// What a protocol decided about its connection after an event. The engine,
+/// which owns the link, carries it out: a protocol never closes a link.
+package enum WireVerdict: Equatable, Sendable {
+    /// The connection goes on.
+    case keep
+    /// Its work is done and the gateway answered it (the binary proof's
+    /// response, every answer in on an HTTP/2 connection going away): a clean
+    /// close, the peer reading every byte first; silence counts from zero.
+    case close
+    /// It is lost (a protocol error, an answer naming nothing sent, a session
+    /// that ended): aborted; what was unanswered on it goes again.
+    case lost
+    /// It went silent (`reason`): aborted, counted towards the silent
+    /// connections in a row that end a send (``ConnectionEngine/silent(_:_:)``).
+    case silent(String)
+}
+
+/// What comes between a closed connection and the next dial.
+package enum AfterClose: Equatable, Sendable {
+    /// The next connection at once.
+    case dial
+    /// The dialer's growing pause (``LinkDialer/backOffAfterFruitlessConnection()``):
+    /// the connection achieved nothing.
+    case backOff
+    /// A pause the protocol chose (watching the stop).
+    case pause(seconds: Double)
+}
+
 /// A wire protocol's side of one connection (binary: ``ConnectionWorker``,
 /// HTTP/2: ``H2ConnectionWorker``): it encodes what may go into the
 /// engine's outbound bytes, turns bytes read into outcomes, and decides what
-/// its answers, losses and silences mean. It never reads, writes or waits:
-/// the engine does (``ConnectionEngine/run(_:)``).
+/// its answers, losses and silences mean, returning a ``WireVerdict``. It
+/// never reads, writes, waits or closes: the engine does
+/// (``ConnectionEngine/run(_:)``).
 package protocol WireConnection: AnyObject {
     /// Something can be sent now (a retry or resend, or the queue's frames).
     var hasWork: Bool { get }
@@ -53,9 +82,9 @@ package protocol WireConnection: AnyObject {
     func beginTurn() -> Bool
     /// A connection is open on `link`; false refuses it (the engine aborts it).
     func opened(_ link: ConnectionLink) -> Bool
-    /// Appends what may go now to ``ConnectionEngine/outbound``; false when
-    /// the connection was lost doing so.
-    func frame() -> Bool
+    /// Appends what may go now to ``ConnectionEngine/outbound``: `.keep`, or
+    /// `.lost` when the connection broke doing so.
+    func frame() -> WireVerdict
     /// Whether more bytes may still join the unwritten ones before they are
     /// written (else they are written at once, without the batch delay).
     var moreCanJoin: Bool { get }
@@ -65,16 +94,24 @@ package protocol WireConnection: AnyObject {
     var nextWakeUp: UInt64? { get }
     /// The engine waited from `since` until now (for the pool's gauge).
     func waited(since: UInt64)
-    /// Bytes read; false when the connection ended (or must not be read further this turn).
-    func received(_ bytes: ArraySlice<UInt8>) -> Bool
-    /// The peer closed the connection, or reading or writing it failed: what is unanswered goes again.
+    /// Bytes read: `.keep` reads on; anything else ends this turn's reading.
+    func received(_ bytes: ArraySlice<UInt8>) -> WireVerdict
+    /// The peer closed the connection, or reading or writing it failed: what
+    /// is unanswered goes again. The engine aborts the link next.
     func lost()
-    /// The connection went silent (``ConnectionEngine/silent(_:)``): as lost, without blaming a notification.
+    /// The connection went silent (``ConnectionEngine/silent(_:_:)``): as
+    /// lost, without blaming a notification. The engine aborts the link next.
     func lostSilently()
-    /// Every outbound byte has been written.
-    func wroteAll()
+    /// Every outbound byte has been written: true when the written bytes may
+    /// be forgotten (nothing will be replayed from them).
+    func wroteAll() -> Bool
     /// After the turn's reads and writes: the protocol's timers (proofs, answers, PINGs, going away).
-    func checkTimers()
+    func checkTimers() -> WireVerdict
+    /// The engine is about to close the open connection: the protocol lets
+    /// go of what it held for it (its session, its window, its gauge).
+    func closing()
+    /// The connection is closed (not at the loop's end): what comes before the next dial.
+    func closed() -> AfterClose
     /// The loop is over: whether the connection may close cleanly (nothing
     /// unproven or unanswered on it); what is unanswered stays pending.
     func end() -> Bool
