@@ -9,10 +9,11 @@ public final class PendingConnection: @unchecked Sendable {
     private var thread = pthread_t()
     private var joined = false
 
-    public init(host: String, port: Int, context: TLSContext, cancellation: CancellationPipe, proxy: HTTPProxy? = nil) {
+    /// - Parameter timeout: the limit of the connect, the proxy's tunnel and the handshake together.
+    public init(host: String, port: Int, context: TLSContext, timeout: Double, cancellation: CancellationPipe, proxy: HTTPProxy? = nil) {
         thread = startThread { [self] in
             do throws(TLSError) {
-                result = .success(try TLSConnection.connect(host: host, port: port, context: context, timeout: 30,
+                result = .success(try TLSConnection.connect(host: host, port: port, context: context, timeout: timeout,
                                                             cancellation: cancellation, proxy: proxy))
             } catch {
                 result = .failure(error)

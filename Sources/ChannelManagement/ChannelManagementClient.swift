@@ -5,8 +5,9 @@ import CampaignTLS
 import GatewayClient
 
 /// A client of the channel management API (`apns-broadcast.md` §1): one
-/// HTTP/2 connection over TLS (through a proxy when given), one request at a
-/// time, each with its own `apns-request-id`. Transient failures (429, 5xx,
+/// HTTP/2 connection over TLS (through a proxy when given), opened as a
+/// send's are (``GatewayEndpoint``), one request at a time, each with its
+/// own `apns-request-id`; its pauses are on a send's clock (``SendClock``). Transient failures (429, 5xx,
 /// a lost connection, an answer that does not come) are retried after a
 /// growing backoff, never sooner than `retry-after`; everything else is
 /// thrown as a ``ChannelError`` at once. Every wait has a deadline and
@@ -43,7 +44,8 @@ public final class ChannelManagementClient {
     }
 
     public let configuration: Configuration
-    private let context: TLSContext
+    private let endpoint: GatewayEndpoint
+    private let clock: SendClock
     private let tokens: ProviderTokenSource?
     private let stop: CancellationPipe
     /// Lines for standard error: retries, as they happen.
@@ -57,9 +59,17 @@ public final class ChannelManagementClient {
     private var link = Link.closed
 
     /// - Parameter tokens: token authentication; nil with a client certificate (in `context`).
-    public init(configuration: Configuration, context: TLSContext, tokens: ProviderTokenSource?, stop: CancellationPipe,
-                log: @escaping (String) -> Void = { _ in }) {
-        (self.configuration, self.context, self.tokens, self.stop, self.log) = (configuration, context, tokens, stop, log)
+    public convenience init(configuration: Configuration, context: TLSContext, tokens: ProviderTokenSource?, stop: CancellationPipe,
+                            log: @escaping (String) -> Void = { _ in }) {
+        self.init(configuration: configuration, context: context, tokens: tokens, stop: stop, clock: SystemClock.shared, log: log)
+    }
+
+    /// - Parameter clock: where the backoffs between attempts pass (a test's clock in a test).
+    package init(configuration: Configuration, context: TLSContext, tokens: ProviderTokenSource?, stop: CancellationPipe,
+                 clock: SendClock, log: @escaping (String) -> Void = { _ in }) {
+        (self.configuration, self.tokens, self.stop, self.clock, self.log) = (configuration, tokens, stop, clock, log)
+        endpoint = GatewayEndpoint(host: configuration.host, port: configuration.port, context: context, proxy: configuration.proxy,
+                                   handshakeSeconds: configuration.connectTimeoutSeconds)
     }
 
     deinit { close() }
@@ -117,7 +127,7 @@ public final class ChannelManagementClient {
             let delay = max(floor, backoff)
             backoff = min(configuration.maxBackoffSeconds, backoff * 2)
             log("could not \(operation.what) (\(failure)); trying again in \(waitText(delay))")
-            if !sleep(until: .after(seconds: delay), cancellation: stop) { throw ChannelError(.stopped, requestID: requestID) }
+            if !clock.sleep(seconds: delay, cancellation: stop) { throw ChannelError(.stopped, requestID: requestID) }
         }
     }
 
@@ -125,7 +135,7 @@ public final class ChannelManagementClient {
     /// False when a stop ended it.
     public func pause(afterFailures n: Int) -> Bool {
         let delay = min(configuration.maxBackoffSeconds, configuration.backoffSeconds * Double(1 << min(n - 1, 20)))
-        return sleep(until: .after(seconds: delay), cancellation: stop)
+        return clock.sleep(seconds: delay, cancellation: stop)
     }
 
     /// How one attempt ended, short of an answer.
@@ -231,9 +241,7 @@ public final class ChannelManagementClient {
 
     private func connect() -> Result<(TLSConnection, H2Session), ConnectFailure> {
         do {
-            let connection = try TLSConnection.connect(host: configuration.host, port: configuration.port, context: context,
-                                                       timeout: configuration.connectTimeoutSeconds, cancellation: stop,
-                                                       proxy: configuration.proxy)
+            let connection = try endpoint.dial(cancellation: stop)
             guard connection.negotiatedProtocol == "h2" else {
                 connection.close()
                 return .failure(.notHTTP2)

@@ -11,6 +11,7 @@ import GatewayClient
 package final class GatewayDialer: LinkDialer {
     private let settings: SendSettings
     private let shared: SendShared
+    private let endpoint: GatewayEndpoint
     /// The pause before the next attempt: it grows with failed attempts and
     /// with connections that achieved nothing, and shrinks only when a
     /// connection gets an answer about a notification (a handshake alone
@@ -27,6 +28,8 @@ package final class GatewayDialer: LinkDialer {
     package init(settings: SendSettings, shared: SendShared) {
         self.settings = settings
         self.shared = shared
+        endpoint = GatewayEndpoint(host: settings.gatewayHost, port: settings.gatewayPort, context: shared.context, proxy: settings.proxy,
+                                   handshakeSeconds: Self.handshakeSeconds(settings))
     }
 
     /// A connection, or nil after a failed attempt (backed off already) or
@@ -38,9 +41,7 @@ package final class GatewayDialer: LinkDialer {
             // It failed: connect again the usual way, which counts and backs off.
         }
         do {
-            return connected(try TLSConnection.connect(host: settings.gatewayHost, port: settings.gatewayPort,
-                                                       context: shared.context, timeout: handshakeSeconds, cancellation: shared.halt,
-                                                       proxy: settings.proxy))
+            return connected(try endpoint.dial(cancellation: shared.halt))
         } catch {
             if error.kind == .cancelled { return nil }
             if error.isCredentialOrTrustFailure {
@@ -74,8 +75,7 @@ package final class GatewayDialer: LinkDialer {
     /// Starts opening the next connection, unless one is on its way.
     package func openSpare() {
         guard spare == nil else { return }
-        spare = PendingConnection(host: settings.gatewayHost, port: settings.gatewayPort,
-                                  context: shared.context, cancellation: shared.halt, proxy: settings.proxy)
+        spare = endpoint.dialAhead(cancellation: shared.halt)
     }
 
     /// Closes a spare connection that will not be used.
@@ -93,7 +93,7 @@ package final class GatewayDialer: LinkDialer {
     /// The TLS handshake's limit: the answer timeout, at most 10 s (Apple's
     /// handshake takes a few round trips; a server that never speaks TLS
     /// must not hold a send for minutes).
-    package var handshakeSeconds: Double { min(10, settings.answerTimeoutSeconds) }
+    package static func handshakeSeconds(_ settings: SendSettings) -> Double { min(10, settings.answerTimeoutSeconds) }
 
     /// A connection got an answer about a notification: the next pause starts small.
     package func productive() { backoff.succeeded() }

@@ -195,34 +195,36 @@ import CampaignTestSupport
 /// The client against servers that misbehave: retries never faster than
 /// their backoff, every wait bounded, a stop obeyed within its grace.
 @Suite(.ownThreads) struct ChannelsClientTests {
-    static func client(port: Int, stop: CancellationPipe, _ adjust: (inout ChannelManagementClient.Configuration) -> Void = { _ in }) throws -> ChannelManagementClient {
+    /// - Parameter clock: where its backoffs pass (the system's clock by default).
+    static func client(port: Int, stop: CancellationPipe, clock: SendClock = SystemClock.shared,
+                       _ adjust: (inout ChannelManagementClient.Configuration) -> Void = { _ in }) throws -> ChannelManagementClient {
         var configuration = ChannelManagementClient.Configuration(host: "127.0.0.1", port: port, bundleID: "com.example.campaign")
         adjust(&configuration)
         let context = try TLSContext.client(identity: nil, trust: .file(TestCertificates.path("ca.pem")), http2: true)
-        return ChannelManagementClient(configuration: configuration, context: context, tokens: nil, stop: stop)
+        return ChannelManagementClient(configuration: configuration, context: context, tokens: nil, stop: stop, clock: clock)
     }
 
     @Test(.timeLimit(.minutes(1))) func aServerErrorIsRetriedAfterAGrowingBackoffThenGivenUpWith69() throws {
         let server = try HostileHTTP2Server(.internalErrorAlways)
         defer { server.stop() }
-        let client = try Self.client(port: server.port, stop: CancellationPipe()) { $0.maxAttempts = 3; $0.backoffSeconds = 0.2 }
-        let start = Date()
+        let clock = PauseRecordingClock()
+        let client = try Self.client(port: server.port, stop: CancellationPipe(), clock: clock) { $0.maxAttempts = 3; $0.backoffSeconds = 0.2 }
         #expect { try client.perform(.list) } throws: { error in
             guard let e = error as? ChannelError, case .gaveUp(_, 3, let last) = e.kind else { return false }
             return e.exitCode == 69 && last == "500 InternalServerError"
         }
         #expect(server.requests == 3)
-        #expect(Date().timeIntervalSince(start) >= 0.6, "0.2 s, then 0.4 s: never sooner")
+        #expect(clock.pauses == [0.2, 0.4], "a pause before each retry, doubling; none after the last attempt")
     }
 
     @Test(.timeLimit(.minutes(1))) func retryAfterZeroDoesNotMakeTheRetriesFaster() throws {
         let server = try HostileHTTP2Server(.throttledRetryAfterZero)
         defer { server.stop() }
-        let client = try Self.client(port: server.port, stop: CancellationPipe()) { $0.maxAttempts = 3; $0.backoffSeconds = 0.3 }
-        let start = Date()
+        let clock = PauseRecordingClock()
+        let client = try Self.client(port: server.port, stop: CancellationPipe(), clock: clock) { $0.maxAttempts = 3; $0.backoffSeconds = 0.3 }
         #expect(throws: ChannelError.self) { try client.perform(.create(.noneStored)) }
         #expect(server.requests == 3)
-        #expect(Date().timeIntervalSince(start) >= 0.9)
+        #expect(clock.pauses == [0.3, 0.6], "retry-after: 0 is a floor, not an order")
     }
 
     @Test(.timeLimit(.minutes(1))) func aSilentServerCostsEachAttemptItsAnswerTimeoutAndNoMore() throws {

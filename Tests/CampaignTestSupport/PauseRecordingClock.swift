@@ -1,0 +1,36 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CampaignIO
+import GatewayClient
+
+/// A ``SendClock`` on which pauses pass at once and are written down: a
+/// test asserts the backoffs a client chose, to the digit, instead of timing
+/// them on the wall clock. Monotonic time is the real clock's plus every
+/// pause so far; a poll is a real poll.
+package final class PauseRecordingClock: SendClock, @unchecked Sendable {
+    private let lock = Lock()
+    private var slept: UInt64 = 0
+    private var recorded: [Double] = []
+
+    package init() {}
+
+    /// Every pause asked for, in order, in seconds.
+    package var pauses: [Double] { lock.withLock { recorded } }
+
+    package var now: UInt64 { Deadline.now().nanoseconds + lock.withLock { slept } }
+    package var wallSeconds: Double { SystemClock.shared.wallSeconds + Double(lock.withLock { slept }) / 1e9 }
+
+    package func poll(_ fds: inout [pollfd], count: Int, milliseconds: Int32) {
+        _ = Glibc.poll(&fds, nfds_t(count), milliseconds)
+    }
+
+    package func sleep(seconds: Double, cancellation: CancellationPipe?) -> Bool {
+        if cancellation?.isCancelled == true { return false }
+        lock.withLock {
+            recorded.append(seconds)
+            slept += UInt64(max(0, seconds) * 1e9)
+        }
+        return true
+    }
+}
