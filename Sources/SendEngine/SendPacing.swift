@@ -11,12 +11,15 @@ package final class SharedRate: @unchecked Sendable {
     private let fixed: Double?
     /// A campaign's rate over its parts: this part's share, which changes as parts start and end.
     private let campaign: CampaignRate?
+    /// `--rate` as a ceiling: never more in any second, whatever the bucket saved.
+    private var ceiling: SecondCeiling?
 
     package init(perSecond: Int, clock: SendClock = SystemClock.shared) {
         bucket = TokenBucket(perSecond: Double(perSecond))
         self.clock = clock
         fixed = Double(perSecond)
         campaign = nil
+        ceiling = SecondCeiling(limit: perSecond)
     }
 
     /// The lower of `--rate` (0: none) and the campaign's share.
@@ -26,6 +29,7 @@ package final class SharedRate: @unchecked Sendable {
         self.campaign = campaign
         let share = campaign.perSecond(now: Double(clock.now) / 1e9)
         bucket = TokenBucket(perSecond: min(fixed ?? .infinity, share))
+        ceiling = perSecond > 0 ? SecondCeiling(limit: perSecond) : nil
     }
 
     /// Takes one notification's turn; false when it must wait.
@@ -38,7 +42,35 @@ package final class SharedRate: @unchecked Sendable {
             let rate = min(fixed ?? .infinity, campaign.perSecond(now: Double(now) / 1e9))
             if rate != bucket.perSecond { bucket.change(perSecond: rate) }
         }
-        return bucket.take(now: now)
+        if let ceiling, !ceiling.allows(now: now) { return false }
+        guard bucket.take(now: now) else { return false }
+        ceiling?.taken(at: now)
+        return true
+    }
+}
+
+/// At most `limit` in any second: the times of the last `limit` taken, in a
+/// ring whose next slot holds the oldest. The bucket alone let a tenth more
+/// through in a second after a pause (165 in the first second of `--rate 150`).
+/// Rates above a million a second (out of any gateway's reach) keep the bucket only.
+package struct SecondCeiling {
+    private var times: [UInt64]
+    private var next = 0
+
+    package init?(limit: Int) {
+        guard limit > 0, limit <= 1_000_000 else { return nil }
+        times = [UInt64](repeating: 0, count: limit)
+    }
+
+    /// Whether one more at `now` (monotonic nanoseconds) keeps every second within the limit.
+    package func allows(now: UInt64) -> Bool {
+        let oldest = times[next]
+        return oldest == 0 || now &- oldest >= 1_000_000_000
+    }
+
+    package mutating func taken(at now: UInt64) {
+        times[next] = now
+        next = next + 1 == times.count ? 0 : next + 1
     }
 }
 

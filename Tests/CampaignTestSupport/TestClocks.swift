@@ -34,3 +34,27 @@ package final class PauseRecordingClock: SendClock, @unchecked Sendable {
         return true
     }
 }
+
+/// A ``SendClock`` that stands still until the test moves it: a rate or a
+/// timer is judged at exact moments. A poll returns at once, moving nothing.
+package final class ManualClock: SendClock, @unchecked Sendable {
+    private let lock = Lock()
+    private var nanoseconds: UInt64
+
+    package init(startingAt nanoseconds: UInt64 = 1_000_000_000) { self.nanoseconds = nanoseconds }
+
+    package var now: UInt64 { lock.withLock { nanoseconds } }
+    package var wallSeconds: Double { 1_700_000_000 + Double(now) / 1e9 }
+
+    package func advance(nanoseconds delta: UInt64) { lock.withLock { nanoseconds += delta } }
+
+    package func poll(_ fds: inout [pollfd], count: Int, milliseconds: Int32) {
+        _ = Glibc.poll(&fds, nfds_t(count), 0)
+    }
+
+    package func sleep(seconds: Double, cancellation: CancellationPipe?) -> Bool {
+        if cancellation?.isCancelled == true { return false }
+        advance(nanoseconds: UInt64(max(0, seconds) * 1e9))
+        return true
+    }
+}
