@@ -91,10 +91,13 @@ package struct H2ConnectionMachine: Equatable, Sendable {
 
     /// Once a second: a PING to measure the round trip (after SETTINGS,
     /// once a second) or to wake a quiet connection with requests open
-    /// (nothing read for `pingAfterSeconds`); a PING unanswered for a third
-    /// of that (10 s at most) with nothing at all read since is silence. A
-    /// server that answers, but late (a loaded machine), is slow, not dead:
-    /// its requests have the answer timeout, and a new PING measures again.
+    /// (nothing read for `pingAfterSeconds`, S). Silence is what `--ping-after`
+    /// promises: nothing read for S and then a third of S more (10 s at
+    /// most), with a PING unanswered that long and nothing at all read since
+    /// it. A PING that went to measure the round trip and found the server
+    /// quiet does not make it silent sooner. A server that answers, but late
+    /// (a loaded machine), is slow, not dead: its requests have the answer
+    /// timeout, and a new PING measures again.
     package mutating func timers(at t: UInt64, requestsOpen: Bool, lastReadAt: UInt64?, pingAfterSeconds: Double) -> H2TimerAction {
         switch ping {
         case .idle(let last):
@@ -110,7 +113,11 @@ package struct H2ConnectionMachine: Equatable, Sendable {
         case .inFlight(let since):
             let timeout = min(10, pingAfterSeconds / 3)
             guard requestsOpen, Double(t - min(t, since)) / 1e9 > timeout else { return .none }
-            guard let read = lastReadAt, read > since else { return .silent(seconds: timeout) }
+            let read = lastReadAt ?? since
+            guard read > since else {
+                let quietFor = Double(t - min(t, read)) / 1e9
+                return quietFor > pingAfterSeconds + timeout ? .silent(seconds: timeout) : .none
+            }
             ping = .idle(lastSentAt: since)
             return .none
         }

@@ -63,9 +63,17 @@ import H2Provider
         var m = H2ConnectionMachine()
         m.settingsArrived()
         #expect(m.timers(at: second, requestsOpen: true, lastReadAt: second, pingAfterSeconds: 30) == .sendPing)
-        // 30 s without reading: a third of it (10 s at most) for the PING.
-        #expect(m.timers(at: 10 * second, requestsOpen: true, lastReadAt: second, pingAfterSeconds: 30) == .none)
-        #expect(m.timers(at: 12 * second, requestsOpen: true, lastReadAt: second, pingAfterSeconds: 30) == .silent(seconds: 10))
+        // The PING that measured the round trip is unanswered, but silence is
+        // 30 s without reading and a third of it (10 s at most) more.
+        #expect(m.timers(at: 12 * second, requestsOpen: true, lastReadAt: second, pingAfterSeconds: 30) == .none)
+        #expect(m.timers(at: 41 * second, requestsOpen: true, lastReadAt: second, pingAfterSeconds: 30) == .none)
+        #expect(m.timers(at: 41 * second + 1, requestsOpen: true, lastReadAt: second, pingAfterSeconds: 30) == .silent(seconds: 10))
+        // With a short --ping-after, the same: 0.6 s quiet and 0.2 s more.
+        var quick = H2ConnectionMachine()
+        quick.settingsArrived()
+        #expect(quick.timers(at: second, requestsOpen: true, lastReadAt: second, pingAfterSeconds: 0.6) == .sendPing)
+        #expect(quick.timers(at: second + 700_000_000, requestsOpen: true, lastReadAt: second, pingAfterSeconds: 0.6) == .none)
+        #expect(quick.timers(at: second + 810_000_000, requestsOpen: true, lastReadAt: second, pingAfterSeconds: 0.6) == .silent(seconds: 0.6 / 3))
         // The same, but the server sent something after the PING: slow, not dead; a new PING measures again.
         var slow = H2ConnectionMachine()
         slow.settingsArrived()
