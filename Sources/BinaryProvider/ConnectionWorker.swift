@@ -85,11 +85,10 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
         if !hasWork && window.notificationCount == 0 && ((engine.inputFinished && waiting.isEmpty) || shared.isStopping) { return false }
         if shared.isStopping && shared.stopGraceIsOver {
             // No proof within the stop's grace: what was written stays
-            // pending for the resume (possible duplicates); a gateway that
-            // never answers must not hold a stop for the proof's 60 s.
-            let (_, risked) = window.lost(written: written)
+            // pending for the resume (possible duplicates, counted by
+            // ``end()``); a gateway that never answers must not hold a stop
+            // for the proof's 60 s.
             engine.log("\(window.notificationCount) notification\(window.notificationCount == 1 ? "" : "s") still unproven \(Int(SendShared.stopGraceSeconds)) s after the stop; left for --resume")
-            shared.count(duplicatesRisked: risked)
             return false
         }
         return true
@@ -125,10 +124,19 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
 
     package func waited(since: UInt64) {}
 
+    /// Nothing unproven (the simple format's last connection, written out):
+    /// a clean close, so the gateway reads every byte before the socket goes.
+    /// What is unproven stays pending for the resume, and what of it was
+    /// written is counted here as possible duplicates (the simple format's
+    /// written were presumed): a run that ends has counted everything it
+    /// risked, and a resume counts only what a killed run left.
     package func end() -> Bool {
-        // Nothing unproven (the simple format's last connection, written out):
-        // a clean close, so the gateway reads every byte before the socket goes.
-        window.notificationCount == 0
+        guard window.notificationCount > 0 else { return true }
+        if format != .simple {
+            let (_, risked) = window.lost(written: written)
+            shared.count(duplicatesRisked: risked)
+        }
+        return false
     }
 
     package func closing() { resetWindow() }

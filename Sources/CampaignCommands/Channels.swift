@@ -88,7 +88,7 @@ struct ChannelOptions: ParsableArguments {
         try reportingErrors(as: "channels \(command)") {
             let stop = try CancellationPipe()
             let signals = SignalWatcher(signals: [SIGINT, SIGTERM], handler: SignalEscalation(
-                notice: { "campaign channels \(command): stopping: awaiting the answer in flight (signal again to exit at once)" },
+                notice: { "campaign channels \(command): stopping (a request in flight, if any, gets its answer first; signal again to exit at once)" },
                 first: { stop.cancel() }).handle)
             defer { signals.cancel() }
             let client = try client(stop: stop, command: command)

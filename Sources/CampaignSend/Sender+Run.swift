@@ -131,7 +131,8 @@ extension Sender {
                 : "the plan has no trailer: it was cut short upstream; everything it held was sent")
         }
         try journal.append(.sent(below: Dictionary(uniqueKeysWithValues: shared.sentBelowByShard.map { (Int($0.key), Int($0.value)) })))
-        try journal.append(.counters(resends: report.resends, duplicatesRisked: counts.duplicatesRisked, reconnects: report.reconnects,
+        try journal.append(.counters(resends: report.resends, duplicatesRisked: counts.duplicatesRisked - shared.duplicatesRiskedJournaled,
+                                     reconnects: report.reconnects,
                                      resentByKind: report.resentByKind))
         try journal.append(.end(outcome: report.outcome))
         try journal.checkpoint()

@@ -54,7 +54,7 @@ public final class Sender: @unchecked Sendable {
         defer { readMutex.unlock() }
         return SendProgress(read: _recordsRead, alreadyDone: _alreadyDone, total: planTotal,
                             settled: r.accepted + r.presumed + r.failed, failed: r.failed,
-                            queued: _staging?.handedOver.load(ordering: .relaxed) ?? 0)
+                            taken: shared.taken)
     }
 
     /// The counts so far (accepted, failed by status, resends, possible
@@ -108,13 +108,14 @@ public final class Sender: @unchecked Sendable {
         }
         var ordinals = [Int](repeating: 0, count: scan.header.shards)
         var risked = 0
-        // Over HTTP/2 a run that ended (its end record written) counted each
-        // notification it left open on a lost connection, once; the rest it
-        // handed over were answered as not processed (403, 429, 5xx, refused
-        // streams). Only a run that was killed leaves some uncounted.
-        // A binary run that ended because the rest was scheduled later had
-        // every notification it sent proven; the ones it held back were never sent.
-        let countedByTheLastRun = state.outcome != nil && (scan.header.wire.anEndedRunCountedItsUnanswered || state.outcome == .scheduled)
+        // A run that ended (its end record written) counted each notification
+        // it left unanswered or unproven, once: over HTTP/2 those open on a
+        // lost connection as it lost them, the rest it handed over answered
+        // as not processed (403, 429, 5xx, refused streams); over the binary
+        // interface a lost connection's window as it was lost, and at its end
+        // what was written and unproven. Only a run that was killed leaves
+        // some uncounted (those it counted before the kill are journaled).
+        let countedByTheLastRun = state.outcome != nil
         while let record = try scan.next() {
             let ordinal = ordinals[record.shard]
             ordinals[record.shard] += 1

@@ -37,6 +37,8 @@ package final class ConnectionEngine {
     private let retiring = Atomic<Bool>(false)
     package private(set) var state = ConnectionState.closed
     private var readBuffer = [UInt8](repeating: 0, count: 65_536)
+    /// A turn's wait has seen ``inputFinished`` (see ``pump(_:)``).
+    private var endSeenByAWait = false
 
     package func retire() { retiring.store(true, ordering: .releasing) }
     package var isRetiring: Bool { retiring.load(ordering: .acquiring) }
@@ -217,6 +219,13 @@ package final class ConnectionEngine {
         if unwritten > 0, !writeNow, let due { timeout = Self.milliseconds(until: due, from: t) }
         if rate != nil && wire.hasWork { timeout = min(timeout, 5) }
         if let wake = wire.nextWakeUp { timeout = min(timeout, Self.milliseconds(until: wake, from: t)) }
+        // The turn's take learned that no work will come: the protocol may
+        // have nothing left, and the next turn ends the loop (else it waited
+        // a second on a link with nothing in flight, and the send with it).
+        if inputFinished && !endSeenByAWait {
+            endSeenByAWait = true
+            timeout = 0
+        }
         let readable = wait(on: fd, events: Int16(POLLIN) | (writeNow ? Int16(POLLOUT) : 0),
                             watchQueue: wire.watchesQueue, timeout: timeout)
         wire.waited(since: t)
@@ -368,6 +377,7 @@ package final class ConnectionEngine {
         }
         if finished { inputFinished = true }
         queueEmpty = n == 0 || queue.isEmpty
+        if n > 0 { shared.took(n) }
         return n
     }
 

@@ -72,17 +72,18 @@ public struct SendProgress: Equatable, Sendable {
     /// Final in this run (accepted, presumed or failed), and of them failed.
     public var settled: Int
     public var failed: Int
-    /// Handed to the connections in this run (nil: not known, taken as read
-    /// less what was done before). Not what was read: a scheduled send holds
-    /// the next record read until its moment, and skips or defers others.
-    public var queued: Int?
+    /// Taken by the connections in this run to write (nil: not known, taken
+    /// as read less what was done before). Not what was read, nor what waits
+    /// in their queues: a scheduled send holds the next record read until its
+    /// moment, and `--rate` holds the queued until their turn.
+    public var taken: Int?
 
-    public init(read: Int, alreadyDone: Int, total: Int?, settled: Int, failed: Int, queued: Int? = nil) {
-        (self.read, self.alreadyDone, self.total, self.settled, self.failed, self.queued) = (read, alreadyDone, total, settled, failed, queued)
+    public init(read: Int, alreadyDone: Int, total: Int?, settled: Int, failed: Int, taken: Int? = nil) {
+        (self.read, self.alreadyDone, self.total, self.settled, self.failed, self.taken) = (read, alreadyDone, total, settled, failed, taken)
     }
 
-    /// Taken on and not final yet: handed to a connection, not yet answered (or given up for this run).
-    public var inFlight: Int { max(0, (queued ?? (read - alreadyDone)) - settled) }
+    /// Taken by a connection and not final yet (or given up for this run).
+    public var inFlight: Int { max(0, (taken ?? (read - alreadyDone)) - settled) }
 
     /// `sent 120000 of 1000000 (52000/s), 3 failed, ETA 16 s` after `seconds`
     /// of sending: measured against the plan's total when it is known, else

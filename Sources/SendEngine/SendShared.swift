@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 import APNSWire
 import CampaignIO
 import CampaignTLS
@@ -40,6 +41,11 @@ package final class SendShared: @unchecked Sendable {
     package func poolResized(to n: Int) { mutex.lock(); poolSize = n; counts.poolConnections = n; mutex.unlock() }
     /// `--rate`, over every connection; nil without a limit.
     package let rate: SharedRate?
+    private let takenCount = Atomic<Int>(0)
+    /// Notifications the connections have taken from their queues in this run
+    /// (to write; a retry is not taken again): in flight until final.
+    package var taken: Int { takenCount.load(ordering: .relaxed) }
+    package func took(_ n: Int) { takenCount.add(n, ordering: .relaxed) }
     private var sentBelow: [Int32: Int32] = [:]
     /// Where each outcome goes after the run's counts, in order (``OutcomeSink``); the journal's alone until a run sets them
     /// (before its connections start).
@@ -151,12 +157,33 @@ package final class SendShared: @unchecked Sendable {
     /// `kind`: why the resends were sent again, for the report and metrics ("503 ServiceUnavailable", "lost connection").
     package func count(resends: Int = 0, kind: String? = nil, duplicatesRisked: Int = 0, drops: Int = 0, shutdowns: Int = 0) {
         mutex.lock()
+        defer { mutex.unlock() }
         counts.resends += resends
         if resends > 0, let kind { counts.resentByKind[kind, default: 0] += resends }
         counts.duplicatesRisked += duplicatesRisked
         counts.drops += drops
         counts.shutdowns += shutdowns
-        mutex.unlock()
+        if duplicatesRisked > 0 { journalRisk(duplicatesRisked) }
+    }
+
+    /// Possible duplicates this run has journaled as it counted them (its end's
+    /// counters hold only the rest).
+    package var duplicatesRiskedJournaled: Int { mutex.lock(); defer { mutex.unlock() }; return riskJournaled }
+    private var riskJournaled = 0
+
+    /// A possible duplicate is journaled as it is counted, and handed to the
+    /// kernel before what was risked can go again: a killed run's count is
+    /// not lost with it (a resume counts only what was written and unproven
+    /// at the kill; the copies a lost connection made earlier were already
+    /// answered). Under the mutex; connection losses are rare, so one write each.
+    private func journalRisk(_ n: Int) {
+        do {
+            try journal.append(.counters(resends: 0, duplicatesRisked: n, reconnects: 0))
+            try journal.flush()
+            riskJournaled += n
+        } catch {
+            journalBroke(error)
+        }
     }
 
     // MARK: - Server trouble

@@ -7,11 +7,6 @@ package final class StagedFrames {
     private var batches: [FrameBatch]
     private let queues: [WorkQueue]
     private let cancellation: CancellationPipe
-    /// Frames handed to the connections' queues so far: what the send has
-    /// taken on, as opposed to what it has read (a scheduled send reads the
-    /// next record, then waits for its moment, holding it back).
-    package let handedOver = Atomic<Int>(0)
-
     /// The connections' queues it hands frames to.
     package var queueCount: Int { queues.count }
 
@@ -46,8 +41,6 @@ package final class StagedFrames {
 
     private func push(_ queue: Int) -> Bool {
         let count = batches[queue].frames.count
-        guard queues[queue].push(&batches[queue], cancellation: cancellation) else { return false }
-        handedOver.add(count, ordering: .relaxed)
-        return true
+        return queues[queue].push(&batches[queue], cancellation: cancellation)
     }
 }

@@ -3,18 +3,6 @@ import APNSWire
 /// What the sender and its report need to know of a protocol, asked of it
 /// rather than tested for by name: a new protocol answers these here.
 extension WireProtocol {
-    /// Whether a run that ended (its end record written) counted, as possible
-    /// duplicates, every notification it handed over and left unanswered.
-    /// HTTP/2 counts those open on a lost connection as it loses them, and
-    /// the rest were answered as not processed; the binary interface proves
-    /// acceptance only at checkpoints, so a resume counts what was unproven.
-    package var anEndedRunCountedItsUnanswered: Bool {
-        switch self {
-        case .binary: false
-        case .http2: true
-        }
-    }
-
     /// Whether the pool of connections may grow past the count it started
     /// with (each HTTP/2 stream stands alone); the report then tells its size.
     public var poolMayGrow: Bool {

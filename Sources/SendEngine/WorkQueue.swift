@@ -169,8 +169,11 @@ package final class WorkQueue: @unchecked Sendable {
         let empty = frames.count == head
         // The doorbell is silenced only once the queue is empty: connections
         // that share a queue all sleep on it, and one that takes a few
-        // frames must not leave the others asleep beside the rest.
-        if rung, empty {
+        // frames must not leave the others asleep beside the rest. Once the
+        // queue is closed it rings for good: a connection asleep on it must
+        // wake to learn that no work will come, even if another drained the
+        // bell between the close's ring and its poll looking.
+        if rung, empty, !closed {
             rung = false
             doorbell.drain()
         }

@@ -80,7 +80,10 @@ import LocalTime
         #expect(status == 0, "a cancelled send exits 0: \(send.stderr)")
         #expect(cancel.status == 0 && cancel.err.contains("cancelled the send in journal"), "\(cancel.err)")
         #expect(send.stderr.contains("send: cancelled:") && send.stderr.contains("cancelled by ops on call"), "\(send.stderr)")
-        #expect(send.stderr.contains("send: cancelled: stopping: proving the "), "what it does next, with what it has in flight: \(send.stderr)")
+        // What it does next, with what it has in flight: under --rate 200 on
+        // loopback, little or nothing (what waits in the queues for its turn is not in flight).
+        let proving = send.stderr.firstMatch(of: /send: cancelled: stopping: proving the (\d+) notification/).flatMap { Int($0.1) }
+        #expect(send.stderr.contains("send: cancelled: stopping: nothing is in flight") || (proving ?? .max) <= 200, "\(send.stderr)")
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(state.outcome == .cancelled)
         #expect(state.cancel?.by == "ops on call" && state.cancel?.reason == "wrong message")

@@ -231,6 +231,32 @@ import ByteStreams
 }
 
 extension H2SendTests {
+    /// A run killed after lost connections keeps their possible duplicates
+    /// (journaled as counted): a resume's report covers the copies the killed
+    /// run itself made.
+    @Test(.timeLimit(.minutes(3))) func aKilledRunsLostConnectionsStayCountedAsPossibleDuplicates() throws {
+        let dir = TemporaryDirectory("h2kill-drops")
+        let tokens = try Self.plan(count: 3_000, in: dir)
+        var faults = FaultPlan()
+        faults.dropEvery = 300
+        let simulator = try Self.simulator(in: dir, faults: faults)
+        defer { simulator.stop() }
+        let start = ["send", "plan.ndjson", "--journal", "journal", "--gateway", "127.0.0.1:\(simulator.port)", "--rate", "600"]
+            + SendProcessTests.credentials()
+        // Late in the send: the copies its early drops made are answered by then.
+        let finished = try killOnceThenResume(after: 2_000, recorded: { simulator.currentStatistics().accepted },
+                                              start: { try CampaignProcess(start, in: dir.path) },
+                                              resume: { try CampaignProcess(["send", "--resume", "journal"] + SendProcessTests.credentials(), in: dir.path) })
+        #expect(finished)
+        simulator.stop()
+        let recorded = try Self.recorded(dir).map(\.token)
+        #expect(Set(recorded) == Set(tokens), "\(Set(tokens).subtracting(recorded).count) lost")
+        let state = try Journal.read(directory: dir.file("journal"))
+        let duplicates = recorded.count - Set(recorded).count
+        #expect(duplicates <= state.duplicatesRisked, "\(duplicates) duplicates but \(state.duplicatesRisked) reported")
+        #expect(state.outcome == .complete && state.doneCount == 3_000)
+    }
+
     @Test(.timeLimit(.minutes(2))) func aGatewayThatStopsAnsweringIsPingedDroppedAndGivenUpOnWithExit69() throws {
         let dir = TemporaryDirectory("h2stall")
         _ = try Self.plan(count: 2_000, in: dir)

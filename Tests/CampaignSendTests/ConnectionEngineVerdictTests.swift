@@ -53,6 +53,44 @@ final class ScriptedWire: WireConnection {
     func end() -> Bool { calls.append(.end); return true }
 }
 
+/// A protocol with nothing in flight that goes on until a take tells it no
+/// work will come: its second turn finds the queue closed (as when another
+/// connection took the last frame).
+final class EndLearningWire: WireConnection {
+    private let queue: WorkQueue
+    weak var engine: ConnectionEngine?
+    private var turns = 0
+
+    init(queue: WorkQueue) { self.queue = queue }
+
+    private var endKnown: Bool { engine?.inputFinished ?? true }
+    var hasWork: Bool { !endKnown }
+    var nextRetryDue: UInt64? { nil }
+    func beginTurn() -> Bool { !endKnown }
+    func opened(_ link: ConnectionLink) -> Bool { true }
+    func frame() -> WireVerdict {
+        turns += 1
+        if turns == 2, let engine {
+            queue.close()
+            var out: [UInt8] = []
+            _ = engine.take(maxBytes: 1 << 16, maxFrames: 1, into: &out) { _, _ in }
+        }
+        return .keep
+    }
+    var moreCanJoin: Bool { false }
+    var watchesQueue: Bool { !endKnown }
+    var nextWakeUp: UInt64? { nil }
+    func waited(since: UInt64) {}
+    func received(_ bytes: ArraySlice<UInt8>) -> WireVerdict { .keep }
+    func lost() {}
+    func lostSilently() {}
+    func wroteAll() -> Bool { true }
+    func checkTimers() -> WireVerdict { .keep }
+    func closing() {}
+    func closed() -> AfterClose { .dial }
+    func end() -> Bool { true }
+}
+
 /// One engine over in-memory links running a ``ScriptedWire``.
 final class ScriptedEngineRun: @unchecked Sendable {
     let dir = TemporaryDirectory("engine-verdict")
@@ -60,7 +98,8 @@ final class ScriptedEngineRun: @unchecked Sendable {
     let shared: SendShared
     let dialer: InMemoryDialer
     let wire: ScriptedWire
-    private let engine: ConnectionEngine
+    let engine: ConnectionEngine
+    let queue: WorkQueue
     private let lines = Locked<[String]>([])
     var log: [String] { lines.value }
 
@@ -71,18 +110,20 @@ final class ScriptedEngineRun: @unchecked Sendable {
         let lines = self.lines
         shared = try SendShared(journal: journal, context: TestCertificates.clientContext(), cancellation: CancellationPipe(), workers: 1,
                                 maxConnectAttempts: 8, clock: clock, logger: { line in lines.update { $0.append(line) } })
-        let queue = try WorkQueue(capacity: 16)
+        queue = try WorkQueue(capacity: 16)
         shared.attach(queues: [queue])
-        queue.close()
+        if !verdicts.isEmpty { queue.close() }
         dialer = InMemoryDialer(clock: clock, shared: shared) { _ in .acceptAll }
         engine = ConnectionEngine(index: 0, queue: queue, shared: shared, settings: settings, shards: 1, dialer: dialer)
         wire = ScriptedWire(shared: shared, verdicts: verdicts, afterClose: afterClose)
     }
 
-    /// Runs the engine to its end on a thread of its own, within 10 s of real time.
-    func run() {
+    /// Runs the engine with `wire` (the ``ScriptedWire`` by default) to its
+    /// end on a thread of its own, within 10 s of real time.
+    func run(_ other: (any WireConnection)? = nil) {
         let ended = DispatchSemaphore(value: 0)
-        Thread { self.engine.run(self.wire); ended.signal() }.start()
+        let box = UncheckedBox(other ?? wire)
+        Thread { self.engine.run(box.value); ended.signal() }.start()
         if ended.wait(timeout: .now() + 10) == .timedOut {
             Issue.record("the engine did not end within 10 s of real time")
             shared.cancellation.cancel()
@@ -93,6 +134,20 @@ final class ScriptedEngineRun: @unchecked Sendable {
 }
 
 @Suite struct ConnectionEngineVerdictTests {
+    /// A turn whose take learns that the queue is closed and empty does not
+    /// then wait on a link with nothing in flight: the loop ends at once
+    /// (it waited a second, and a rate-limited send of four connections
+    /// idled a second after its last answer).
+    @Test func aConnectionThatLearnsTheEndDoesNotWaitBeforeEnding() throws {
+        let run = try ScriptedEngineRun(verdicts: [])
+        let wire = EndLearningWire(queue: run.queue)
+        wire.engine = run.engine
+        run.run(wire)
+        #expect(run.engine.inputFinished)
+        #expect(run.dialer.connects == 1)
+        #expect(run.clock.elapsedSeconds < 0.5, "\(run.clock.elapsedSeconds) s of test-clock time")
+    }
+
     /// `.close`: the protocol lets go of the connection, the link closes
     /// cleanly (the peer reads every byte first), then the protocol says what
     /// comes before the next dial. At the loop's end the protocol says

@@ -31,12 +31,31 @@ import GatewaySimulator
             let report = try session.run(sender)
             #expect(report.outcome == .complete && report.accepted == tokens.count)
             #expect(sender.progress().settled == 300 && sender.progress().read == 300)
-            #expect(sender.progress().queued == 300 && sender.progress().inFlight == 0, "every record handed to a connection, none left in flight")
+            #expect(sender.progress().taken == 300 && sender.progress().inFlight == 0, "every record taken by a connection, none left in flight")
         }
         // A resume of that journal knows the total too (the journal read the plan through).
         let resumed = try SendSession(.resume(journal: harness.dir.file("journal"), replan: false, adjust: { _ in }))
         #expect(resumed.planTotal == 300)
         #expect(resumed.notes.contains { $0.contains("already complete") })
+    }
+
+    /// Under `--rate`, what waits in the connections' queues for its turn is
+    /// not in flight (a stop said it was proving 2,000 of them).
+    @Test(.timeLimit(.minutes(1))) func whatWaitsForItsTurnUnderARateIsNotInFlight() throws {
+        let harness = try SendHarness(faults: .init())
+        _ = try makePlan(count: 2_000, in: harness.dir)
+        var settings = harness.settings(connections: 2)
+        settings.rate = 100
+        let session = try SendSession(.new(plan: harness.dir.file("plan.ndjson"), journal: harness.dir.file("journal"), settings: settings))
+        let sender = try session.makeSender(context: TestCertificates.clientContext(), cancellation: CancellationPipe(), logger: { _ in })
+        let box = UncheckedBox((session, sender))
+        let run = BackgroundTask { () -> Bool in (try? box.value.0.run(box.value.1)) != nil }
+        #expect(eventually(within: 30) { sender.progress().settled >= 50 })
+        let progress = sender.progress()
+        sender.requestStop()
+        #expect(try run.value(timeout: 30) == true)
+        #expect(progress.read - progress.settled >= 1_000, "most of the plan was read and waits: \(progress)")
+        #expect(progress.inFlight <= 200, "at 100/s, what was taken and not yet proven: \(progress)")
     }
 
     @Test func metricsAreInThePrometheusTextFormat() {

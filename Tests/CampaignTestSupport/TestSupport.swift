@@ -61,3 +61,9 @@ public final class BackgroundTask<T: Sendable>: @unchecked Sendable {
 
     public struct TimedOut: Error {}
 }
+
+/// Hands a value to another thread that alone uses it from then on.
+public final class UncheckedBox<T>: @unchecked Sendable {
+    public let value: T
+    public init(_ value: T) { self.value = value }
+}
