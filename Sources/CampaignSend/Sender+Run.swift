@@ -134,7 +134,7 @@ extension Sender {
         try journal.append(.counters(resends: report.resends, duplicatesRisked: counts.duplicatesRisked - shared.duplicatesRiskedJournaled,
                                      reconnects: report.reconnects,
                                      resentByKind: report.resentByKind))
-        try journal.append(.end(outcome: report.outcome))
+        try journal.append(.end(outcome: report.outcome, seconds: Double(clock.now - started) / 1e9))
         try journal.checkpoint()
         try updateFeedbackStore()
         try ledger?.finish()

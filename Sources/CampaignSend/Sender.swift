@@ -82,7 +82,6 @@ public final class Sender: @unchecked Sendable {
     }
     private var _recordsRead = 0
     private var _alreadyDone = 0
-    private var _staging: StagedFrames?
     private let readMutex = Lock()
 
     /// On resume: checks that `scan` (a first pass over the plan) is the plan the
@@ -190,7 +189,6 @@ public final class Sender: @unchecked Sendable {
         // when the plan reader is about to wait for input, so a slow upstream
         // never holds back what was already read.
         let staging = StagedFrames(queues: queues, cancellation: cancellation)
-        readMutex.withLock { _staging = staging }
         let reading = RunReading()
         let variants = VariantStage(tally: shared.variants, before: resumeState)
         let schedule = ScheduleStage(gate: gate, staging: staging, shared: shared, reading: reading, logger: logger)

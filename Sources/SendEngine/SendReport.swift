@@ -117,8 +117,8 @@ public struct SendTotals: Sendable, Equatable {
     public var reconnects = 0
 
     public var failed: Int { failedByStatus.values.reduce(0, +) }
-    /// Every run's time together: the earlier runs' as their journaled
-    /// timelines tell it (a run killed within its first second adds none), and this run's.
+    /// Every run's time together: the earlier runs' as their journal tells
+    /// it (``JournalState/sendingSeconds``), and this run's.
     public var seconds = 0.0
     /// Answered over ``seconds``.
     public var perSecond: Double { seconds > 0 ? Double(accepted + presumed + failed) / seconds : 0 }
@@ -138,7 +138,7 @@ public struct SendTotals: Sendable, Equatable {
         reconnects = (before?.reconnects ?? 0) + run.reconnects
         skipped = (before?.skipped.count ?? 0) + run.skipped
         skippedFrequencyCapped = (before?.skipped.filter { $0.rule != nil }.count ?? 0) + run.skippedFrequencyCapped
-        seconds = (before?.timeline.reduce(0.0) { $0 + Double($1.last?.second ?? 0) } ?? 0) + run.seconds
+        seconds = (before?.sendingSeconds ?? 0) + run.seconds
     }
 }
 

@@ -232,6 +232,7 @@ public final class Journal: @unchecked Sendable {
             s.waves.append([])
             s.runOutcomes.append(nil)
             s.runStartedAt.append(nil)
+            s.runSeconds.append(nil)
             s.outcome = nil
             s.waitingUntil = nil
             s.runWoke.append(s.woke)
@@ -282,7 +283,8 @@ public final class Journal: @unchecked Sendable {
             s.variants = list
         case .ids:
             break   // for the operator and Apple's support; the proof is the done record
-        case .end(let outcome):
+        case .end(let outcome, let seconds):
+            if let seconds, !s.runSeconds.isEmpty { s.runSeconds[s.runSeconds.count - 1] = seconds }
             s.unclosedTick = nil   // its counters were written (zeros, if it had nothing to count)
             s.outcome = outcome
             if !s.runOutcomes.isEmpty { s.runOutcomes[s.runOutcomes.count - 1] = outcome }

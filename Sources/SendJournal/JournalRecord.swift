@@ -19,7 +19,8 @@ public enum JournalRecord: Equatable, Sendable {
     /// Counts added up over runs (`resentByKind`: a run's resends by why, at its end).
     case counters(resends: Int, duplicatesRisked: Int, reconnects: Int, resentByKind: [String: Int] = [:])
     /// How a run ended.
-    case end(outcome: SendOutcome)
+    /// How a run ended, and how long it ran (seconds; nil in journals from before).
+    case end(outcome: SendOutcome, seconds: Double? = nil)
     /// Once a second while a run sends: its counts so far (this run's, from its start).
     case tick(Tick)
     /// When a run began sending, in UNIX seconds (for the page's times; older journals have none).
@@ -108,8 +109,10 @@ public enum JournalRecord: Equatable, Sendable {
             return .object([("t", .string("counters")), ("resends", n(resends)), ("duplicates_risked", n(risked)),
                             ("reconnects", n(reconnects))]
                            + (kinds.isEmpty ? [] : [("resent_by_kind", .object(kinds.sorted { $0.key < $1.key }.map { ($0.key, n($0.value)) }))]))
-        case .end(let outcome):
-            return .object([("t", .string("end")), ("outcome", .string(outcome.rawValue))])
+        case .end(let outcome, let seconds):
+            var fields: [(String, JSONValue)] = [("t", .string("end")), ("outcome", .string(outcome.rawValue))]
+            if let seconds { fields.append(("seconds", .number(String(format: "%.3f", seconds)))) }
+            return .object(fields)
         case .clock(let seconds):
             return .object([("t", .string("clock")), ("at", n(seconds))])
         case .skip(let k):
@@ -178,7 +181,7 @@ public enum JournalRecord: Equatable, Sendable {
                              resentByKind: Self.kinds(v["resent_by_kind"]))
         case "end":
             guard let outcome = v["outcome"]?.stringValue else { return nil }
-            self = .end(outcome: SendOutcome(rawValue: outcome))
+            self = .end(outcome: SendOutcome(rawValue: outcome), seconds: v["seconds"]?.doubleValue)
         case "clock":
             guard let at = v["at"]?.integerValue else { return nil }
             self = .clock(unixSeconds: Int(at))

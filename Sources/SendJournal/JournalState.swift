@@ -47,6 +47,16 @@ public struct JournalState: Sendable {
     public var runOutcomes: [SendOutcome?] = []
     /// Per run (in order), when it began sending (UNIX seconds); nil in journals from before.
     public var runStartedAt: [Int?] = []
+    /// Per run (in order), how long it ran, from its end record; nil for a
+    /// run without one (killed) or in journals from before.
+    public var runSeconds: [Double?] = []
+    /// Every run's time together: each ended run's own, a killed run's last
+    /// journaled second (one killed within its first second adds none).
+    public var sendingSeconds: Double {
+        timeline.indices.reduce(0.0) { sum, i in
+            sum + ((i < runSeconds.count ? runSeconds[i] : nil) ?? Double(timeline[i].last?.second ?? 0))
+        }
+    }
     /// A scheduled send whose last run ended to wait for the next: when it
     /// meant to start the next run (UNIX seconds). Nil once a run starts, and
     /// after a `--due-only` run (cron starts the next).

@@ -25,6 +25,7 @@ import CampaignTestSupport
         .plan(records: 50, crc32: nil, incomplete: true),
         .counters(resends: 4, duplicatesRisked: 2, reconnects: 9),
         .counters(resends: 3, duplicatesRisked: 0, reconnects: 1, resentByKind: ["429 TooManyRequests": 2, "lost connection": 1]),
+        .end(outcome: .interrupted, seconds: 2.965),
         .end(outcome: .complete),
         .tick(.init(second: 3, accepted: 120, failed: 1, resent: 4, connections: 2)),
     ]
@@ -205,6 +206,28 @@ import CampaignTestSupport
         #expect(state.runs == 2 && state.runOutcomes == [nil, .complete])
         #expect(state.resends == 8 && state.reconnects == 9 && state.duplicatesRisked == 8)
         #expect(state.resentByKind == ["429 TooManyRequests": 3, "503 ServiceUnavailable": 4, "lost connection": 1])
+    }
+
+    /// The whole send's time: an ended run's own (to the millisecond), a
+    /// killed run's last journaled second, an older journal's run (an end
+    /// without its time) by its ticks.
+    @Test func theSendsTimeIsEachEndedRunsOwnAndAKilledRunsLastSecond() throws {
+        let dir = TemporaryDirectory("journal-seconds")
+        let journal = try Journal.create(directory: dir.file("j"), settings: Self.settings, planHeader: .null)
+        let tick = { (second: Int) in JournalRecord.tick(.init(second: second, accepted: second, failed: 0, resent: 0, connections: 1)) }
+        let runs: [JournalRecord] = [
+            tick(1), tick(2), .end(outcome: .interrupted, seconds: 2.965),            // ended: 2.965, not 2
+            .start(settings: Self.settings, planHeader: .null), .end(outcome: .gaveUp, seconds: 0.073),   // no tick at all
+            .start(settings: Self.settings, planHeader: .null), tick(1), tick(2), tick(3),                  // killed: 3
+            .start(settings: Self.settings, planHeader: .null), tick(1), .end(outcome: .complete),         // older: 1
+        ]
+        for record in runs { try journal.append(record) }
+        try journal.checkpoint()
+        let state = try Journal.read(directory: dir.file("j"))
+        #expect(state.runs == 4)
+        #expect(abs(state.sendingSeconds - (2.965 + 0.073 + 3 + 1)) < 1e-9, "\(state.sendingSeconds)")
+        #expect(String(decoding: JournalRecord.end(outcome: .complete, seconds: 0.0726).json.serialized(), as: UTF8.self)
+                == #"{"t":"end","outcome":"complete","seconds":0.073}"#)
     }
 
     /// A journal from before `counters` held kinds: a run's kinds are its last tick's.
