@@ -129,6 +129,20 @@ import ByteStreams
         #expect(Set(recorded) == Set((0..<350).map(Self.token)))
     }
 
+    /// The tokens the journal's write-ahead marks hold as handed to a connection (`sent`: below each shard's mark).
+    static func journaledHanded(journal: String, plan: String) throws -> Set<String> {
+        let state = try Journal.read(directory: journal)
+        let reader = try PlanReader(source: FileSource(path: plan), path: plan)
+        var ordinals: [Int: Int] = [:]
+        var handed = Set<String>()
+        while let record = try reader.next() {
+            let ordinal = ordinals[record.shard, default: 0]
+            ordinals[record.shard] = ordinal + 1
+            if ordinal < (state.sentBelow[record.shard] ?? 0) { handed.insert(record.token.map { String(format: "%02x", $0) }.joined()) }
+        }
+        return handed
+    }
+
     /// The tokens the journal holds as accepted: final ordinals that are not failures or skips.
     static func journaledAccepted(journal: String, plan: String) throws -> Set<String> {
         let state = try Journal.read(directory: journal)
@@ -169,9 +183,17 @@ import ByteStreams
         let capped = Set(try Self.rejected("later", code: "frequency_capped", in: dir))
         #expect(accepted.subtracting(capped).isEmpty, "\(accepted.subtracting(capped).count) accepted notifications missing from the ledger")
         // What the ledger holds beyond what reached the gateway is what the kill cut off between
-        // its claim and its bytes: a claim is written before a connection writes, and counts.
+        // its claim and the gateway's reading: a claim is written as a connection takes a
+        // notification, before its write-ahead mark and its bytes, and counts. So every such
+        // device was handed over by the journal's marks (written, or in the sockets when the
+        // kill came; how many, a loaded machine decides), but for what the two connections had
+        // taken and not yet written: what --rate 4000 lets through in a quarter second at most
+        // (5 and 42 on a quiet machine; the rate's burst is 400).
         let claimedNotReached = capped.subtracting(try SendProcessTests.recorded(dir))
-        #expect(claimedNotReached.count <= 2 * 1024, "\(claimedNotReached.count) claimed but never received")
+        let handed = try Self.journaledHanded(journal: dir.file("journal"), plan: dir.file("night.plan"))
+        #expect(claimedNotReached.subtracting(handed).count <= 1_000,
+                "\(claimedNotReached.subtracting(handed).count) claimed but neither received nor handed over (of \(claimedNotReached.count) not received)")
+        #expect(claimedNotReached.count < 20_000 - accepted.count, "the ledger claims what the send took, not the plan")
         // A power loss before the segment's fsync, as the worst case: its entries gone.
         let segments = try FileManager.default.contentsOfDirectory(atPath: dir.file("ledger")).filter { $0.hasSuffix(".seg") }
         #expect(segments.count == 1)
