@@ -129,35 +129,32 @@ import ByteStreams
         #expect(Set(recorded) == Set((0..<350).map(Self.token)))
     }
 
-    /// The tokens the journal's write-ahead marks hold as handed to a connection (`sent`: below each shard's mark).
-    static func journaledHanded(journal: String, plan: String) throws -> Set<String> {
+    /// The plan's tokens (hex) whose record `selected` picks, given the journal's state and the record's shard and ordinal.
+    static func planTokens(journal: String, plan: String, _ selected: (JournalState, Int, Int) -> Bool) throws -> Set<String> {
         let state = try Journal.read(directory: journal)
         let reader = try PlanReader(source: FileSource(path: plan), path: plan)
         var ordinals: [Int: Int] = [:]
-        var handed = Set<String>()
+        var tokens = Set<String>()
         while let record = try reader.next() {
             let ordinal = ordinals[record.shard, default: 0]
             ordinals[record.shard] = ordinal + 1
-            if ordinal < (state.sentBelow[record.shard] ?? 0) { handed.insert(record.token.map { String(format: "%02x", $0) }.joined()) }
+            if selected(state, record.shard, ordinal) { tokens.insert(record.token.map { String(format: "%02x", $0) }.joined()) }
         }
-        return handed
+        return tokens
+    }
+
+    /// The tokens the journal's write-ahead marks hold as handed to a connection (`sent`: below each shard's mark).
+    static func journaledHanded(journal: String, plan: String) throws -> Set<String> {
+        try planTokens(journal: journal, plan: plan) { state, shard, ordinal in ordinal < (state.sentBelow[shard] ?? 0) }
     }
 
     /// The tokens the journal holds as accepted: final ordinals that are not failures or skips.
     static func journaledAccepted(journal: String, plan: String) throws -> Set<String> {
         let state = try Journal.read(directory: journal)
         let notAccepted = Set(state.failures.map { "\($0.shard)/\($0.ordinal)" } + state.skipped.map { "\($0.shard)/\($0.ordinal)" })
-        let reader = try PlanReader(source: FileSource(path: plan), path: plan)
-        var ordinals: [Int: Int] = [:]
-        var accepted = Set<String>()
-        while let record = try reader.next() {
-            let ordinal = ordinals[record.shard, default: 0]
-            ordinals[record.shard] = ordinal + 1
-            if state.done[record.shard]?.contains(ordinal) == true, !notAccepted.contains("\(record.shard)/\(ordinal)") {
-                accepted.insert(record.token.map { String(format: "%02x", $0) }.joined())
-            }
+        return try planTokens(journal: journal, plan: plan) { state, shard, ordinal in
+            state.done[shard]?.contains(ordinal) == true && !notAccepted.contains("\(shard)/\(ordinal)")
         }
-        return accepted
     }
 
     @Test func aSendKilledMidwayLeavesInTheLedgerEveryNotificationItJournaledAsAccepted() throws {
