@@ -91,6 +91,8 @@ struct JournalView {
                 return "scheduled, but the send that was waiting to go on at \(utcText(Int64(until))) is gone (stopped or killed): nothing will be sent until it is resumed: \(resumeCommand ?? "")"
             }
             return "scheduled: no send is running; from cron: \(resumeCommand ?? "") --due-only (or without --due-only to wait for each moment)"
+        case (.stopped, .interrupted?) where state.waitingUntil != nil:
+            return "interrupted while waiting to go on at \(utcText(Int64(state.waitingUntil!))): nothing will be sent until it is resumed: \(resumeCommand ?? "")"
         case (.stopped, .incompletePlan?) where planCut:
             return "incomplete-plan: the plan from standard input was cut (its spool has no trailer), and nothing past the cut can be sent; plan again into it: \(resumeCommand ?? "")"
         case (_, let outcome?):

@@ -293,7 +293,7 @@ struct Send: ParsableCommand {
                     return (report, run.settings.reportPath)
                 }
                 report.outcome = .interrupted
-                report.message = "stopped while waiting for \(utcText(next)); `campaign send --resume \(run.journal.directory)` goes on"
+                report.message = try ScheduledRunWait.stopped(journal: run.journal, waitingFor: next)
                 metricsFile?.write(running: false)
                 return (report, run.settings.reportPath)
             }

@@ -38,4 +38,13 @@ public enum ScheduledRunWait {
         let wait = wake - clock.wallSeconds
         return !((wait > 0 && !clock.sleep(seconds: wait, cancellation: stop)) || stop.isCancelled)
     }
+
+    /// A signal ended the wait: the send ends interrupted, in its journal as
+    /// in its report and exit status (`status` then tells a send stopped
+    /// while waiting, not one that vanished while scheduled).
+    public static func stopped(journal: Journal, waitingFor next: Int64) throws -> String {
+        try journal.append(.end(outcome: .interrupted))
+        try journal.checkpoint()
+        return "stopped while waiting for \(utcText(next)); `campaign send --resume \(journal.directory)` goes on"
+    }
 }

@@ -393,6 +393,13 @@ import SendJournal
         kill(send.process.processIdentifier, SIGTERM)
         #expect(send.wait(timeout: Self.backstop) == 75, "\(send.stderr)")
         #expect(try campaign.arrivals().count == 3)
+        // The journal ends as the report and the exit status do: interrupted while waiting.
+        let report = try JSONValue.parse(try String(contentsOfFile: campaign.dir.file("report.json"), encoding: .utf8))
+        #expect(report["outcome"]?.stringValue == "interrupted", "\(report)")
+        let told = try Self.status(campaign)
+        #expect(told["outcome"]?.stringValue == "interrupted" && told["resume"]?.stringValue?.hasSuffix("campaign send --resume journal") == true, "\(told)")
+        let text = String(decoding: try PlanProcessTests.run(["status", "journal"], in: campaign.dir).out, as: UTF8.self)
+        #expect(text.contains("interrupted while waiting to go on at "), "\(text)")
     }
 
     /// What quiet hours hold back is the send's state, told by the report of
