@@ -296,6 +296,7 @@ public final class GatewaySimulator: @unchecked Sendable {
                 stats.connections[i].answers.merge(progress.answers, uniquingKeysWith: +)
                 stats.connections[i].broadcasts += progress.broadcasts
                 stats.connections[i].broadcastAnswers.merge(progress.broadcastAnswers, uniquingKeysWith: +)
+                stats.connections[i].answersNeverWritten += progress.neverWritten
                 if let ending = progress.ending { stats.connections[i].ending = ending }
             }
         }

@@ -28,6 +28,8 @@ struct H2GatewaySession {
         var accepted = 0
         var broadcastAnswers: [String: Int] = [:]
         var broadcasts = 0
+        /// Answers made, then dropped with the connection before they were written.
+        var neverWritten = 0
         var ending: String? = nil
         var recordLines: [UInt8] = []
     }
@@ -149,7 +151,12 @@ struct H2GatewaySession {
                     }
                 }
                 if let n = faults.dropEvery, streamsAnswered % n == 0 {
-                    // Answered in nghttp2's queue, never written: the client sees a lost connection.
+                    // Answered in nghttp2's queue, never written: the client
+                    // sees a lost connection, and the answers since the last
+                    // write (this read's) are not answers it got. What was
+                    // accepted stays accepted (and recorded): it reached the device.
+                    progress.neverWritten = progress.answers.values.reduce(0, +) + progress.broadcastAnswers.values.reduce(0, +)
+                    (progress.answers, progress.broadcastAnswers) = ([:], [:])
                     return end(&progress, "dropped after \(streamsAnswered) streams", .dropped)
                 }
                 if let n = faults.goAwayAfter, streamsAnswered >= n, !goingAway {

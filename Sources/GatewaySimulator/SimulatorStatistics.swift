@@ -12,8 +12,13 @@ public struct ConnectionStatistics: Sendable, Equatable {
     public var discarded = 0
     /// How the connection ended; nil while open.
     public var ending: String? = nil
-    /// HTTP/2: answers by status and reason ("200", "400 BadDeviceToken").
+    /// HTTP/2: answers by status and reason ("200", "400 BadDeviceToken"),
+    /// as written to the client.
     public var answers: [String: Int] = [:]
+    /// HTTP/2: answers made and dropped with the connection (`--drop-every`)
+    /// before they were written: the client never got them, though what
+    /// they accepted reached the device (`accepted`).
+    public var answersNeverWritten = 0
     /// HTTP/2: broadcasts accepted (`/4/broadcasts`), apart from device pushes.
     public var broadcasts = 0
     /// HTTP/2: broadcasts' answers by status and reason.
@@ -51,6 +56,7 @@ public struct SimulatorStatistics: Sendable, Equatable {
     public var answers: [String: Int] {
         connections.reduce(into: [:]) { total, c in total.merge(c.answers, uniquingKeysWith: +) }
     }
+    public var answersNeverWritten: Int { connections.reduce(0) { $0 + $1.answersNeverWritten } }
     /// HTTP/2: broadcasts accepted, over every connection.
     public var broadcasts: Int { connections.reduce(0) { $0 + $1.broadcasts } }
     public var broadcastAnswers: [String: Int] {
@@ -73,9 +79,11 @@ public struct SimulatorStatistics: Sendable, Equatable {
                 ["conn": c.connection, "accepted": c.accepted, "rejected": rejectedObject(c.rejected),
                  "discarded": c.discarded, "ending": c.ending ?? "open"].merging(c.answers.isEmpty ? [:] : ["answers": c.answers]) { $1 }
                     .merging(c.broadcastAnswers.isEmpty ? [:] : ["broadcasts": c.broadcasts, "broadcast_answers": c.broadcastAnswers]) { $1 }
+                    .merging(c.answersNeverWritten == 0 ? [:] : ["answers_never_written": c.answersNeverWritten]) { $1 }
             },
         ]
         if !answers.isEmpty { object["answers"] = answers }
+        if answersNeverWritten > 0 { object["answers_never_written"] = answersNeverWritten }
         if let providerTokens { object["provider_tokens"] = providerTokens }
         // Broadcasts and channel management only when used: a device-only run's file is as before.
         if !broadcastAnswers.isEmpty || managementConnections > 0 {

@@ -133,6 +133,25 @@ import CampaignTestSupport
         #expect(simulator.currentStatistics().answers == ["200": 1, "400 BadDeviceToken": 1, "400 BadPriority": 1, "405 MethodNotAllowed": 1])
     }
 
+    /// A connection dropped after its first answer: the device got the
+    /// notification (accepted, recorded), the client never got the answer.
+    @Test(.timeLimit(.minutes(5))) func anAnswerDroppedWithItsConnectionIsNotCountedAsWritten() throws {
+        let dir = TemporaryDirectory("h2drop")
+        var faults = FaultPlan()
+        faults.dropEvery = 1
+        let simulator = try Self.start(dir, faults: faults)
+        defer { simulator.stop() }
+        let cert = ["--cert", TestCertificates.path("client.pem"), "--key", TestCertificates.path("client.key")]
+        let out = try Self.curl(simulator.port, cert + ["-H", "apns-topic: com.example.campaign", "-d", #"{"aps":{"alert":"hi"}}"#])
+        #expect(!out.hasSuffix(" 200 2"), "curl got no answer: \(out)")
+        simulator.stop()
+        let statistics = simulator.currentStatistics()
+        #expect(statistics.accepted == 1 && statistics.answers.isEmpty && statistics.answersNeverWritten == 1, "\(statistics)")
+        let json = try JSONValue.parse(String(decoding: statistics.json(), as: UTF8.self))
+        #expect(json["answers_never_written"] == .number("1") && json["answers"] == nil, "\(json)")
+        #expect(try String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8).split(separator: "\n").count == 1)
+    }
+
     @Test(.timeLimit(.minutes(5))) func latencyHoldsEveryByteEachWayAndChangesNone() throws {
         let dir = TemporaryDirectory("h2latency")
         let simulator = try startHTTP2Simulator(in: dir, latencyMilliseconds: 100)
