@@ -7,7 +7,7 @@ import GatewayClient
 /// A client of the channel management API (`apns-broadcast.md` §1): one
 /// HTTP/2 connection over TLS (through a proxy when given), opened as a
 /// send's are (``GatewayEndpoint``), one request at a time, each with its
-/// own `apns-request-id`; its pauses are on a send's clock (``SendClock``). Transient failures (429, 5xx,
+/// own `apns-request-id`; its pauses and its waits for answers are on a send's clock (``SendClock``). Transient failures (429, 5xx,
 /// a lost connection, an answer that does not come) are retried after a
 /// growing backoff, never sooner than `retry-after`; everything else is
 /// thrown as a ``ChannelError`` at once. Every wait has a deadline and
@@ -175,18 +175,18 @@ public final class ChannelManagementClient {
             if reused { return try exchange(operation) }
             return .lost("the HTTP/2 session refused the request: \(error)", maybeProcessed: false)
         }
-        var deadline = Deadline.after(seconds: configuration.answerTimeoutSeconds)
+        var deadline = clock.now + UInt64(configuration.answerTimeoutSeconds * 1e9)
         var stopping = false
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             do {
                 var out: [UInt8] = []
                 try session.send(into: &out)
-                if !out.isEmpty { try connection.write(out, deadline: deadline) }
-                guard let n = try Self.read(connection, into: &buffer, stop: stopping ? nil : stop, deadline: deadline) else {
+                if !out.isEmpty { try connection.write(out, cancellation: nil, until: deadline, on: clock) }
+                guard let n = try read(connection, into: &buffer, stop: stopping ? nil : stop, deadline: deadline) else {
                     // The request may be at the server: its answer is awaited a little longer, without the stop.
                     stopping = true
-                    deadline = min(deadline, .after(seconds: configuration.stopGraceSeconds))
+                    deadline = min(deadline, clock.now + UInt64(configuration.stopGraceSeconds * 1e9))
                     continue
                 }
                 if n == 0 {
@@ -224,10 +224,10 @@ public final class ChannelManagementClient {
         }
     }
 
-    /// Bytes read (0: the peer closed), or nil when `stop` rang.
-    private static func read(_ connection: TLSConnection, into buffer: inout [UInt8], stop: CancellationPipe?,
-                             deadline: Deadline) throws(TLSError) -> Int? {
-        do { return try connection.read(into: &buffer, cancellation: stop, deadline: deadline) } catch {
+    /// Bytes read (0: the peer closed), or nil when `stop` rang; its waits pass on the client's clock.
+    private func read(_ connection: TLSConnection, into buffer: inout [UInt8], stop: CancellationPipe?,
+                      deadline: UInt64) throws(TLSError) -> Int? {
+        do { return try connection.read(into: &buffer, cancellation: stop, until: deadline, on: clock) } catch {
             if error.kind == .cancelled { return nil }
             throw error
         }
