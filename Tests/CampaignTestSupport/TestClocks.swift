@@ -7,29 +7,40 @@ import GatewayClient
 /// A ``SendClock`` on which pauses pass at once and are written down: a
 /// test asserts the backoffs a client chose, to the digit, instead of timing
 /// them on the wall clock. Monotonic time is the real clock's plus every
-/// pause so far; a poll is a real poll.
+/// pause so far. A poll is a real poll, or with `skippingSilentPolls` one
+/// that looks at its descriptors for up to 20 ms and, when nothing came,
+/// lets the rest of its wait pass at once: a client of a real server on
+/// loopback is then judged against a silent server's answer timeout of
+/// 30 s in well under a second, while a server that answers is read as usual.
 package final class PauseRecordingClock: SendClock, @unchecked Sendable {
     private let lock = Lock()
-    private var slept: UInt64 = 0
+    private var skipped: UInt64 = 0
     private var recorded: [Double] = []
+    private let skippingSilentPolls: Bool
+    private let start = Deadline.now().nanoseconds
 
-    package init() {}
+    package init(skippingSilentPolls: Bool = false) { self.skippingSilentPolls = skippingSilentPolls }
 
     /// Every pause asked for, in order, in seconds.
     package var pauses: [Double] { lock.withLock { recorded } }
+    /// Seconds of this clock since it was made (real time and what passed at once).
+    package var elapsedSeconds: Double { Double(now - start) / 1e9 }
 
-    package var now: UInt64 { Deadline.now().nanoseconds + lock.withLock { slept } }
-    package var wallSeconds: Double { SystemClock.shared.wallSeconds + Double(lock.withLock { slept }) / 1e9 }
+    package var now: UInt64 { Deadline.now().nanoseconds + lock.withLock { skipped } }
+    package var wallSeconds: Double { SystemClock.shared.wallSeconds + Double(lock.withLock { skipped }) / 1e9 }
 
     package func poll(_ fds: inout [pollfd], count: Int, milliseconds: Int32) {
-        _ = Glibc.poll(&fds, nfds_t(count), milliseconds)
+        let looked = skippingSilentPolls ? min(max(0, milliseconds), 20) : milliseconds
+        if Glibc.poll(&fds, nfds_t(count), looked) == 0, looked < milliseconds {
+            lock.withLock { skipped += UInt64(milliseconds - looked) * 1_000_000 }
+        }
     }
 
     package func sleep(seconds: Double, cancellation: CancellationPipe?) -> Bool {
         if cancellation?.isCancelled == true { return false }
         lock.withLock {
             recorded.append(seconds)
-            slept += UInt64(max(0, seconds) * 1e9)
+            skipped += UInt64(max(0, seconds) * 1e9)
         }
         return true
     }
@@ -59,40 +70,3 @@ package final class ManualClock: SendClock, @unchecked Sendable {
     }
 }
 
-/// A ``SendClock`` for a client talking to a real server on loopback: a
-/// poll looks at its descriptors for up to 20 ms of real time, and when
-/// nothing came, the rest of the wait passes at once; pauses pass at once
-/// and are written down. A silent server's answer timeout of 30 s is then
-/// judged by this clock in well under a second of real time, while a
-/// server that does answer is read as it would be.
-package final class FastForwardClock: SendClock, @unchecked Sendable {
-    private let lock = Lock()
-    private var skipped: UInt64 = 0
-    private var recorded: [Double] = []
-    private let start = Deadline.now().nanoseconds
-
-    package init() {}
-
-    /// Every pause asked for, in order, in seconds.
-    package var pauses: [Double] { lock.withLock { recorded } }
-    /// Seconds of this clock since it was made (real time and what passed at once).
-    package var elapsedSeconds: Double { Double(now - start) / 1e9 }
-
-    package var now: UInt64 { Deadline.now().nanoseconds + lock.withLock { skipped } }
-    package var wallSeconds: Double { SystemClock.shared.wallSeconds + Double(lock.withLock { skipped }) / 1e9 }
-
-    package func poll(_ fds: inout [pollfd], count: Int, milliseconds: Int32) {
-        let looked = min(max(0, milliseconds), 20)
-        let ready = Glibc.poll(&fds, nfds_t(count), looked)
-        if ready == 0 { lock.withLock { skipped += UInt64(max(0, milliseconds) - looked) * 1_000_000 } }
-    }
-
-    package func sleep(seconds: Double, cancellation: CancellationPipe?) -> Bool {
-        if cancellation?.isCancelled == true { return false }
-        lock.withLock {
-            recorded.append(seconds)
-            skipped += UInt64(max(0, seconds) * 1e9)
-        }
-        return true
-    }
-}

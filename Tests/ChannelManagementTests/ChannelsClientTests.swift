@@ -232,7 +232,7 @@ import CampaignTestSupport
     @Test(.timeLimit(.minutes(1))) func aSilentServerCostsEachAttemptItsAnswerTimeoutAndNoMore() throws {
         let server = try HostileHTTP2Server(.holdsStreams)
         defer { server.stop() }
-        let clock = FastForwardClock()
+        let clock = PauseRecordingClock(skippingSilentPolls: true)
         let client = try Self.client(port: server.port, stop: CancellationPipe(), clock: clock) { $0.maxAttempts = 2; $0.backoffSeconds = 0.1 }
         #expect { try client.perform(.list) } throws: { error in
             guard let e = error as? ChannelError, case .gaveUp(_, 2, let last) = e.kind else { return false }
