@@ -77,12 +77,13 @@ public struct SimulatorStatistics: Sendable, Equatable {
             "feedback_served": feedbackServed,
             "per_connection": connections.map { c -> [String: Any] in
                 ["conn": c.connection, "accepted": c.accepted, "rejected": rejectedObject(c.rejected),
-                 "discarded": c.discarded, "ending": c.ending ?? "open"].merging(c.answers.isEmpty ? [:] : ["answers": c.answers]) { $1 }
+                 "discarded": c.discarded, "ending": c.ending ?? "open"].merging(c.answers.isEmpty && c.answersNeverWritten == 0 ? [:] : ["answers": c.answers]) { $1 }
                     .merging(c.broadcastAnswers.isEmpty ? [:] : ["broadcasts": c.broadcasts, "broadcast_answers": c.broadcastAnswers]) { $1 }
                     .merging(c.answersNeverWritten == 0 ? [:] : ["answers_never_written": c.answersNeverWritten]) { $1 }
             },
         ]
-        if !answers.isEmpty { object["answers"] = answers }
+        // An HTTP/2 run's answers, even none written (every one dropped with its connection).
+        if !answers.isEmpty || answersNeverWritten > 0 { object["answers"] = answers }
         if answersNeverWritten > 0 { object["answers_never_written"] = answersNeverWritten }
         if let providerTokens { object["provider_tokens"] = providerTokens }
         // Broadcasts and channel management only when used: a device-only run's file is as before.

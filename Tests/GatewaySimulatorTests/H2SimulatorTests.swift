@@ -148,7 +148,9 @@ import CampaignTestSupport
         let statistics = simulator.currentStatistics()
         #expect(statistics.accepted == 1 && statistics.answers.isEmpty && statistics.answersNeverWritten == 1, "\(statistics)")
         let json = try JSONValue.parse(String(decoding: statistics.json(), as: UTF8.self))
-        #expect(json["answers_never_written"] == .number("1") && json["answers"] == nil, "\(json)")
+        #expect(json["answers_never_written"] == .number("1") && json["answers"] == .object([]), "none written: \(json)")
+        guard case .array(let connections)? = json["per_connection"] else { Issue.record("\(json)"); return }
+        #expect(connections.count == 1 && connections[0]["answers"] == .object([]) && connections[0]["answers_never_written"] == .number("1"), "\(json)")
         #expect(try String(contentsOfFile: dir.file("record.ndjson"), encoding: .utf8).split(separator: "\n").count == 1)
     }
 
