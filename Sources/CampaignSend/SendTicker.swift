@@ -13,13 +13,17 @@ import SendEngine
 final class SendTicker {
     private let stop: CancellationPipe
     private var thread: pthread_t?
+    private let journaled = JournaledSecond()
+
+    /// The last second journaled as a tick (0: none yet).
+    var lastJournaledSecond: Int { journaled.value }
 
     init(shared: SendShared, pool: ConnectionPool, settings: SendSettings, oneQueue: Bool, started: UInt64,
          logger: @escaping @Sendable (String) -> Void, mergeSuppressions: @escaping @Sendable () -> Void) throws {
         let stop = try CancellationPipe()
         self.stop = stop
         let growable = pool.maximum > settings.connections
-        let (outageLimit, rateLimit, clock) = (settings.outageLimitSeconds, settings.rate, shared.clock)
+        let (outageLimit, rateLimit, clock, journaled) = (settings.outageLimitSeconds, settings.rate, shared.clock, journaled)
         thread = startThread {
             var tick = 0
             var answeredBefore = 0
@@ -68,6 +72,7 @@ final class SendTicker {
                 if let milliseconds { shared.noteRoundTrip(milliseconds: milliseconds) }
                 try? shared.journal.append(.tick(.init(second: second, counts: c, open: oneQueue ? min(pool.size, c.reconnects) : nil,
                                                         roundTripMilliseconds: milliseconds)))
+                journaled.value = second
                 if let tally = shared.variants { try? shared.journal.append(.variants(tally.counts)) }
             }
             // A send shorter than a second still tells its round trip: what its last, partial second measured.
@@ -85,4 +90,14 @@ final class SendTicker {
     }
 
     deinit { finish() }
+}
+
+/// The ticker's last journaled second, written by its thread, read by the run's end.
+private final class JournaledSecond: @unchecked Sendable {
+    private let lock = Lock()
+    private var second = 0
+    var value: Int {
+        get { lock.withLock { second } }
+        set { lock.withLock { second = newValue } }
+    }
 }

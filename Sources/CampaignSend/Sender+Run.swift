@@ -62,7 +62,7 @@ extension Sender {
     /// what its reader counted and where its schedule stopped; and the run's
     /// last journal records (the end), the store and the ledger brought up to date.
     func finish<Transport: NotificationTransport>(plan: PlanReader, transport: Transport, reading: RunReading, gate: inout ScheduleGate,
-                                                  readError: Error?, planFullyRead: Bool, pool: ConnectionPool, oneQueue: Bool,
+                                                  readError: Error?, lastTickedSecond: Int, planFullyRead: Bool, pool: ConnectionPool, oneQueue: Bool,
                                                   started: UInt64, ledger: LedgerRecorder?) throws -> SendReport {
         let clock = shared.clock
         var report = SendReport()
@@ -94,10 +94,12 @@ extension Sender {
         report.poolConnections = min(pool.size, counts.reconnects)   // a worker that never connected is no connection
         report.planTotal = planFullyRead ? report.planRecords : planTotal
         report.roundTripMilliseconds = shared.roundTripMilliseconds
-        // A run shorter than its first journaled second still tells `status`
-        // the connections it opened and the round trip it measured.
-        if oneQueue, Double(clock.now - started) / 1e9 < 1 {
-            try? journal.append(.tick(.init(second: 1, counts: counts, open: report.poolConnections,
+        // The run's last, partial second (all of a run shorter than a
+        // second) is journaled too, with what the run ended with: `status`
+        // then tells the connections and the round trip the report does.
+        let lastSecond = max(1, Int((Double(clock.now - started) / 1e9).rounded(.up)))
+        if oneQueue, lastSecond > lastTickedSecond {
+            try? journal.append(.tick(.init(second: lastSecond, counts: counts, open: report.poolConnections,
                                             roundTripMilliseconds: report.roundTripMilliseconds)))
         }
         report = report.with(shared.variants, planTotals: plan.trailer?.variants ?? planVariants)

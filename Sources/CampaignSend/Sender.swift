@@ -205,7 +205,7 @@ public final class Sender: @unchecked Sendable {
         }
         pool.joinAll()
         ticker.finish()   // before the run's last records: no tick after its end
-        return try finish(plan: plan, transport: transport, reading: reading, gate: &gateAtEnd, readError: readError,
+        return try finish(plan: plan, transport: transport, reading: reading, gate: &gateAtEnd, readError: readError, lastTickedSecond: ticker.lastJournaledSecond,
                           planFullyRead: planFullyRead, pool: pool, oneQueue: oneQueue, started: started, ledger: ledger)
     }
 }

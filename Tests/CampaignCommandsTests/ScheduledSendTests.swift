@@ -337,10 +337,19 @@ import SendJournal
         let campaign = try Campaign(base: Self.soon(8), groups: [(0, 3)])
         let simulator = try startHTTP2Simulator(in: campaign.dir)
         defer { simulator.stop() }
-        let send = try campaign.send(simulator, [])
+        let send = try campaign.send(simulator, ["--report", "report.json"])
         #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
         #expect(send.stderr.contains("for the next notifications") && !send.stderr.contains("(connections open)"), "\(send.stderr)")
         #expect(try campaign.arrivals().count == 3)
+        // The wave went in the run's last, partial second, after its last
+        // whole one: that second is journaled too, so status tells the
+        // connections and the round trip the report does.
+        let report = try JSONValue.parse(try String(contentsOfFile: campaign.dir.file("report.json"), encoding: .utf8))
+        let told = try Self.status(campaign)
+        #expect((report["pool_connections"]?.integerValue ?? 0) > 0 && report["round_trip_ms"]?.doubleValue != nil, "\(report)")
+        #expect(told["pool_connections"] == report["pool_connections"] && told["round_trip_ms"] == report["round_trip_ms"], "status \(told), report \(report)")
+        let ticks = try Journal.read(directory: campaign.dir.file("journal")).timeline.last ?? []
+        #expect(ticks.last?.accepted == 3, "\(ticks)")
     }
 
     /// A binary replay is asked the schedule's verdict again, as its first
