@@ -39,7 +39,7 @@ public enum SendMetrics {
         let inFlight = running ? progress.inFlight : 0
         metric("in_flight", "gauge", "Notifications handed to a connection and not yet final (none while a scheduled send waits).", [("", String(inFlight))])
         let rate = seconds > 0 ? Double(progress.settled) / seconds : 0
-        metric("rate", "gauge", "Notifications made final per second, averaged over the send.", [("", String(Int(rate)))])
+        metric("rate", "gauge", "Notifications made final per second, averaged over this run so far (a scheduled run's wait for its moment included; the report's notifications_per_second is over every run's sending).", [("", String(Int(rate)))])
         metric("pool_connections", "gauge", "Connections open in the pool, 0 until the first opens (HTTP/2: it grows with the distance to the gateway).",
                [("", String(counts.poolConnections))])
         if let ms = counts.roundTripMilliseconds {
