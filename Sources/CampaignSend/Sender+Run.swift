@@ -95,11 +95,12 @@ extension Sender {
         report.planTotal = planFullyRead ? report.planRecords : planTotal
         report.roundTripMilliseconds = shared.roundTripMilliseconds
         // The run's last, partial second (all of a run shorter than a
-        // second) is journaled too, with what the run ended with: `status`
-        // then tells the connections and the round trip the report does.
+        // second) is journaled too, with what the run ended with: the page's
+        // timeline ends at the run's counts, and `status` tells the
+        // connections and the round trip the report does.
         let lastSecond = max(1, Int((Double(clock.now - started) / 1e9).rounded(.up)))
-        if oneQueue, lastSecond > lastTickedSecond {
-            try? journal.append(.tick(.init(second: lastSecond, counts: counts, open: report.poolConnections,
+        if lastSecond > lastTickedSecond {
+            try? journal.append(.tick(.init(second: lastSecond, counts: counts, open: oneQueue ? report.poolConnections : nil,
                                             roundTripMilliseconds: report.roundTripMilliseconds)))
         }
         report = report.with(shared.variants, planTotals: plan.trailer?.variants ?? planVariants)

@@ -231,6 +231,7 @@ import GatewaySimulator
         let state = try Journal.read(directory: dir.file("journal"))
         #expect(state.timeline.count == 1 && state.timeline[0].count >= 2, "one tick a second: \(state.timeline)")
         #expect(state.timeline[0].map(\.accepted) == state.timeline[0].map(\.accepted).sorted(), "counts only grow")
+        #expect(state.timeline[0].last?.accepted == 5998 && state.timeline[0].last?.failed == 2, "the last, partial second too: \(state.timeline)")
         let result = try PlanProcessTests.run(["status", dir.file("journal"), "--html", dir.file("report.html")], in: dir)
         #expect(result.status == 0, "\(result.err)")
         let page = try String(contentsOfFile: dir.file("report.html"), encoding: .utf8)
