@@ -5,6 +5,7 @@ import Foundation
 import APNSWire
 import CampaignSend
 import PlanStream
+import GatewayClient
 import LocalTime
 import SendJournal
 
@@ -91,7 +92,12 @@ enum StatusPage {
                 parts.append((day == lastDay ? "" : day + " ") + String(format: "%02d:%02d:%02d UTC", Int(tm.tm_hour), Int(tm.tm_min), Int(tm.tm_sec)))
                 lastDay = day
             }
-            if i < state.timeline.count, let last = state.timeline[i].last { parts.append("\(last.second + 1) s") }
+            // An ended run's own time (its end record's); a killed run's last journaled second, as the send's time counts them.
+            if i < state.runSeconds.count, let seconds = state.runSeconds[i] {
+                parts.append("\(format1((seconds * 10).rounded() / 10)) s")
+            } else if i < state.timeline.count, let last = state.timeline[i].last {
+                parts.append("\(last.second) s")
+            }
             let ended = i < state.runOutcomes.count ? state.runOutcomes[i]?.rawValue : nil
             parts.append(ended ?? (i == state.runs - 1 && state.outcome == nil ? "running or killed" : "killed"))
             runs.append(parts.joined(separator: ", "))
@@ -235,9 +241,14 @@ enum StatusPage {
         var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\">\n"
         svg += "<line class=\"axis\" x1=\"\(margin)\" y1=\"\(sy(0))\" x2=\"\(width - margin)\" y2=\"\(sy(0))\"/>"
         svg += "<line class=\"axis\" x1=\"\(margin)\" y1=\"\(sy(0))\" x2=\"\(margin)\" y2=\"\(sy(maxY))\"/>\n"
-        svg += "<text class=\"label\" x=\"4\" y=\"\(sy(maxY) + 4)\">\(Int(maxY))</text><text class=\"label\" x=\"4\" y=\"\(sy(0))\">0</text>"
+        svg += "<text class=\"label\" x=\"4\" y=\"\(sy(maxY) + 4)\">\(format1((maxY * 10).rounded() / 10))</text><text class=\"label\" x=\"4\" y=\"\(sy(0))\">0</text>"
         svg += "<text class=\"label\" x=\"\(width - margin - 30)\" y=\"\(height - 8)\">\(Int(maxX)) s</text>\n"
         for (color, points) in series where !points.isEmpty {
+            if points.count == 1, let only = points.first {
+                // A line through one point draws nothing: a dot (a round trip measured in one second only).
+                svg += "<circle cx=\"\(format(sx(only.x)))\" cy=\"\(format(sy(only.y)))\" r=\"3\" fill=\"\(color)\"/>\n"
+                continue
+            }
             let path = points.map { "\(format(sx($0.x))),\(format(sy($0.y)))" }.joined(separator: " ")
             svg += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(path)\"/>\n"
         }

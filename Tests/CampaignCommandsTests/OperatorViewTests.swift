@@ -8,6 +8,7 @@ import CampaignJSON
 @testable import CampaignSend
 import CampaignTestSupport
 @testable import CampaignCommands
+import GatewayClient
 import GatewaySimulator
 @testable import SendJournal
 @testable import SendEngine
@@ -105,6 +106,10 @@ import GatewaySimulator
         #expect(state.runOutcomes == [nil, .complete])
         #expect(state.runStartedAt.count == 2 && state.runStartedAt.allSatisfy { ($0 ?? 0) > 1_700_000_000 }, "each run's start time journaled")
         #expect(page.contains("UTC") && page.contains(", killed;") && page.contains(", complete"), "the runs with their times and ends")
+        // The resume's time is its end record's, as the report's; the killed run's, its last journaled second.
+        let resumeSeconds = try #require(state.runSeconds.last ?? nil)
+        #expect(page.contains(", \(format1((resumeSeconds * 10).rounded() / 10)) s, complete"), "\(resumeSeconds) s")
+        #expect(page.contains(", \(state.timeline[0].last?.second ?? -1) s, killed;"), "\(state.timeline[0].last?.second ?? -1)")
     }
 
     /// A default binary send of 200,000 to a gateway that reads 400 KB/s on
