@@ -285,7 +285,11 @@ public final class Journal: @unchecked Sendable {
             break   // for the operator and Apple's support; the proof is the done record
         case .end(let outcome, let seconds):
             if let seconds, !s.runSeconds.isEmpty { s.runSeconds[s.runSeconds.count - 1] = seconds }
-            s.unclosedTick = nil   // its counters were written (zeros, if it had nothing to count)
+            // A run's own end wrote its counters first (a tick is left only
+            // when they were zeros: it holds zeros too). An end another
+            // command wrote for a killed run (`campaign cancel`) did not: its
+            // last tick counts it, as a resume's start would.
+            s.closeUnendedRun()
             s.outcome = outcome
             if !s.runOutcomes.isEmpty { s.runOutcomes[s.runOutcomes.count - 1] = outcome }
         case .tick(let tick):

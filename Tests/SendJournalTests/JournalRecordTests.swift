@@ -230,6 +230,23 @@ import CampaignTestSupport
                 == #"{"t":"end","outcome":"complete","seconds":0.073}"#)
     }
 
+    /// A killed run that `campaign cancel` ended (an end with no counters
+    /// before it) keeps its resends and connections, from its last tick.
+    @Test func aKilledRunEndedByACancelKeepsWhatItsLastTickCounted() throws {
+        let dir = TemporaryDirectory("journal-cancelled")
+        let journal = try Journal.create(directory: dir.file("j"), settings: Self.settings, planHeader: .null)
+        for record: JournalRecord in [.tick(.init(second: 1, accepted: 50, failed: 0, resent: 4, connections: 3, resentByKind: ["lost connection": 4])),
+                                      .tick(.init(second: 2, accepted: 90, failed: 1, resent: 54, connections: 10, resentByKind: ["lost connection": 51, "1 processing error": 3])),
+                                      .end(outcome: .cancelled)] {
+            try journal.append(record)
+        }
+        try journal.checkpoint()
+        let state = try Journal.read(directory: dir.file("j"))
+        #expect(state.resends == 54 && state.reconnects == 10, "\(state.resends) resends, \(state.reconnects) connections")
+        #expect(state.resentByKind == ["lost connection": 51, "1 processing error": 3])
+        #expect(state.outcome == .cancelled)
+    }
+
     /// A journal from before `counters` held kinds: a run's kinds are its last tick's.
     @Test func anOlderJournalsKindsComeFromTheRunsLastTick() throws {
         let dir = TemporaryDirectory("journal-older")
