@@ -91,14 +91,9 @@ func writeOutput(_ bytes: [UInt8], to path: String, mode: mode_t = SecureFile.pu
 
 /// Prints one line to standard error.
 func printError(_ message: String) {
-    var stderr = StandardError()
-    print(message, to: &stderr)
-}
-
-struct StandardError: TextOutputStream {
-    mutating func write(_ string: String) {
-        FileHandleWriter.write(string, fd: 2)
-    }
+    // One write with its newline: print(_:to:) writes the newline apart,
+    // and another thread's line (a connection's, at a stop) came between.
+    FileHandleWriter.write(message + "\n", fd: 2)
 }
 
 enum FileHandleWriter {
