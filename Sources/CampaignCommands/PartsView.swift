@@ -151,12 +151,7 @@ struct PartsView {
     var variants: [VariantCounts] {
         var sum: [VariantCounts] = []
         for row in rows {
-            // A part not started: its plan's records, planned and nothing more.
-            let counts = row.journal?.variants ?? row.plan.flatMap { path in
-                (try? PlanReader(path: path)).flatMap { try? ExperimentLoader.variantBooks(journal: nil, plan: $0) }?
-                    .filter { !$0.holdout }.map { VariantCounts(name: $0.name, planned: $0.planned) }
-            } ?? []
-            for v in counts {
+            for v in variantCounts(of: row) {
                 if let i = sum.firstIndex(where: { $0.name == v.name }) {
                     sum[i].planned += v.planned
                     sum[i].accepted += v.accepted
@@ -168,6 +163,15 @@ struct PartsView {
             }
         }
         return sum
+    }
+
+    /// A part's counts by variant: its journal's, or for a part not started
+    /// its plan's records, planned and nothing more.
+    func variantCounts(of row: Row) -> [VariantCounts] {
+        row.journal?.variants ?? row.plan.flatMap { path in
+            (try? PlanReader(path: path)).flatMap { try? ExperimentLoader.variantBooks(journal: nil, plan: $0) }?
+                .filter { !$0.holdout }.map { VariantCounts(name: $0.name, planned: $0.planned) }
+        } ?? []
     }
 
     var text: String {
@@ -244,9 +248,17 @@ struct PartsView {
                 // The journal's own fields after these (its "plan" is where it remembers the plan).
                 if let j = row.journal, case .object(let detail) = j.json {
                     m += detail.filter { d in !m.contains { $0.key == d.key } }
-                } else if let directory = row.cancelledBeforeStart, let c = JournalCancel.read(directory: directory) {
-                    m += [("outcome", .string("cancelled")), ("cancelled_by", .string(c.by)), ("cancelled_at", .string(utcText(Int64(c.at)))),
-                          ("cancel_reason", c.reason.map { .string($0) } ?? .null), ("runs", n(0))]
+                } else {
+                    if let directory = row.cancelledBeforeStart, let c = JournalCancel.read(directory: directory) {
+                        m += [("outcome", .string("cancelled")), ("cancelled_by", .string(c.by)), ("cancelled_at", .string(utcText(Int64(c.at)))),
+                              ("cancel_reason", c.reason.map { .string($0) } ?? .null), ("runs", n(0))]
+                    }
+                    // Nothing sent yet: its plan's records remain (as the totals count them), its variants planned.
+                    let records = row.planRecords
+                    m += [("done", n(0)), ("accepted", n(0)), ("presumed", n(0)), ("failed", n(0)),
+                          ("remaining", records.map(n) ?? .null), ("resends", n(0)), ("duplicates_risked", n(0))]
+                    let variants = variantCounts(of: row)
+                    if !variants.isEmpty { m.append(("variants", VariantCounts.json(variants))) }
                 }
                 return .object(m)
             })),

@@ -221,5 +221,19 @@ import PlanStream
         #expect(status["not_started"]?.integerValue == 1, "\(status)")
         _ = Self.expectVariantsAddUp(status["variants"], planned: records, accepted: Int(status["accepted"]?.integerValue ?? -1),
                                      failed: Int(status["failed"]?.integerValue ?? -1))
+        // And each part's own counts, the one not started included, add up to the totals.
+        guard case .array(let parts)? = status["part_status"] else { Issue.record("\(status)"); return }
+        for field in ["done", "accepted", "failed", "remaining", "resends", "duplicates_risked"] {
+            let sum = parts.reduce(Int64(0)) { $0 + ($1[field]?.integerValue ?? -1_000_000) }
+            #expect(sum == status[field]?.integerValue, "\(field): the parts' \(sum) against the totals' \(status[field]?.integerValue ?? -1)")
+        }
+        for name in ["A", "B"] {
+            for count in ["planned", "accepted", "failed"] {
+                let sum = parts.reduce(Int64(0)) { $0 + ($1["variants"]?[name]?[count]?.integerValue ?? -1_000_000) }
+                #expect(sum == status["variants"]?[name]?[count]?.integerValue, "\(name) \(count): the parts' \(sum)")
+            }
+        }
+        let notStarted = try #require(parts.first { $0["state"]?.stringValue == "not started" })
+        #expect(notStarted["remaining"] == notStarted["plan_records"] && notStarted["done"] == .number("0"), "\(notStarted)")
     }
 }
