@@ -133,8 +133,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     package func end() -> Bool {
         guard window.notificationCount > 0 else { return true }
         if format != .simple {
-            let (_, risked) = window.lost(written: written)
-            shared.count(duplicatesRisked: risked)
+            shared.count(duplicatesRisked: window.lost(written: written).risked)
         }
         return false
     }
@@ -166,7 +165,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
                     return (start, sent.count)
                 }
                 append(InFlight(seq: r.seq, shard: r.shard, ordinal: r.ordinal, identifier: r.identifier,
-                                start: start, end: end, attempts: r.attempts, moment: r.moment, zone: r.zone))
+                                start: start, end: end, attempts: r.attempts, moment: r.moment, zone: r.zone, risked: r.risked))
                 continue
             }
             let room = settings.batchBytes - (sent.count - written)
@@ -309,7 +308,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     /// The connection ended without an error response: nothing in the window
     /// is proven. (The engine closes it.)
     private func connectionLost(countStrike: Bool = true) {
-        var (lost, risked) = window.lost(written: written)
+        var (lost, wasWritten, risked) = window.lost(written: written)
         if format == .simple {
             // Written notifications were presumed already; only unwritten ones go again.
             requeue(lost.filter { $0.start >= written }.map { Resend($0, packets: sent) })
@@ -327,7 +326,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
                 engine.log("plan record \(first.seq) was at the head of \(DropStrikes.parkAfter) lost connections in a row; it is not sent again in this run (resume to send it)")
                 lost.removeFirst()
             } else {
-                cadence.connectionLost(risked: risked)
+                cadence.connectionLost(risked: wasWritten)
             }
             requeue(lost.map { Resend($0, packets: sent) })
         }

@@ -19,11 +19,14 @@ package struct InFlight: Equatable {
     /// A scheduled notification's moment and its device's zone (the release rule asks them again before a replay), or 0 and -1.
     package var moment: Int64 = 0
     package var zone: Int32 = -1
+    /// Written on a connection that was lost before it was proven: counted
+    /// once as a possible duplicate, however often that happens to it.
+    package var risked = false
 
     package init(seq: UInt64, shard: Int32, ordinal: Int32, identifier: UInt32, start: Int, end: Int, attempts: UInt8,
-                 isProof: Bool = false, moment: Int64 = 0, zone: Int32 = -1) {
+                 isProof: Bool = false, moment: Int64 = 0, zone: Int32 = -1, risked: Bool = false) {
         (self.seq, self.shard, self.ordinal, self.identifier, self.start, self.end) = (seq, shard, ordinal, identifier, start, end)
-        (self.attempts, self.isProof, self.moment, self.zone) = (attempts, isProof, moment, zone)
+        (self.attempts, self.isProof, self.moment, self.zone, self.risked) = (attempts, isProof, moment, zone, risked)
     }
 }
 
@@ -37,6 +40,8 @@ package struct Resend: Equatable {
     package var attempts: UInt8
     package var moment: Int64 = 0
     package var zone: Int32 = -1
+    /// Already counted as a possible duplicate (``InFlight/risked``).
+    package var risked = false
 
     package init(_ e: InFlight, packets: [UInt8]) {
         seq = e.seq
@@ -45,7 +50,7 @@ package struct Resend: Equatable {
         identifier = e.identifier
         packet = Array(packets[e.start..<e.end])
         attempts = e.attempts
-        (moment, zone) = (e.moment, e.zone)
+        (moment, zone, risked) = (e.moment, e.zone, e.risked)
     }
 
     /// As the queue held it (for the release rule's second asking).
@@ -170,11 +175,22 @@ package struct UnprovenWindow {
     }
 
     /// The notifications of the window, for a connection that ended without
-    /// an answer: none is proven; those before `written` may have reached
-    /// the gateway (`risked`: sent again, they may be duplicates).
-    package func lost(written: Int) -> (notifications: [InFlight], risked: Int) {
-        let notifications = entries.filter { !$0.isProof }
-        return (notifications, notifications.count { $0.start < written })
+    /// an answer: none is proven; those before `written` (`written` of them)
+    /// may have reached the gateway, and sent again they may be duplicates:
+    /// `risked` counts those not counted before (each notification once,
+    /// however many connections it is lost with), and they come back marked.
+    package func lost(written: Int) -> (notifications: [InFlight], written: Int, risked: Int) {
+        var (wasWritten, newlyRisked) = (0, 0)
+        let notifications = entries.filter { !$0.isProof }.map { e -> InFlight in
+            guard e.start < written else { return e }
+            wasWritten += 1
+            guard !e.risked else { return e }
+            var risked = e
+            risked.risked = true
+            newlyRisked += 1
+            return risked
+        }
+        return (notifications, wasWritten, newlyRisked)
     }
 
     /// Simple format: there are no error responses, so what was written is
