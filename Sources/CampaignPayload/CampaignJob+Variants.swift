@@ -53,6 +53,11 @@ extension CampaignJob {
         guard var members = json.objectMembers else { throw JobError(path: path, reason: .notAnObject) }
         // Columns are checked once, over every variant's variables (a mapping may name any variant's).
         members.removeAll { $0.key == "variants" || $0.key == "columns" }
+        // The job's own fields are checked once, before any variant's
+        // messages: a rule they break is the job's, not the first variant's.
+        do { _ = try CampaignJob(json: .object(members + [("messages", .object([]))]), path: path) } catch {
+            guard case .brokenRule(let sentence) = error.reason, sentence == CampaignJob.noMessagesRule else { throw error }
+        }
         var base: CampaignJob? = nil
         var all: [(tag: String, aps: [(key: String, value: JSONValue)])] = []
         var variants: [JobVariant] = []

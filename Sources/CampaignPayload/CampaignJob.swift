@@ -108,6 +108,9 @@ public struct CampaignJob: Sendable {
     /// `"throttle": {"perMinute": N}`: the campaign's rate over all its parts (CampaignJob+Rules).
     public var throttlePerMinute: Int? = nil
 
+    /// The rule a job without messages breaks (checked after every field but its messages).
+    static let noMessagesRule = "\"messages\" must be an object with at least one language, e.g. {\"en\": {\"alert\": \"Hi\"}}"
+
     public static let knownKeys: Set<String> = [
         "campaign", "format", "maxPayload", "expiresIn", "priority", "fallback", "messages", "custom", "samples",
         "topic", "pushType", "collapseId", "columns", "deliverAt", "quietHours", "broadcast", "frequencyCap",
@@ -205,9 +208,7 @@ public struct CampaignJob: Sendable {
         try Self.checkPushTypeHeaders(pushType, priority: p, expiresIn: expiresIn, custom: json["custom"], fail: fail)
         priority = NotificationPriority(rawValue: UInt8(p))
 
-        guard let messageMembers = json["messages"]?.objectMembers, !messageMembers.isEmpty else {
-            throw fail("\"messages\" must be an object with at least one language, e.g. {\"en\": {\"alert\": \"Hi\"}}")
-        }
+        guard let messageMembers = json["messages"]?.objectMembers, !messageMembers.isEmpty else { throw fail(Self.noMessagesRule) }
         var messages: [(tag: String, aps: [(key: String, value: JSONValue)])] = []
         var normalizedTags = Set<String>()
         for (tag, message) in messageMembers {

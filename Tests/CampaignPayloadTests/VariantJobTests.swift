@@ -61,6 +61,11 @@ import CampaignRules
          "variants[0].name must be 1 to 64 letters, digits, '.', '_' or '-'"),
         (#"{"campaign":"c","variants":[{"name":"A","weight":1,"messages":{"en":{"alert":"a"}},"color":"red"},{"name":"B","weight":1,"holdout":true}]}"#,
          "variants[0]: unknown key \"color\" (known: holdout, messages, name, weight)"),
+        // A rule of the job's own fields is the job's, not its first variant's:
+        (#"{"campaign":"c","format":"enhanced","topic":"com.example.app","variants":[{"name":"A","weight":1,"messages":{"en":{"alert":"a"}}},{"name":"B","weight":1,"holdout":true}]}"#,
+         "\"topic\" is for the HTTP/2 provider API: it goes with \"format\": \"h2\""),
+        (#"{"campaign":"c","priority":7,"variants":[{"name":"A","weight":1,"messages":{"en":{"alert":"a"}}},{"name":"B","weight":1,"holdout":true}]}"#,
+         "\"priority\" must be 10 (immediate) or 5 (conserve power)"),
         // The job's other rules, each variant's messages held to them:
         (#"{"campaign":"c","fallback":["en"],"variants":[{"name":"A","weight":1,"messages":{"en":{"alert":"a"}}},{"name":"B","weight":1,"messages":{"es":{"alert":"b"}}}]}"#,
          "variants[1] (\"B\"): fallback \"en\" has no message in \"messages\""),
