@@ -137,11 +137,12 @@ extension Sender {
         try journal.append(.counters(resends: report.resends, duplicatesRisked: counts.duplicatesRisked - shared.duplicatesRiskedJournaled,
                                      reconnects: report.reconnects,
                                      resentByKind: report.resentByKind))
-        try journal.append(.end(outcome: report.outcome, seconds: Double(clock.now - started) / 1e9))
+        // One measure of the run's time, for its end record and its report (`status` and the report agree to the millisecond).
+        report.seconds = Double(clock.now - started) / 1e9
+        try journal.append(.end(outcome: report.outcome, seconds: report.seconds))
         try journal.checkpoint()
         try updateFeedbackStore()
         try ledger?.finish()
-        report.seconds = Double(clock.now - started) / 1e9
         report.wholeSend = SendTotals(before: resumeState, run: report)
         return report
     }

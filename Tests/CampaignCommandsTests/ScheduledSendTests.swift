@@ -348,8 +348,12 @@ import SendJournal
         let told = try Self.status(campaign)
         #expect((report["pool_connections"]?.integerValue ?? 0) > 0 && report["round_trip_ms"]?.doubleValue != nil, "\(report)")
         #expect(told["pool_connections"] == report["pool_connections"] && told["round_trip_ms"] == report["round_trip_ms"], "status \(told), report \(report)")
-        let ticks = try Journal.read(directory: campaign.dir.file("journal")).timeline.last ?? []
+        let state = try Journal.read(directory: campaign.dir.file("journal"))
+        let ticks = state.timeline.last ?? []
         #expect(ticks.last?.accepted == 3, "\(ticks)")
+        // The run's time is one measure, in its end record and its report.
+        let journaled = try #require(state.runSeconds.last ?? nil)
+        #expect(abs(journaled - (report["seconds"]?.doubleValue ?? -1)) < 0.0011, "journal \(journaled) s, report \(report["seconds"] ?? .null)")
     }
 
     /// A binary replay is asked the schedule's verdict again, as its first
