@@ -175,11 +175,12 @@ package struct UnprovenWindow {
     }
 
     /// The notifications of the window, for a connection that ended without
-    /// an answer: none is proven; those before `written` (`written` of them)
-    /// may have reached the gateway, and sent again they may be duplicates:
-    /// `risked` counts those not counted before (each notification once,
-    /// however many connections it is lost with), and they come back marked.
-    package func lost(written: Int) -> (notifications: [InFlight], written: Int, risked: Int) {
+    /// an answer: none is proven; those that start before byte `written`
+    /// (`writtenCount` of them) may have reached the gateway, and sent again
+    /// they may be duplicates: `risked` counts those not counted before (each
+    /// notification once, however many connections it is lost with), and
+    /// they come back marked.
+    package func lost(written: Int) -> (notifications: [InFlight], writtenCount: Int, risked: Int) {
         var (wasWritten, newlyRisked) = (0, 0)
         let notifications = entries.filter { !$0.isProof }.map { e -> InFlight in
             guard e.start < written else { return e }

@@ -142,7 +142,7 @@ import APNSWire
             offset += r.packet.count
         }
         let second = again.lost(written: offset)
-        #expect(second.written == 4 && second.risked == 0, "already counted")
+        #expect(second.writtenCount == 4 && second.risked == 0, "already counted")
     }
 
     @Test func theSimpleFormatPresumesWhatWasWritten() {
