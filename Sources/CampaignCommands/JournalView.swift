@@ -135,8 +135,11 @@ struct JournalView {
         if !state.resentByKind.isEmpty {
             out += "  resent by why: " + state.resentByKind.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "\n"
         }
+        // The connections opened over every run (`--json` `reconnects`), beside HTTP/2's pool.
         if let pool {
-            out += "  connections: \(pool.open) in the pool at the last second (at most \(pool.peak))\(pool.roundTrip.map { ", round trip \(StatusOutput.milliseconds($0)) ms" } ?? "")\n"
+            out += "  connections: \(pool.open) in the pool at the last second (at most \(pool.peak)), \(state.reconnects) opened\(pool.roundTrip.map { ", round trip \(StatusOutput.milliseconds($0)) ms" } ?? "")\n"
+        } else if state.reconnects > 0 {
+            out += "  connections: \(state.reconnects) opened\n"
         }
         if !variants.isEmpty { out += "  variants: " + VariantCounts.text(variants) + "\n" }
         if state.tornTail { out += "  the last journal record was torn by a crash and is ignored\n" }

@@ -56,6 +56,7 @@ import GatewaySimulator
         #expect(json["round_trip_ms"]?.doubleValue != nil, "\(json)")
         let text = try PlanProcessTests.run(["status", "journal"], in: dir)
         #expect(!String(decoding: text.out, as: UTF8.self).contains("0 in the pool"), "\(String(decoding: text.out, as: UTF8.self))")
+        #expect(String(decoding: text.out, as: UTF8.self).contains("(at most \(min(2, connections))), \(connections) opened"), "\(String(decoding: text.out, as: UTF8.self))")
         // Two sends that are no plan's parts, named together: journals, not parts.
         let other = try H2SendTests.send(dir, simulator, ["--connections", "1"], journal: "other")
         #expect(other.wait(timeout: 120) == 0, "\(other.stderr)")
@@ -232,6 +233,9 @@ import GatewaySimulator
         #expect(state.timeline.count == 1 && state.timeline[0].count >= 2, "one tick a second: \(state.timeline)")
         #expect(state.timeline[0].map(\.accepted) == state.timeline[0].map(\.accepted).sorted(), "counts only grow")
         #expect(state.timeline[0].last?.accepted == 5998 && state.timeline[0].last?.failed == 2, "the last, partial second too: \(state.timeline)")
+        // The binary interface has no pool; status still tells the connections it opened.
+        let told = String(decoding: try PlanProcessTests.run(["status", dir.file("journal")], in: dir).out, as: UTF8.self)
+        #expect(state.reconnects > 0 && told.contains("  connections: \(state.reconnects) opened\n"), "\(told)")
         let result = try PlanProcessTests.run(["status", dir.file("journal"), "--html", dir.file("report.html")], in: dir)
         #expect(result.status == 0, "\(result.err)")
         let page = try String(contentsOfFile: dir.file("report.html"), encoding: .utf8)
