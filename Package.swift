@@ -143,7 +143,7 @@ let package = Package(
         .testTarget(name: "GatewayClientTests", dependencies: ["GatewayClient", "APNSWire", "CampaignIO", "CampaignTLS", "CampaignTestSupport"]),
         .testTarget(name: "ChannelManagementTests", dependencies: ["ChannelManagement", "GatewayClient", "APNSWire", "CampaignHTTP2", "CampaignIO", "CampaignTLS", "CampaignTestSupport"]),
         .testTarget(name: "SendJournalTests", dependencies: ["SendJournal", "CampaignJSON", "CampaignTestSupport"]),
-        .testTarget(name: "SendEngineTests", dependencies: ["SendEngine", "APNSWire", "GatewayClient", "CampaignTestSupport"]),
+        .testTarget(name: "SendEngineTests", dependencies: ["SendEngine", "APNSWire", "GatewayClient", "PlanStream", "SendJournal", "CampaignTestSupport"]),
         .testTarget(name: "BinaryProviderTests", dependencies: ["BinaryProvider"]),
         .testTarget(name: "H2ProviderTests", dependencies: ["H2Provider"]),
         .testTarget(name: "CampaignSendTests", dependencies: ["CampaignSend", "BinaryProvider", "H2Provider", "SendEngine", "SendJournal", "GatewayClient", "CampaignHTTP2", "CampaignPlan", "PlanStream", "CampaignPayload", "AudienceIngest", "GatewaySimulator", "CampaignTLS", "ByteStreams", "CampaignIO", "CampaignJSON", "APNSWire", "FeedbackStore", "LocalTime", "CampaignTestSupport"]),

@@ -25,7 +25,12 @@ public final class CampaignRate: @unchecked Sendable {
     private let parent: String
     private let campaignHash: String?
     private let parts: Int
-    private var siblings: [String: Bool] = [:]   // journal directory → of this planning run
+    /// Journal directory → whether its send is a part of this planning run,
+    /// once its start record said (a directory whose send has not written one
+    /// yet is looked at again: counted as not of this run, a part that started
+    /// beside this one never took its share, and three parts sent at 1,339 a
+    /// second where the campaign's rate was 1,000).
+    private var siblings: [String: Bool] = [:]
     private var lastLook: Double = -.infinity
     private var share: Double
     private let lock = Lock()
@@ -60,7 +65,13 @@ public final class CampaignRate: @unchecked Sendable {
         var seen = 0, running = 0
         for name in entries {
             let path = "\(parent)/\(name)"
-            if siblings[path] == nil { siblings[path] = Self.part(of: path) == campaignHash }
+            if siblings[path] == nil {
+                switch Self.origin(ofJournal: path) {
+                case .part(let hash): siblings[path] = hash == campaignHash
+                case .notPart: siblings[path] = false
+                case .unknown: continue
+                }
+            }
             guard siblings[path] == true else { continue }
             seen += 1
             if path == directory || Journal.runningSend(directory: path) != nil { running += 1 }
@@ -70,14 +81,36 @@ public final class CampaignRate: @unchecked Sendable {
         return totalPerSecond / Double(max(1, running))
     }
 
-    /// The planning run of the journal in `path`, from its first record alone.
-    package static func part(of path: String) -> String? {
-        guard let fd = Optional(open("\(path)/\(Journal.logName)", O_RDONLY | O_CLOEXEC)), fd >= 0 else { return nil }
+    /// Where a journal directory's send came from, by its journal's first record.
+    package enum JournalOrigin: Equatable {
+        /// A part of the planning run named by this hash.
+        case part(campaignHash: String)
+        /// A plan not cut into parts.
+        case notPart
+        /// No start record to read (yet): a send takes its directory's lock,
+        /// then writes its journal whole (aside, then renamed).
+        case unknown
+    }
+
+    /// The origin of the journal in `path`, from its first record alone
+    /// (read up to its newline, however long the plan's header makes it).
+    package static func origin(ofJournal path: String) -> JournalOrigin {
+        let fd = open("\(path)/\(Journal.logName)", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .unknown }
         defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 1 << 16)
-        let n = read(fd, &bytes, bytes.count)
-        guard n > 9, let lf = bytes[0..<n].firstIndex(of: 0x0A), let value = Journal.verify(bytes[0..<lf]),
-              case .start(_, let header)? = JournalRecord(json: value), let h = try? PlanHeader(json: header) else { return nil }
-        return h.part?.campaignHash
+        var line: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while line.count < 1 << 26 {
+            let n = read(fd, &chunk, chunk.count)
+            guard n > 0 else { return .unknown }
+            if let lf = chunk[0..<n].firstIndex(of: 0x0A) {
+                line += chunk[0..<lf]
+                guard let value = Journal.verify(line[...]), case .start(_, let header)? = JournalRecord(json: value),
+                      let h = try? PlanHeader(json: header) else { return .unknown }
+                return h.part.map { .part(campaignHash: $0.campaignHash) } ?? .notPart
+            }
+            line += chunk[0..<n]
+        }
+        return .unknown
     }
 }
