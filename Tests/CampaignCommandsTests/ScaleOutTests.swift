@@ -285,6 +285,8 @@ import SendJournal
             return try CampaignProcess(["-n", "10", SimulatorProcessTests.binary.path] + arguments, in: dir.path,
                                        executable: URL(fileURLWithPath: "/usr/bin/nice"))
         }
+        let idle = MachineIdleSampler()
+        defer { idle.stop() }
         var sends = try (0..<3).map(start)
         // Part 1 is killed once 12,000 are recorded (some 12 s in), and resumed once it is gone.
         #expect(simulator.waitForStatistics(timeout: 120) { $0.accepted >= 12_000 })
@@ -298,14 +300,28 @@ import SendJournal
         #expect(Set(arrivals.keys) == tokens)
         let times = arrivals.values.map { $0[0] }.sorted()
         let first = times[0], last = times[times.count - 1]
-        var windows: [Int] = []
-        var w = first + 10_000
+        idle.stop()
+        // Judged per 10-second window from the first arrival. The rate is a ceiling in every window,
+        // the first included (parts that saw each other's directories before their journals sent 13,389
+        // in it, beside two busy loops), whatever else the machine does. It is reached in every window but
+        // the first (the parts' start) where the machine had CPU to spare, in it and the one before it (a
+        // fifth idle; about half is when this test runs alone): where other work took every core, the
+        // niced sends fall behind (8,540 beside two busy loops), and that shortfall is the machine's.
+        var windows: [(count: Int, idle: Double?)] = []
+        var w = first
         while w + 10_000 <= last {
             let n = times.filter { $0 >= w && $0 < w + 10_000 }.count
-            windows.append(n)
+            windows.append((n, idle.idleFraction(fromMs: w, toMs: w + 10_000)))
             w += 10_000
         }
-        #expect(windows.count >= 2, "\(windows)")
-        for n in windows { #expect(abs(Double(n) / 10 - 1000) <= 100, "a 10-second window held \(n) (\(windows))") }
+        let shown = windows.map { "\($0.count) (\($0.idle.map { String(format: "%.0f %% idle", $0 * 100) } ?? "idle unknown"))" }
+        #expect(windows.count >= 3, "\(shown)")
+        let spare = windows.map { ($0.idle ?? 1) >= 0.2 }
+        for (k, window) in windows.enumerated() {
+            #expect(window.count <= 11_000, "window \(k) held \(window.count): over the campaign's rate (\(shown))")
+            if k > 0, spare[k], spare[k - 1] {
+                #expect(window.count >= 9_000, "window \(k) held \(window.count) with the machine's CPU to spare (\(shown))")
+            }
+        }
     }
 }
