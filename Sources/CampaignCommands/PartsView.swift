@@ -166,11 +166,12 @@ struct PartsView {
     }
 
     /// A part's counts by variant: its journal's, or for a part not started
-    /// its plan's records, planned and nothing more.
+    /// its plan's records, planned and nothing more (none for a plan without variants).
     func variantCounts(of row: Row) -> [VariantCounts] {
         row.journal?.variants ?? row.plan.flatMap { path in
-            (try? PlanReader(path: path)).flatMap { try? ExperimentLoader.variantBooks(journal: nil, plan: $0) }?
-                .filter { !$0.holdout }.map { VariantCounts(name: $0.name, planned: $0.planned) }
+            (try? PlanReader(path: path)).flatMap { plan in
+                plan.header.variants.isEmpty ? [] : try? ExperimentLoader.variantBooks(journal: nil, plan: plan)
+            }?.filter { !$0.holdout }.map { VariantCounts(name: $0.name, planned: $0.planned) }
         } ?? []
     }
 
@@ -249,10 +250,14 @@ struct PartsView {
                 if let j = row.journal, case .object(let detail) = j.json {
                     m += detail.filter { d in !m.contains { $0.key == d.key } }
                 } else {
+                    // The keys a journal's part has, so that a script reads every part alike.
                     if let directory = row.cancelledBeforeStart, let c = JournalCancel.read(directory: directory) {
-                        m += [("outcome", .string("cancelled")), ("cancelled_by", .string(c.by)), ("cancelled_at", .string(utcText(Int64(c.at)))),
-                              ("cancel_reason", c.reason.map { .string($0) } ?? .null), ("runs", n(0))]
+                        m += [("outcome", .string("cancelled")), ("phase", .string(row.phase.rawValue)), ("cancelled_by", .string(c.by)),
+                              ("cancelled_at", .string(utcText(Int64(c.at)))), ("cancel_reason", c.reason.map { .string($0) } ?? .null)]
+                    } else {
+                        m += [("outcome", .null), ("phase", .string(row.phase.rawValue))]
                     }
+                    m += [("pid", .null), ("runs", n(0))]
                     // Nothing sent yet: its plan's records remain (as the totals count them), its variants planned.
                     let records = row.planRecords
                     m += [("done", n(0)), ("accepted", n(0)), ("presumed", n(0)), ("failed", n(0)),

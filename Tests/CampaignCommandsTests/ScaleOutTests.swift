@@ -109,6 +109,13 @@ import SendJournal
         let json = try JSONValue.parse(PlanProcessTests.run(["status", "--manifest", "node-b/plan/manifest.json", "--journals", "node-b/j/*", "--json"], in: dir).out)
         #expect(json["complete"]?.integerValue == 1 && json["stopped"]?.integerValue == 1 && json["not_started"]?.integerValue == 1)
         #expect(json["records"]?.integerValue == 12_000)
+        // A plan without variants has none to tell, a part not started included.
+        #expect(!text.contains("variants") && json["variants"] == nil, "\(text)")
+        // A part not started has the keys a started one has.
+        guard case .array(let parts)? = json["part_status"] else { Issue.record("\(json)"); return }
+        let started = try #require(parts.first { $0["state"]?.stringValue == "complete" }?.objectMembers).map(\.key)
+        let notStarted = try #require(parts.first { $0["state"]?.stringValue == "not started" }?.objectMembers).map(\.key)
+        #expect(Set(["outcome", "phase", "pid", "runs"]).isSubset(of: notStarted), "\(notStarted) against \(started)")
 
         let resumed = try CampaignProcess(["send", "node-b/plan/part-001.plan", "--resume", "node-b/j/001"] + SendProcessTests.credentials(), in: dir.path)
         #expect(resumed.wait(timeout: 120) == 0, "\(resumed.stderr)")
