@@ -29,8 +29,13 @@ struct JournalView {
     /// -9 too); the journal's last variants record when the plan cannot be read.
     var variants: [VariantCounts] { variantScan.wrappedValue }
 
-    init(directory: String) throws {
+    /// `lockHolder`: who holds a journal's lock (``Journal/runningSend(directory:)``; a test's sequence of answers).
+    init(directory: String, lockHolder: (String) -> Int32? = Journal.runningSend(directory:)) throws {
         self.directory = directory
+        // Who holds the lock is asked before the journal is read: a send that
+        // ends between the two is then told by its end record, not "stopped"
+        // with a command that resumes it (asked after, it was, now and then).
+        let holderBefore = lockHolder(directory)
         var state = try Journal.read(directory: directory)
         let plan = state.settings.planPath ?? "\(directory)/\(Journal.spoolName)"
         if state.planRecords == nil, !plan.hasSuffix(".gz"), let records = try? PlanReader.checkComplete(path: plan), records >= 0 {
@@ -38,8 +43,14 @@ struct JournalView {
             state.planRecords = records
         }
         self.state = state
-        // A scheduled send waiting for its next run holds the lock with an outcome journaled.
-        running = state.outcome == .complete ? nil : Journal.runningSend(directory: directory)
+        switch state.outcome {
+        case .complete?: running = nil
+        // It held the lock before the journal told it unended: it was running as the journal was read.
+        case nil where holderBefore != nil: running = holderBefore
+        // A scheduled send waiting for its next run holds the lock with an outcome journaled; one that
+        // ended let go of it. A send that started after the first look holds it now.
+        default: running = lockHolder(directory)
+        }
         scheduleScan = ComputedOnce { [state] in ScheduleView.scan(state: state, directory: directory, now: Int64(wallClockSeconds())) }
         variantScan = ComputedOnce { [state] in Self.variantBooks(state: state, directory: directory) }
     }

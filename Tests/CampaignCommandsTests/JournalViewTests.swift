@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+import CampaignJSON
+import CampaignTestSupport
+@testable import CampaignCommands
+@testable import SendJournal
+
+/// How `status` tells a journal whose send ends while it looks.
+@Suite struct JournalViewTests {
+    static func runningJournal(in dir: TemporaryDirectory) throws -> Journal {
+        var settings = SendSettings(gatewayHost: "127.0.0.1", gatewayPort: 2197, certificate: "c.pem")
+        settings.planPath = dir.file("gone.plan")
+        return try Journal.create(directory: dir.file("j"), settings: settings, planHeader: .null)
+    }
+
+    /// The send ends (its end record written, its lock let go) just as
+    /// `status` first asks who holds the lock: status tells the end, not a
+    /// stopped send with a command that would resume it.
+    @Test(arguments: [SendOutcome.complete, .gaveUp])
+    func aSendThatEndsAsStatusLooksIsToldByItsEnd(outcome: SendOutcome) throws {
+        let dir = TemporaryDirectory("journal-view")
+        var journal: Journal? = try Self.runningJournal(in: dir)
+        var looks = 0
+        let view = try JournalView(directory: dir.file("j")) { _ in
+            looks += 1
+            if let ending = journal {
+                try? ending.append(.end(outcome: outcome, seconds: 1))
+                try? ending.flush()
+                journal = nil
+            }
+            return nil
+        }
+        #expect(view.state.outcome == outcome)
+        #expect(view.phase == (outcome == .complete ? .complete : .stopped))
+        #expect(outcome == .complete || view.resumeCommand != nil, "a send that gave up is resumed")
+        #expect(looks >= 1)
+    }
+
+    /// It held the lock when status first looked, and the journal read after
+    /// had no end: it was running then, however the next look would answer.
+    @Test func aSendHoldingTheLockBeforeTheJournalIsReadIsRunning() throws {
+        let dir = TemporaryDirectory("journal-view")
+        let journal = try Self.runningJournal(in: dir)
+        var answers: [Int32?] = [4242, nil]
+        let view = try JournalView(directory: dir.file("j")) { _ in answers.isEmpty ? nil : answers.removeFirst() }
+        #expect(view.phase == .running && view.running == 4242)
+        #expect(view.resumeCommand == nil)
+        _ = journal
+    }
+
+    /// A send that was killed (no end record, nobody holds the lock) is stopped, with its resume.
+    @Test func aKilledSendIsStopped() throws {
+        let dir = TemporaryDirectory("journal-view")
+        _ = try Self.runningJournal(in: dir)   // released at once: the lock is let go with no end record
+        let view = try JournalView(directory: dir.file("j"))
+        #expect(view.phase == .stopped && view.resumeCommand == "campaign send --resume \(dir.file("j"))")
+    }
+}
