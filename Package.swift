@@ -132,7 +132,7 @@ let package = Package(
         .target(name: "CampaignFuzzTargets", dependencies: ["APNSWire", "AudienceIngest", "ByteStreams", "CampaignIO", "CampaignJSON", "CampaignPayload", "CampaignPlan", "PlanStream"]),
         .executableTarget(name: "campaign-fuzz", dependencies: ["CampaignFuzzTargets", "CIOShims"]),
 
-        .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS", "CampaignIO", "CampaignHTTP2", "GatewayClient", "GatewaySimulator"], path: "Tests/CampaignTestSupport"),
+        .target(name: "CampaignTestSupport", dependencies: ["CampaignTLS", "CampaignIO", "CampaignHTTP2", "GatewayClient", "GatewaySimulator", "PlanStream", "SendJournal"], path: "Tests/CampaignTestSupport"),
         .testTarget(name: "APNSWireTests", dependencies: ["APNSWire", "CampaignIO"]),
         .testTarget(name: "CampaignIOTests", dependencies: ["CampaignIO", "CampaignTestSupport"]),
         .testTarget(name: "ByteStreamsTests", dependencies: ["ByteStreams", "CampaignIO", "CampaignTestSupport"]),

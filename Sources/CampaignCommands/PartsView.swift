@@ -120,13 +120,22 @@ struct PartsView {
 
     /// The campaign's rate over its parts (per minute): `--rate-total` of a
     /// part's send, else the plan's throttle; nil when there is none.
+    /// The campaign's rate (a minute) the parts keep to: the lowest any
+    /// sending part's latest run was given, as the sends themselves keep to
+    /// it (any part's, when none is sending).
     var campaignRatePerMinute: Int? {
-        for row in rows {
-            guard let state = row.journal?.state else { continue }
-            if let total = state.settings.rateTotal { return total * 60 }
-            if let t = (try? PlanHeader(json: state.planHeader))?.throttlePerMinute { return t }
-        }
-        return nil
+        let sending = rows.filter { $0.phase == .running || $0.phase == .waiting }.compactMap { $0.journal.flatMap(Self.ratePerMinute) }
+        return sending.min() ?? ratesGivenPerMinute.min()
+    }
+
+    /// Every campaign rate (a minute) the parts' latest runs were given, lowest first: more than one
+    /// when a part was sent or resumed with its own `--rate-total`.
+    var ratesGivenPerMinute: [Int] {
+        Set(rows.compactMap { $0.journal.flatMap(Self.ratePerMinute) }).sorted()
+    }
+
+    private static func ratePerMinute(_ journal: JournalView) -> Int? {
+        journal.state.settings.rateTotal.map { $0 * 60 } ?? (try? PlanHeader(json: journal.state.planHeader))?.throttlePerMinute
     }
 
     /// The parts' notifications made final in their last journaled second, summed over the parts running.
@@ -206,7 +215,10 @@ struct PartsView {
         out += "resent: \(t.resends), possible duplicates: \(t.duplicates)\n"
         if let perMinute = campaignRatePerMinute {
             let end = expectedEnd(now: Int64(Date().timeIntervalSince1970))
-            out += "campaign rate: \(perMinute) a minute over every part (\(perMinute / 60)/s); now \(rateNow)/s"
+            let given = ratesGivenPerMinute
+            out += "campaign rate: \(perMinute) a minute over every part (\(perMinute / 60)/s"
+                + (given.count > 1 ? "; the parts were given \(given.map(String.init).joined(separator: ", ")) a minute and keep to the lowest sending" : "")
+                + "); now \(rateNow)/s"
                 + (end.map { "; the \(t.remaining!) remaining end about \(utcText($0))" } ?? ((t.remaining ?? 0) > 0 ? "; no part is sending" : "")) + "\n"
         }
         if !variants.isEmpty { out += "variants: " + VariantCounts.text(variants) + "\n" }
@@ -230,7 +242,8 @@ struct PartsView {
         members += [
             ("parts", n(rows.count)), ("complete", n(count(.complete))), ("running", n(count(.running))), ("waiting", n(count(.waiting))),
             ("stopped", n(count(.stopped))), ("cancelled", n(count(.cancelled))), ("not_started", n(count(.notStarted))),
-            ("campaign_rate_per_minute", campaignRatePerMinute.map(n) ?? .null), ("rate_now_per_second", n(rateNow)),
+            ("campaign_rate_per_minute", campaignRatePerMinute.map(n) ?? .null),
+            ("campaign_rates_given_per_minute", .array(ratesGivenPerMinute.map(n))), ("rate_now_per_second", n(rateNow)),
             ("expected_end", expectedEnd(now: Int64(Date().timeIntervalSince1970)).map { .string(utcText($0)) } ?? .null),
             ("records", t.recordsKnown ? n(t.records) : .null), ("done", n(t.done)), ("accepted", n(t.accepted)),
             ("presumed", n(t.presumed)), ("failed", n(t.failed)), ("remaining", t.remaining.map(n) ?? .null),

@@ -15,24 +15,26 @@ import SendJournal
 /// a part that finishes, or is killed, leaves its share to the others, and
 /// one that starts or resumes beside them is over the campaign's rate for a
 /// quarter of a second at most (at once a second, a resumed part of three
-/// put the campaign 10 % over its rate in a 10-second window). A part that
-/// sees no other part's journal beside its own takes rate / parts, from the
-/// plan's header: parts sent from journals kept apart keep to the campaign's
-/// rate only when all of them run at once.
+/// put the campaign 10 % over its rate in a 10-second window). Parts given
+/// different rates (one part's `--rate-total`, a resume's) keep to the lowest
+/// any running part was given: each taking its own share of its own rate put
+/// the campaign 17 % over the job's. A part that sees no other part's journal
+/// beside its own takes rate / parts, from the plan's header: parts sent from
+/// journals kept apart keep to the campaign's rate only when all of them run at once.
 public final class CampaignRate: @unchecked Sendable {
     public let totalPerSecond: Double
     private let directory: String
     private let parent: String
     private let campaignHash: String?
     private let parts: Int
-    /// Journal directory → whether its send is a part of this planning run,
-    /// once its start record said (a directory whose send has not written one
-    /// yet is looked at again: counted as not of this run, a part that started
-    /// beside this one never took its share, and three parts sent at 1,339 a
-    /// second where the campaign's rate was 1,000).
-    private var siblings: [String: Bool] = [:]
+    /// Journal directory → what its journal has told so far (read on as it grows).
+    private var siblings: [String: SiblingJournal] = [:]
+    /// Journal directories of other planning runs (not read again).
+    private var strangers: Set<String> = []
     private var lastLook: Double = -.infinity
     private var share: Double
+    /// The rate the parts running now keep to: the lowest they were given.
+    private var agreed: Double
     private let lock = Lock()
 
     public init(totalPerSecond: Double, journal directory: String, part: PlanPart?) {
@@ -42,6 +44,7 @@ public final class CampaignRate: @unchecked Sendable {
         campaignHash = part?.campaignHash
         parts = part?.count ?? 1
         share = totalPerSecond / Double(parts)
+        agreed = totalPerSecond
     }
 
     /// How often the journals beside this one are looked at, in seconds.
@@ -52,33 +55,45 @@ public final class CampaignRate: @unchecked Sendable {
         lock.withLock {
             if now - lastLook >= Self.lookSeconds {
                 lastLook = now
-                share = look()
+                (share, agreed) = look()
             }
             return share
         }
     }
 
-    /// The share from the journals beside this one.
-    private func look() -> Double {
-        guard let campaignHash, parts > 1 else { return totalPerSecond }
+    /// The campaign's rate the running parts keep to (per second), as last looked at.
+    package var agreedPerSecond: Double { lock.withLock { agreed } }
+
+    /// The share, and the rate it is a share of, from the journals beside this one.
+    private func look() -> (share: Double, of: Double) {
+        guard let campaignHash, parts > 1 else { return (totalPerSecond, totalPerSecond) }
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: parent)) ?? []
         var seen = 0, running = 0
+        var lowest = totalPerSecond
         for name in entries {
             let path = "\(parent)/\(name)"
-            if siblings[path] == nil {
-                switch Self.origin(ofJournal: path) {
-                case .part(let hash): siblings[path] = hash == campaignHash
-                case .notPart: siblings[path] = false
-                case .unknown: continue
-                }
+            guard path != directory else { seen += 1; running += 1; continue }
+            guard !strangers.contains(path) else { continue }
+            var sibling = siblings[path] ?? SiblingJournal()
+            sibling.readOn(path: path)
+            siblings[path] = sibling
+            switch sibling.origin {
+            case .part(let hash) where hash == campaignHash: seen += 1
+            // Not started yet (a send takes its directory's lock, then writes its journal): looked at again.
+            case .unknown: continue
+            case .part, .notPart:
+                strangers.insert(path)
+                siblings[path] = nil
+                continue
             }
-            guard siblings[path] == true else { continue }
-            seen += 1
-            if path == directory || Journal.runningSend(directory: path) != nil { running += 1 }
+            if Journal.runningSend(directory: path) != nil {
+                running += 1
+                if let given = sibling.perSecond { lowest = min(lowest, given) }
+            }
         }
         // Only its own journal in sight: the others are elsewhere, or not started.
-        guard seen > 1 else { return totalPerSecond / Double(parts) }
-        return totalPerSecond / Double(max(1, running))
+        guard seen > 1 else { return (totalPerSecond / Double(parts), totalPerSecond) }
+        return (lowest / Double(max(1, running)), lowest)
     }
 
     /// Where a journal directory's send came from, by its journal's first record.
@@ -92,25 +107,68 @@ public final class CampaignRate: @unchecked Sendable {
         case unknown
     }
 
-    /// The origin of the journal in `path`, from its first record alone
-    /// (read up to its newline, however long the plan's header makes it).
+    /// The origin of the journal in `path`, from its first record alone.
     package static func origin(ofJournal path: String) -> JournalOrigin {
-        let fd = open("\(path)/\(Journal.logName)", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return .unknown }
-        defer { close(fd) }
-        var line: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while line.count < 1 << 26 {
-            let n = read(fd, &chunk, chunk.count)
-            guard n > 0 else { return .unknown }
-            if let lf = chunk[0..<n].firstIndex(of: 0x0A) {
-                line += chunk[0..<lf]
-                guard let value = Journal.verify(line[...]), case .start(_, let header)? = JournalRecord(json: value),
-                      let h = try? PlanHeader(json: header) else { return .unknown }
-                return h.part.map { .part(campaignHash: $0.campaignHash) } ?? .notPart
+        var sibling = SiblingJournal()
+        sibling.readOn(path: path)
+        return sibling.origin
+    }
+
+    /// What a journal beside this one has told: where its send came from (its
+    /// first record) and the rate its latest run was given (its latest start
+    /// record), read forward from where the last look ended, whole lines only.
+    package struct SiblingJournal {
+        package var origin: JournalOrigin = .unknown
+        /// The campaign's rate (per second) its latest run was given; nil: none.
+        package private(set) var perSecond: Double?
+        /// Where the next look reads from: the end of the last whole, sound line.
+        private var offset = 0
+
+        package init() {}
+
+        package mutating func readOn(path: String) {
+            let fd = open("\(path)/\(Journal.logName)", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return }
+            defer { close(fd) }
+            var info = stat()
+            guard fstat(fd, &info) == 0 else { return }
+            let size = Int(info.st_size)
+            // Shorter than what was read: its torn tail was cut by a resume; read it again from the start.
+            if size < offset { self = SiblingJournal() }
+            guard size > offset else { return }
+            guard lseek(fd, off_t(offset), SEEK_SET) == off_t(offset) else { return }
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(size - offset)
+            var chunk = [UInt8](repeating: 0, count: 1 << 16)
+            while bytes.count < size - offset {
+                let n = read(fd, &chunk, min(chunk.count, size - offset - bytes.count))
+                guard n > 0 else { break }
+                bytes += chunk[0..<n]
             }
-            line += chunk[0..<n]
+            let got = bytes.count
+            var start = 0
+            while let lf = bytes[start..<got].firstIndex(of: 0x0A) {
+                let line = bytes[start..<lf]
+                guard let value = Journal.verify(line) else {
+                    // The last line unsound is torn, and may be cut and written over: read it again next time.
+                    if bytes[(lf + 1)..<got].firstIndex(of: 0x0A) == nil { break }
+                    start = lf + 1
+                    continue
+                }
+                if Self.isStart(line), case .start(let settings, let header)? = JournalRecord(json: value) {
+                    let h = try? PlanHeader(json: header)
+                    if origin == .unknown { origin = h.map { $0.part.map { .part(campaignHash: $0.campaignHash) } ?? .notPart } ?? .notPart }
+                    perSecond = settings.rateTotal.map(Double.init) ?? h?.throttlePerMinute.map { Double($0) / 60 }
+                }
+                start = lf + 1
+            }
+            offset += start
         }
-        return .unknown
+
+        /// Whether a journal line (`CRC32 JSON`) is a start record, without parsing it.
+        private static func isStart(_ line: ArraySlice<UInt8>) -> Bool {
+            let prefix = Array(#"{"t":"start""#.utf8)
+            return line.count > 9 + prefix.count && line.dropFirst(9).prefix(prefix.count).elementsEqual(prefix)
+        }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import CampaignJSON
+import PlanStream
 import CampaignTestSupport
 @testable import CampaignCommands
 @testable import SendJournal
@@ -54,5 +55,33 @@ import CampaignTestSupport
         _ = try Self.runningJournal(in: dir)   // released at once: the lock is let go with no end record
         let view = try JournalView(directory: dir.file("j"))
         #expect(view.phase == .stopped && view.resumeCommand == "campaign send --resume \(dir.file("j"))")
+    }
+}
+
+/// The campaign's rate `status` tells over parts given different rates: the
+/// lowest a sending part was given, as the sends keep to it.
+@Suite struct PartsViewRateTests {
+    @Test func partsGivenDifferentRatesAreToldWithTheLowestSendingOne() throws {
+        let dir = TemporaryDirectory("parts-rate")
+        let hash = "fade"
+        let job = try PartJournals.start(0, in: dir.file("j/000"), hash: hash)                       // the job's 54,000 a minute
+        let own = try PartJournals.start(1, in: dir.file("j/001"), hash: hash, rateTotal: 600)      // 36,000
+        _ = try PartJournals.start(2, in: dir.file("j/002"), hash: hash, rateTotal: 300)            // 18,000, not sending
+        let journals = ["000", "001", "002"].map { dir.file("j/\($0)") }
+        let view = try PartsView(manifestPath: nil, journals: journals)
+        #expect(view.campaignRatePerMinute == 36_000)
+        #expect(view.ratesGivenPerMinute == [18_000, 36_000, 54_000])
+        #expect(view.text.contains("campaign rate: 36000 a minute over every part (600/s; the parts were given 18000, 36000, 54000 a minute and keep to the lowest sending)"), "\(view.text)")
+        #expect(view.json["campaign_rates_given_per_minute"] == .array([.number("18000"), .number("36000"), .number("54000")]))
+        _ = (job, own)
+    }
+
+    @Test func partsGivenOneRateAreToldItAlone() throws {
+        let dir = TemporaryDirectory("parts-rate")
+        let parts = try (0..<3).map { try PartJournals.start($0, in: dir.file("j/00\($0)"), hash: "fade") }
+        let view = try PartsView(manifestPath: nil, journals: (0..<3).map { dir.file("j/00\($0)") })
+        #expect(view.campaignRatePerMinute == 54_000 && view.ratesGivenPerMinute == [54_000])
+        #expect(view.text.contains("campaign rate: 54000 a minute over every part (900/s); now 0/s"), "\(view.text)")
+        _ = parts
     }
 }

@@ -10,14 +10,12 @@ import SendJournal
 @Suite struct CampaignRateTests {
     static let hash = "c0ffee"
 
-    /// Starts part `index` of 3 in `directory` (its journal, holding its lock while the send runs).
-    static func startPart(_ index: Int, in directory: String, hash: String = hash) throws -> Journal {
-        let part = PlanPart(index: index, count: 3, campaignHash: hash)
-        var header = PlanHeader(campaign: "paced", wire: .http2, expiry: 0, priority: nil, maxPayload: 4096, shards: 3, created: 1, part: part)
-        header.http2 = .init(topic: "com.example.campaign", pushType: "alert", collapseId: nil)
-        var settings = SendSettings(gatewayHost: "127.0.0.1", gatewayPort: 2197, certificate: "c.pem")
-        settings.planPath = "/p/part-\(index).plan"
-        return try Journal.create(directory: directory, settings: settings, planHeader: header.json)
+    static func header(_ index: Int) -> PlanHeader { PartJournals.header(index, hash: hash) }
+    static func settings(_ index: Int, rateTotal: Int? = nil) -> SendSettings { PartJournals.settings(index, rateTotal: rateTotal) }
+
+    /// Starts part `index` of 3 (the job's throttle: 900 a second) in `directory`.
+    static func startPart(_ index: Int, in directory: String, hash: String = hash, rateTotal: Int? = nil) throws -> Journal {
+        try PartJournals.start(index, in: directory, hash: hash, rateTotal: rateTotal)
     }
 
     @Test func aPartAloneTakesItsThirdAndSharesWithThePartsThatStartBesideIt() throws {
@@ -65,12 +63,53 @@ import SendJournal
 
     @Test func aStartRecordLongerThanOneReadIsReadWhole() throws {
         let dir = TemporaryDirectory("campaign-rate")
-        var header = PlanHeader(campaign: String(repeating: "n", count: 200_000), wire: .http2, expiry: 0, priority: nil,
-                                maxPayload: 4096, shards: 3, created: 1, part: PlanPart(index: 1, count: 3, campaignHash: Self.hash))
-        header.http2 = .init(topic: "com.example.campaign", pushType: "alert", collapseId: nil)
+        var header = Self.header(1)
+        header.campaign = String(repeating: "n", count: 200_000)
         let journal = try Journal.create(directory: dir.file("1"), settings: SendSettings(gatewayHost: "127.0.0.1", gatewayPort: 2197, certificate: "c.pem"),
                                          planHeader: header.json)
         #expect(CampaignRate.origin(ofJournal: dir.file("1")) == .part(campaignHash: Self.hash))
         _ = journal
+    }
+
+    /// One part started with `--rate-total 600` beside parts of a job at 900:
+    /// every running part keeps to the lowest, whichever was given it.
+    @Test func partsGivenDifferentRatesKeepToTheLowest() throws {
+        let dir = TemporaryDirectory("campaign-rate")
+        let own = try Self.startPart(0, in: dir.file("0"))
+        let rate = CampaignRate(totalPerSecond: 900, journal: dir.file("0"), part: PlanPart(index: 0, count: 3, campaignHash: Self.hash))
+        #expect(rate.perSecond(now: 0) == 300)
+        var slower: Journal? = try Self.startPart(1, in: dir.file("1"), rateTotal: 600)
+        #expect(rate.perSecond(now: 0.25) == 300 && rate.agreedPerSecond == 600, "600 over two parts")
+        // Resumed with --rate-total 450: its latest start record holds.
+        try slower?.append(.start(settings: Self.settings(1, rateTotal: 450), planHeader: Self.header(1).json))
+        try slower?.flush()
+        #expect(rate.perSecond(now: 0.5) == 225 && rate.agreedPerSecond == 450)
+        // It ends: its rate no longer holds the others back.
+        slower = nil
+        #expect(rate.perSecond(now: 0.75) == 900 && rate.agreedPerSecond == 900)
+        _ = own
+    }
+
+    /// A journal's torn last line is cut by the resume that follows, which
+    /// writes its start record where the torn line was: it is read whole.
+    @Test func aStartRecordWrittenOverATornTailIsRead() throws {
+        let dir = TemporaryDirectory("campaign-rate")
+        let own = try Self.startPart(0, in: dir.file("0"))
+        let rate = CampaignRate(totalPerSecond: 900, journal: dir.file("0"), part: PlanPart(index: 0, count: 3, campaignHash: Self.hash))
+        var first: Journal? = try Self.startPart(1, in: dir.file("1"))
+        first = nil   // killed
+        let log = dir.file("1/\(Journal.logName)")
+        let handle = try #require(FileHandle(forWritingAtPath: log))
+        try handle.seekToEnd()
+        // Torn: its checksum does not match what was written of it (the end of the line was written first).
+        try handle.write(contentsOf: Data("1234abcd {\"t\":\"sent\",\"below\":{\"0\":1\n".utf8))
+        try handle.close()
+        #expect(rate.perSecond(now: 0) == 900, "part 1 is not running")
+        // The resume cuts the torn tail and goes on from there, given 300 a second.
+        let (resumed, _) = try Journal.resume(directory: dir.file("1"))
+        try resumed.append(.start(settings: Self.settings(1, rateTotal: 300), planHeader: Self.header(1).json))
+        try resumed.flush()
+        #expect(rate.perSecond(now: 0.25) == 150 && rate.agreedPerSecond == 300)
+        _ = (own, first)
     }
 }
