@@ -134,8 +134,10 @@ struct PartsView {
         Set(rows.compactMap { $0.journal.flatMap(Self.ratePerMinute) }).sorted()
     }
 
+    /// The rate a part's latest run was given (a resume may be given its own).
     private static func ratePerMinute(_ journal: JournalView) -> Int? {
-        journal.state.settings.rateTotal.map { $0 * 60 } ?? (try? PlanHeader(json: journal.state.planHeader))?.throttlePerMinute
+        (journal.state.latestRunSettings ?? journal.state.settings).rateTotal.map { $0 * 60 }
+            ?? (try? PlanHeader(json: journal.state.planHeader))?.throttlePerMinute
     }
 
     /// The parts' notifications made final in their last journaled second, summed over the parts running.
@@ -217,7 +219,7 @@ struct PartsView {
             let end = expectedEnd(now: Int64(Date().timeIntervalSince1970))
             let given = ratesGivenPerMinute
             out += "campaign rate: \(perMinute) a minute over every part (\(perMinute / 60)/s"
-                + (given.count > 1 ? "; the parts were given \(given.map(String.init).joined(separator: ", ")) a minute and keep to the lowest sending" : "")
+                + (given.count > 1 ? "; the parts were given \(given.map(String.init).joined(separator: ", ")) a minute, and those sending keep to the lowest of theirs" : "")
                 + "); now \(rateNow)/s"
                 + (end.map { "; the \(t.remaining!) remaining end about \(utcText($0))" } ?? ((t.remaining ?? 0) > 0 ? "; no part is sending" : "")) + "\n"
         }

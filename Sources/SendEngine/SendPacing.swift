@@ -99,7 +99,8 @@ package struct TokenBucket {
 
     /// Takes one token at monotonic time `now` (nanoseconds); false when none is left.
     package mutating func take(now: UInt64) -> Bool {
-        if updatedAt == 0 { updatedAt = now; allowance = burst }
+        // One to begin with, not a burst: parts that start at once would each begin a tenth over their share.
+        if updatedAt == 0 { updatedAt = now; allowance = 1 }
         allowance = min(burst, allowance + Double(now - updatedAt) / 1e9 * perSecond)
         updatedAt = now
         guard allowance >= 1 else { return false }

@@ -225,8 +225,9 @@ public final class Journal: @unchecked Sendable {
 
     package static func apply(_ record: JournalRecord, to s: inout JournalState) {
         switch record {
-        case .start(_, let header):
+        case .start(let settings, let header):
             s.closeUnendedRun()
+            s.latestRunSettings = settings
             s.runs += 1
             s.timeline.append([])
             s.waves.append([])

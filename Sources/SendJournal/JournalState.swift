@@ -2,7 +2,10 @@ import CampaignJSON
 
 /// Everything a journal says, replayed.
 public struct JournalState: Sendable {
+    /// The settings the send was started with (its first start record).
     public var settings: SendSettings
+    /// The settings its latest run was given (a resume's own `--rate-total`, say).
+    public var latestRunSettings: SendSettings? = nil
     /// The plan header, as JSON, for matching a resume against the same plan.
     public var planHeader: JSONValue
     /// Set once the whole plan was read and its trailer verified.

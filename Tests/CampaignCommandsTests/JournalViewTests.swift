@@ -71,9 +71,21 @@ import CampaignTestSupport
         let view = try PartsView(manifestPath: nil, journals: journals)
         #expect(view.campaignRatePerMinute == 36_000)
         #expect(view.ratesGivenPerMinute == [18_000, 36_000, 54_000])
-        #expect(view.text.contains("campaign rate: 36000 a minute over every part (600/s; the parts were given 18000, 36000, 54000 a minute and keep to the lowest sending)"), "\(view.text)")
+        #expect(view.text.contains("campaign rate: 36000 a minute over every part (600/s; the parts were given 18000, 36000, 54000 a minute, and those sending keep to the lowest of theirs)"), "\(view.text)")
         #expect(view.json["campaign_rates_given_per_minute"] == .array([.number("18000"), .number("36000"), .number("54000")]))
         _ = (job, own)
+    }
+
+    /// A part resumed with its own `--rate-total` is told by the rate its latest run was given.
+    @Test func aPartResumedWithItsOwnRateIsToldByIt() throws {
+        let dir = TemporaryDirectory("parts-rate")
+        let first = try PartJournals.start(0, in: dir.file("j/000"), hash: "fade")
+        let resumed = try PartJournals.start(1, in: dir.file("j/001"), hash: "fade")
+        try resumed.append(.start(settings: PartJournals.settings(1, rateTotal: 500), planHeader: PartJournals.header(1, hash: "fade").json))
+        try resumed.flush()
+        let view = try PartsView(manifestPath: nil, journals: [dir.file("j/000"), dir.file("j/001")])
+        #expect(view.campaignRatePerMinute == 30_000 && view.ratesGivenPerMinute == [30_000, 54_000])
+        _ = first
     }
 
     @Test func partsGivenOneRateAreToldItAlone() throws {

@@ -29,6 +29,17 @@ import CampaignTestSupport
         #expect(Double(after) <= rate * 1.1 + 1, "the second after a pause: \(after) for --rate \(Int(rate))")
     }
 
+    /// Parts of a campaign start at once, each with a bucket of its share:
+    /// none begins with a burst, so their first second holds the campaign's rate.
+    @Test func bucketsStartedAtOnceHoldTheirRateFromTheirFirstSecond() {
+        var buckets = (0..<3).map { _ in TokenBucket(perSecond: 1000.0 / 3) }
+        var first = 0
+        for k in buckets.indices { while buckets[k].take(now: 1_000_000_000) { first += 1 } }
+        #expect(first == 3, "one each at once, not a tenth of a second's worth")
+        let second = buckets.indices.reduce(0) { sum, k in sum + Self.drain(&buckets[k], from: 1_000_000_001, seconds: 1) }
+        #expect(first + second <= 1003, "\(first + second) in the first second of 1000 a second over three")
+    }
+
     @Test func aSlowRateGoesOneAtATime() {
         var bucket = TokenBucket(perSecond: 2)
         let first = bucket.take(now: 1_000_000_000)
