@@ -253,7 +253,7 @@ struct PartsView {
         ]
         if !variants.isEmpty { members.append(("variants", VariantCounts.json(variants))) }
         members += [
-            ("part_status", .array(rows.map { row in
+            ("part_status", .array(Self.sameKeys(rows.map { row in
                 var m: [(key: String, value: JSONValue)] = [
                     ("part", row.part.map(n) ?? .null), ("state", .string(row.phase.rawValue)),
                     ("plan", row.plan.map { .string($0) } ?? .null),
@@ -280,9 +280,22 @@ struct PartsView {
                     let variants = variantCounts(of: row)
                     if !variants.isEmpty { m.append(("variants", VariantCounts.json(variants))) }
                 }
-                return .object(m)
-            })),
+                return m
+            }).map { .object($0) })),
         ]
         return .object(members)
+    }
+
+    /// Every part with every key any part has (null where it has no value:
+    /// a part not started has no resume, no reconnects), in the order first
+    /// met, so that a script reads each part alike.
+    static func sameKeys(_ parts: [[(key: String, value: JSONValue)]]) -> [[(key: String, value: JSONValue)]] {
+        var keys: [String] = []
+        var known = Set<String>()
+        for part in parts { for (key, _) in part where known.insert(key).inserted { keys.append(key) } }
+        return parts.map { part in
+            let values = Dictionary(part.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+            return keys.map { ($0, values[$0] ?? .null) }
+        }
     }
 }

@@ -116,6 +116,7 @@ import SendJournal
         let started = try #require(parts.first { $0["state"]?.stringValue == "complete" }?.objectMembers).map(\.key)
         let notStarted = try #require(parts.first { $0["state"]?.stringValue == "not started" }?.objectMembers).map(\.key)
         #expect(Set(["outcome", "phase", "pid", "runs"]).isSubset(of: notStarted), "\(notStarted) against \(started)")
+        #expect(parts.allSatisfy { $0.objectMembers?.map(\.key) == started }, "every part has the keys of every other, in one order")
 
         let resumed = try CampaignProcess(["send", "node-b/plan/part-001.plan", "--resume", "node-b/j/001"] + SendProcessTests.credentials(), in: dir.path)
         #expect(resumed.wait(timeout: 120) == 0, "\(resumed.stderr)")
