@@ -47,14 +47,28 @@ import SendJournal
         let tokens = try Self.plan(count: 12_000, padding: 3000, in: dir)
         let simulator = try startHTTP2Simulator(in: dir, latencyMilliseconds: 50)
         defer { simulator.stop() }
+        let idle = MachineIdleSampler()
+        defer { idle.stop() }
+        let started = Int64((Date().timeIntervalSince1970 * 1000).rounded())
         let run = try Self.send(dir, simulator, ["--max-connections", "16", "--metrics", "metrics.prom"])
         #expect(run.wait(timeout: 100) == 0, "\(run.stderr)")
+        let ended = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        idle.stop()
         simulator.stop()
         let report = try Self.report(dir)
         let pool = Int(report["pool_connections"]?.integerValue ?? 0)
-        #expect(pool > 4 && pool <= 16, "\(run.stderr)")
-        #expect(simulator.currentStatistics().connections.count == pool, "no connection closed to open another")
+        let json = try JSONValue.parse(String(decoding: try PlanProcessTests.run(["status", "journal", "--json"], in: dir).out, as: UTF8.self))
+        let peak = Int(json["pool_connections_peak"]?.integerValue ?? 0)
+        #expect(pool >= 4 && pool <= peak && peak <= 16, "\(run.stderr)")
+        #expect(simulator.currentStatistics().connections.count == peak, "no connection closed to open another")
         #expect(run.stderr.contains("connections: 4 → "), "the growth is logged: \(run.stderr)")
+        // From far away a step pays, and the pool keeps what it grew to, where the machine has CPU to
+        // spare for the simulator in this process: where it has none (other work on every core, or a
+        // sanitizer), the simulator is what limits the send, and the step back is the right one.
+        let spare = (idle.idleFraction(fromMs: started, toMs: ended) ?? 1) >= 0.2
+        if spare && !Sanitizers.active {
+            #expect(pool > 4 && pool == peak, "\(run.stderr)")
+        }
         // The round trip measured is the one emulated (100 ms), not more than a
         // little above: the machine's own time to answer (under ThreadSanitizer,
         // several times slower, 210 ms was measured), never the PINGs' 1 s cadence.
@@ -66,9 +80,8 @@ import SendJournal
         #expect(log.contains(#""open":\#(pool)"#) && log.contains(#""rtt_ms":1"#))
         // status, its JSON, its page and the metrics show the pool and the round trip.
         let status = String(decoding: try PlanProcessTests.run(["status", "journal"], in: dir).out, as: UTF8.self)
-        #expect(status.contains("connections: \(pool) in the pool"), "\(status)")
-        let json = try JSONValue.parse(String(decoding: try PlanProcessTests.run(["status", "journal", "--json"], in: dir).out, as: UTF8.self))
-        #expect(json["pool_connections_peak"]?.integerValue == Int64(pool) && (json["round_trip_ms"]?.doubleValue ?? 0) >= 100)
+        #expect(status.contains("in the pool at the last second (at most \(peak)), \(peak) opened"), "\(status)")
+        #expect((json["round_trip_ms"]?.doubleValue ?? 0) >= 100)
         _ = try PlanProcessTests.run(["status", "journal", "--html", "page.html"], in: dir)
         #expect(try String(contentsOfFile: dir.file("page.html"), encoding: .utf8).contains("Connections in use"))
         let metrics = try String(contentsOfFile: dir.file("metrics.prom"), encoding: .utf8)
@@ -81,7 +94,8 @@ import SendJournal
     /// pool a send keeps on loopback is small.
     @Test(.timeLimit(.minutes(2))) func onLoopbackThePoolStaysSmall() throws {
         let dir = TemporaryDirectory("pool-near")
-        let tokens = try Self.plan(count: 240_000, padding: 0, in: dir)
+        // Under a sanitizer a tenth as many: its simulator takes about 300 a second.
+        let tokens = try Self.plan(count: Sanitizers.active ? 24_000 : 240_000, padding: 0, in: dir)
         let simulator = try startHTTP2Simulator(in: dir)
         defer { simulator.stop() }
         let run = try Self.send(dir, simulator, [])
