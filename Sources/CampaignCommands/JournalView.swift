@@ -32,9 +32,9 @@ struct JournalView {
     /// `lockHolder`: who holds a journal's lock (``Journal/runningSend(directory:)``; a test's sequence of answers).
     init(directory: String, lockHolder: (String) -> Int32? = Journal.runningSend(directory:)) throws {
         self.directory = directory
-        // Who holds the lock is asked before the journal is read: a send that
-        // ends between the two is then told by its end record, not "stopped"
-        // with a command that resumes it (asked after, it was, now and then).
+        // Who holds the lock is asked before the journal is read, so that a
+        // send ending between the two is told by its end record, not as
+        // stopped with a command that would resume it.
         let holderBefore = lockHolder(directory)
         var state = try Journal.read(directory: directory)
         let plan = state.settings.planPath ?? "\(directory)/\(Journal.spoolName)"

@@ -118,11 +118,10 @@ struct PartsView {
         command(for: row).map { row.phase == .notStarted ? "\($0) (with the gateway and credentials of the other parts)" : $0 }
     }
 
-    /// The campaign's rate over its parts (per minute): `--rate-total` of a
-    /// part's send, else the plan's throttle; nil when there is none.
     /// The campaign's rate (a minute) the parts keep to: the lowest any
-    /// sending part's latest run was given, as the sends themselves keep to
-    /// it (any part's, when none is sending).
+    /// sending part's latest run was given (`--rate-total`, else the plan's
+    /// throttle), as the sends themselves keep to it; the lowest of any part's
+    /// when none is sending; nil when there is none.
     var campaignRatePerMinute: Int? {
         let sending = rows.filter { $0.phase == .running || $0.phase == .waiting }.compactMap { $0.journal.flatMap(Self.ratePerMinute) }
         return sending.min() ?? ratesGivenPerMinute.min()
