@@ -5,6 +5,7 @@ import CampaignSend
 import CampaignTestSupport
 import GatewaySimulator
 import SendJournal
+@testable import CampaignCommands
 
 /// `send --connections auto` over HTTP/2: a pool that grows with the
 /// distance (the simulator's `--latency-ms`), and stays as asked otherwise.
@@ -94,7 +95,7 @@ import SendJournal
     /// pool a send keeps on loopback is small.
     @Test(.timeLimit(.minutes(2))) func onLoopbackThePoolStaysSmall() throws {
         let dir = TemporaryDirectory("pool-near")
-        // Under a sanitizer a tenth as many: its simulator takes about 300 a second.
+        // Under a sanitizer a tenth as many: its simulator takes 300 (ThreadSanitizer) to 3,400 a second.
         let tokens = try Self.plan(count: Sanitizers.active ? 24_000 : 240_000, padding: 0, in: dir)
         let simulator = try startHTTP2Simulator(in: dir)
         defer { simulator.stop() }
@@ -102,7 +103,10 @@ import SendJournal
         #expect(run.wait(timeout: 100) == 0, "\(run.stderr)")
         simulator.stop()
         let pool = Int(try Self.report(dir)["pool_connections"]?.integerValue ?? 0)
-        #expect((4...8).contains(pool), "\(run.stderr)")
+        // Under a sanitizer the simulator in this process answers 750-900 ms late on loopback
+        // (AddressSanitizer): it is far away, growing pays (2,884/s over 4 connections, 5,046/s over
+        // 24), and only the pool's bounds are the product's.
+        #expect((Sanitizers.active ? 4...ConnectionCount.autoMaximum : 4...8).contains(pool), "\(run.stderr)")
         try Self.expectEachOnce(dir, tokens)
     }
 
