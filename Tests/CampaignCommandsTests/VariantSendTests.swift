@@ -124,7 +124,10 @@ import PlanStream
     /// first plan wrote stays whole (it was emptied: 46 lines to 0).
     @Test(.timeLimit(.minutes(2))) func aPipeResumeOfACompleteSendLeavesTheHoldoutWhole() throws {
         let dir = TemporaryDirectory("variantpipe")
-        let (csv, _) = randomAudienceCSV(count: 20_000, seed: 37)
+        // Plans far larger than a pipe's buffer, so the planner is still
+        // writing when the resume closes the pipe; small enough for a
+        // sanitized simulator (350 a second under ThreadSanitizer).
+        let (csv, _) = randomAudienceCSV(count: 6_000, seed: 37)
         try (csv + "not-a-token,en,1\nzz,en,2\n").write(toFile: dir.file("audience.csv"), atomically: true, encoding: .utf8)
         try Self.job.write(toFile: dir.file("job.json"), atomically: true, encoding: .utf8)
         let simulator = try startHTTP2Simulator(in: dir)
@@ -140,7 +143,7 @@ import PlanStream
         let path = dir.file("spring-ab.holdout.ndjson")
         let written = try #require(FileManager.default.contents(atPath: path))
         let lines = written.split(separator: 0x0A).count
-        #expect(lines > 1_500 && lines < 2_500, "about a tenth held out: \(lines)")
+        #expect(lines > 400 && lines < 800, "about a tenth held out: \(lines)")
 
         let rejects = try #require(FileManager.default.contents(atPath: dir.file("spring-ab.rejects.ndjson")))
         #expect(rejects.split(separator: 0x0A).count == 2)
