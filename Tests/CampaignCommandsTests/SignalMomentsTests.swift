@@ -66,6 +66,22 @@ import GatewaySimulator
         return status
     }
 
+    /// Every token recorded, each once: a graceful stop proves what is in
+    /// flight. Under a sanitizer the simulator in this process reads several
+    /// times slower, and a stop's proof can miss its 5-s grace (the send ends
+    /// within 10 s whatever the gateway does); what was then written and not
+    /// proven is counted as possible duplicates, and the copies stay within
+    /// that count.
+    static func expectEachOnce(_ recorded: [String], of tokens: Set<String>, journal: String) {
+        #expect(Set(recorded) == tokens)
+        if Sanitizers.active {
+            let risked = (try? Journal.read(directory: journal).duplicatesRisked) ?? 0
+            #expect(recorded.count - tokens.count <= risked, "\(recorded.count - tokens.count) copies, \(risked) counted as possible duplicates")
+        } else {
+            #expect(recorded.count == tokens.count, "graceful stops prove what is in flight: each notification exactly once")
+        }
+    }
+
     @Test(.timeLimit(.minutes(10))) func tenMomentsOfASendFromAPlanFile() throws {
         let dir = TemporaryDirectory("moments-send")
         let simulator = try SendProcessTests.simulator(in: dir)
@@ -87,9 +103,7 @@ import GatewaySimulator
             #expect(last.wait(timeout: 120) == 0, "\(last.stderr)")
         }
         simulator.stop()
-        let recorded = try SendProcessTests.recorded(dir)
-        #expect(Set(recorded) == Set(tokens))
-        #expect(recorded.count == tokens.count, "graceful stops prove what is in flight: each notification exactly once")
+        Self.expectEachOnce(try SendProcessTests.recorded(dir), of: Set(tokens), journal: dir.file("journal"))
     }
 
     @Test(.timeLimit(.minutes(10))) func tenMomentsOfPlanPipedIntoSend() throws {
@@ -125,9 +139,7 @@ import GatewaySimulator
             #expect(last.send.wait(timeout: 120) == 0, "\(last.send.stderr)")
         }
         simulator.stop()
-        let recorded = try SendProcessTests.recorded(dir)
-        #expect(Set(recorded) == tokens)
-        #expect(recorded.count == tokens.count, "each notification exactly once")
+        Self.expectEachOnce(try SendProcessTests.recorded(dir), of: tokens, journal: dir.file("journal"))
         #expect(try Journal.read(directory: dir.file("journal")).outcome == .complete)
     }
 }
