@@ -71,10 +71,13 @@ import SendJournal
             #expect(pool > 4 && pool == peak, "\(run.stderr)")
         }
         // The round trip measured is the one emulated (100 ms), not more than a
-        // little above: the machine's own time to answer (under ThreadSanitizer,
-        // several times slower, 210 ms was measured), never the PINGs' 1 s cadence.
+        // little above: the machine's own time to answer, never the PINGs' 1 s
+        // cadence. Under a sanitizer the simulator in this process answers
+        // several times slower (210 and 428 ms measured under ThreadSanitizer;
+        // 750-900 ms late on loopback under AddressSanitizer), so there only
+        // the emulated distance is judged.
         let roundTrip = report["round_trip_ms"]?.doubleValue ?? 0
-        #expect(roundTrip >= 100 && roundTrip < 300, "\(roundTrip)")
+        #expect(roundTrip >= 100 && (Sanitizers.active || roundTrip < 300), "\(roundTrip)")
         try Self.expectEachOnce(dir, tokens)
         // The timeline journals the pool's size and the round trip each second.
         let log = try String(contentsOfFile: dir.file("journal/journal.log"), encoding: .utf8)
