@@ -29,6 +29,8 @@ public final class PlanReader {
             throw PlanError(path: path, line: number, reason: .noHeader)
         }
         do { header = try PlanHeader(json: value) } catch { throw PlanError(path: path, line: number, reason: error) }
+        maxTokenBytes = header.maxTokenBytes
+        tokenScratch = [UInt8](repeating: 0, count: maxTokenBytes)
     }
 
     /// Called before every read from the plan's source, which may block (a
@@ -103,7 +105,11 @@ public final class PlanReader {
         public var variant = -1
     }
 
-    private lazy var tokenScratch = [UInt8](repeating: 0, count: header.maxTokenBytes)
+    /// The header's, once: it is asked of every record.
+    private let maxTokenBytes: Int
+    /// Each record's token, decoded in place. Not lazy: a lazy array passed
+    /// inout is read out and written back, a copy of it for every record.
+    private var tokenScratch: [UInt8] = []
 
     /// Calls `body` with the next record, checked as ``next()`` checks it except
     /// that the payload is not parsed (the planner made it; the gateway checks it
@@ -219,7 +225,7 @@ public final class PlanReader {
         if let part = header.part, !part.holds(shard: shard) {
             throw PlanError(path: path, line: number, reason: .badRecord("shard \(shard) does not belong to part \(part.index) of \(part.count) (its shards are those with shard mod \(part.count) = \(part.index))"))
         }
-        guard tokenCount > 0, tokenCount <= header.maxTokenBytes else {
+        guard tokenCount > 0, tokenCount <= maxTokenBytes else {
             throw PlanError(path: path, line: number, reason: .badRecord(header.http2?.broadcast == true
                 ? "a \(tokenCount)-byte channel id is more than the \(header.maxTokenBytes) bytes campaign takes"
                 : "a \(tokenCount)-byte token does not fit the \(header.wire) format"))
