@@ -64,7 +64,9 @@ final class ResumeStage: RecordStage {
     private let ledger: LedgerRecorder?
     private let reading: RunReading
 
-    init(state: JournalState?, ledger: LedgerRecorder?, reading: RunReading) {
+    /// Nil for a first run without a ledger: nothing to ask of a record.
+    init?(state: JournalState?, ledger: LedgerRecorder?, reading: RunReading) {
+        guard state != nil || ledger != nil else { return nil }
         (self.state, self.ledger, self.reading) = (state, ledger, reading)
     }
 

@@ -4,7 +4,7 @@ import Synchronization
 /// The frames the plan reader has encoded, per connection, until each batch
 /// is handed to its connection's queue.
 package final class StagedFrames {
-    private var batches: [FrameBatch]
+    @usableFromInline var batches: [FrameBatch]
     private let queues: [WorkQueue]
     private let cancellation: CancellationPipe
     /// The connections' queues it hands frames to.
@@ -22,8 +22,10 @@ package final class StagedFrames {
     }
 
     /// Encodes a frame for connection `queue`; hands the batch over when it
-    /// is full. False when cancelled while waiting for room.
-    @inline(__always)
+    /// is full. False when cancelled while waiting for room. Inlinable: it
+    /// is called for every record from the plan reader's module, and the
+    /// encoder it is given is then inlined too.
+    @inlinable
     package func append(to queue: Int, seq: UInt64, shard: Int32, ordinal: Int32, moment: Int64 = 0, zone: Int32 = -1,
                 encode: (inout [UInt8]) -> Void) -> Bool {
         batches[queue].append(seq: seq, shard: shard, ordinal: ordinal, moment: moment, zone: zone, encode: encode)
@@ -39,7 +41,7 @@ package final class StagedFrames {
         return true
     }
 
-    private func push(_ queue: Int) -> Bool {
+    @usableFromInline func push(_ queue: Int) -> Bool {
         let count = batches[queue].frames.count
         return queues[queue].push(&batches[queue], cancellation: cancellation)
     }

@@ -17,6 +17,7 @@ package struct QueuedFrame {
     /// Quiet hours: its device's zone in the send's ``ZoneRegistry``, or -1.
     package var zone: Int32 = -1
 
+    @inlinable
     package init(seq: UInt64, shard: Int32, ordinal: Int32, start: Int, count: Int, moment: Int64 = 0, zone: Int32 = -1) {
         (self.seq, self.shard, self.ordinal, self.start, self.count, self.moment, self.zone) = (seq, shard, ordinal, start, count, moment, zone)
     }
@@ -38,8 +39,9 @@ package struct FrameBatch {
     package var isEmpty: Bool { frames.isEmpty }
     package var isFull: Bool { frames.count >= Self.handOverFrames }
 
-    /// Encodes one frame at the end of the batch.
-    @inline(__always)
+    /// Encodes one frame at the end of the batch (inlinable: the plan reader,
+    /// in another module, calls it for every record).
+    @inlinable
     package mutating func append(seq: UInt64, shard: Int32, ordinal: Int32, moment: Int64 = 0, zone: Int32 = -1, encode: (inout [UInt8]) -> Void) {
         let start = bytes.count
         encode(&bytes)
