@@ -71,14 +71,11 @@ import GatewaySimulator
     /// times slower, and a stop's proof can miss its 5-s grace (the send ends
     /// within 10 s whatever the gateway does); what was then written and not
     /// proven is counted as possible duplicates, and the copies stay within
-    /// that count.
-    static func expectEachOnce(_ recorded: [String], of tokens: Set<String>, journal: String) {
-        #expect(Set(recorded) == tokens)
-        if Sanitizers.active {
-            let risked = (try? Journal.read(directory: journal).duplicatesRisked) ?? 0
-            #expect(recorded.count - tokens.count <= risked, "\(recorded.count - tokens.count) copies, \(risked) counted as possible duplicates")
-        } else {
-            #expect(recorded.count == tokens.count, "graceful stops prove what is in flight: each notification exactly once")
+    /// that count (``expectEverythingDeliveredAfterKills(_:tokens:)``).
+    static func expectEachOnce(_ dir: TemporaryDirectory, _ tokens: Set<String>) throws {
+        let (_, duplicates, _) = try expectEverythingDeliveredAfterKills(dir, tokens: tokens)
+        if !Sanitizers.active {
+            #expect(duplicates == 0, "graceful stops prove what is in flight: each notification exactly once")
         }
     }
 
@@ -103,7 +100,7 @@ import GatewaySimulator
             #expect(last.wait(timeout: 120) == 0, "\(last.stderr)")
         }
         simulator.stop()
-        Self.expectEachOnce(try SendProcessTests.recorded(dir), of: Set(tokens), journal: dir.file("journal"))
+        try Self.expectEachOnce(dir, Set(tokens))
     }
 
     @Test(.timeLimit(.minutes(10))) func tenMomentsOfPlanPipedIntoSend() throws {
@@ -139,7 +136,7 @@ import GatewaySimulator
             #expect(last.send.wait(timeout: 120) == 0, "\(last.send.stderr)")
         }
         simulator.stop()
-        Self.expectEachOnce(try SendProcessTests.recorded(dir), of: tokens, journal: dir.file("journal"))
+        try Self.expectEachOnce(dir, tokens)
         #expect(try Journal.read(directory: dir.file("journal")).outcome == .complete)
     }
 }
