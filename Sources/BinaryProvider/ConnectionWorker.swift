@@ -34,6 +34,9 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     /// Connections in a row whose first notification the gateway failed for its own trouble.
     private var refusedFirstInARow = 0
     private var window = UnprovenWindow()
+    /// What one take from the queue handed over, kept between batches: a
+    /// fresh array would grow (and reallocate) through every batch.
+    private var takenScratch: [InFlight] = []
     private var strikes = DropStrikes()
 
     private var decoder = ErrorResponseDecoder()
@@ -170,7 +173,9 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
             }
             let room = settings.batchBytes - (sent.count - written)
             let limit = engine.rate != nil ? 1 : min(settings.maxWindow - window.entries.count, every - window.notificationCount)
-            var taken: [InFlight] = []
+            var taken = takenScratch
+            takenScratch = []
+            taken.removeAll(keepingCapacity: true)
             let n = engine.withOutbound { sent in
                 engine.take(maxBytes: room, maxFrames: limit, into: &sent) { frame, offset in
                     taken.append(InFlight(seq: frame.seq, shard: frame.shard, ordinal: frame.ordinal, identifier: UInt32(truncatingIfNeeded: frame.seq),
@@ -178,6 +183,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
                 }
             }
             for entry in taken { append(entry) }
+            takenScratch = taken
             if n == 0 { break }
         }
     }

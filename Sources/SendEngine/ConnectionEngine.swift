@@ -25,7 +25,7 @@ package final class ConnectionEngine {
     package let dialer: LinkDialer
     package let clock: SendClock
     /// How far each shard has been handed to this connection (for the journal's write-ahead).
-    package private(set) var marks: SentMarks
+    @usableFromInline package internal(set) var marks: SentMarks
     /// The queue had nothing the last time it was looked at.
     package var queueEmpty = false
     /// The queue is closed and empty: no work will ever come again.
@@ -396,7 +396,7 @@ package final class ConnectionEngine {
     }
 
     /// A notification was handed to the connection.
-    @inline(__always)
+    @inlinable
     package func handed(shard: Int32, ordinal: Int32) { marks.handed(shard: shard, ordinal: ordinal) }
 
     /// Write-ahead: the journal learns what may reach the gateway before it

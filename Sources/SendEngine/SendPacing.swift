@@ -114,16 +114,17 @@ package struct TokenBucket {
 /// since the journal last heard of them. Arrays by shard, not dictionaries:
 /// this is updated for every notification.
 package struct SentMarks {
-    package private(set) var below: [Int32]
-    package private(set) var unmarked: [Int32] = []
-    private var isUnmarked: [Bool]
+    // Set only here; usable from inline for `handed`, once per notification in another module.
+    @usableFromInline package internal(set) var below: [Int32]
+    @usableFromInline package internal(set) var unmarked: [Int32] = []
+    @usableFromInline var isUnmarked: [Bool]
 
     package init(shards: Int) {
         below = [Int32](repeating: 0, count: shards)
         isUnmarked = [Bool](repeating: false, count: shards)
     }
 
-    @inline(__always)
+    @inlinable
     package mutating func handed(shard: Int32, ordinal: Int32) {
         let s = Int(shard)
         guard below[s] <= ordinal else { return }
@@ -158,7 +159,7 @@ package struct ProofCadence {
     private let period: UInt64?
     private var adaptiveEvery: Int? = nil
     /// When the first notification of the current window was taken.
-    private var windowStartedAt: UInt64? = nil
+    @usableFromInline var windowStartedAt: UInt64? = nil
 
     package init(settings: SendSettings, reportsErrors: Bool) {
         every = reportsErrors && settings.checkpointEvery > 0 ? settings.checkpointEvery : nil
@@ -168,7 +169,7 @@ package struct ProofCadence {
     /// Notifications a window may hold before its proof; nil for no count limit.
     package var notificationsPerProof: Int? { [every, adaptiveEvery].compactMap { $0 }.min() }
 
-    @inline(__always)
+    @inlinable
     package mutating func windowStarted(at now: @autoclosure () -> UInt64) {
         // The clock is read once a window, not once a notification: a read
         // per notification costs 1.5% of a loopback send's CPU.

@@ -23,6 +23,7 @@ package struct InFlight: Equatable {
     /// once as a possible duplicate, however often that happens to it.
     package var risked = false
 
+    @inlinable
     package init(seq: UInt64, shard: Int32, ordinal: Int32, identifier: UInt32, start: Int, end: Int, attempts: UInt8,
                  isProof: Bool = false, moment: Int64 = 0, zone: Int32 = -1, risked: Bool = false) {
         (self.seq, self.shard, self.ordinal, self.identifier, self.start, self.end) = (seq, shard, ordinal, identifier, start, end)
@@ -91,9 +92,10 @@ package struct ProofOutcome {
 /// A connection lost without a response proves nothing
 /// (``lost(written:)``). Pure: no I/O, so tests drive it with packets alone.
 package struct UnprovenWindow {
-    package private(set) var entries: [InFlight] = []
+    // Set only here; usable from inline for the binary worker's append, once per notification.
+    @usableFromInline package internal(set) var entries: [InFlight] = []
     /// Notifications in the window (the proof not counted).
-    package private(set) var notificationCount = 0
+    @usableFromInline package internal(set) var notificationCount = 0
     /// Whether a proof has been appended (and so nothing more may be).
     package private(set) var hasProof = false
 
@@ -101,7 +103,7 @@ package struct UnprovenWindow {
 
     package init() { entries.reserveCapacity(1024) }
 
-    @inline(__always)
+    @inlinable
     package mutating func append(_ entry: InFlight) {
         entries.append(entry)
         notificationCount += 1
