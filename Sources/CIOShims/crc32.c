@@ -13,6 +13,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <pthread.h>
 
 __attribute__((target("pclmul,sse4.1")))
 static uint32_t fold_crc32(const uint8_t *p, size_t len, uint32_t crc) {
@@ -73,13 +74,20 @@ static uint32_t fold_crc32(const uint8_t *p, size_t len, uint32_t crc) {
     return (uint32_t)_mm_extract_epi32(a, 1);
 }
 
+static int pclmul_available;
+static pthread_once_t pclmul_checked = PTHREAD_ONCE_INIT;
+
+static void check_pclmul(void) {
+    __builtin_cpu_init();
+    pclmul_available = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+}
+
+// Once per process, however many threads ask first at once (the ledger's
+// reader checks its segments on several): a plain static set lazily was a
+// data race.
 static int has_pclmul(void) {
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-    }
-    return known;
+    pthread_once(&pclmul_checked, check_pclmul);
+    return pclmul_available;
 }
 #endif
 
