@@ -27,7 +27,7 @@ public struct Experiment {
 
 /// Why results cannot be made: one sentence naming the file, and its sysexits code.
 public struct ResultsError: Error, CustomStringConvertible, Equatable {
-    public enum Kind: Equatable {
+    public enum Kind: Equatable, Sendable {
         /// A file cannot be read (66).
         case unreadable
         /// A file is read but holds nothing usable: no column, not a plan of this campaign (65).
