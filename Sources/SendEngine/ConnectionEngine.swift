@@ -25,6 +25,7 @@ package final class ConnectionEngine {
     package let dialer: LinkDialer
     package let clock: SendClock
     /// How far each shard has been handed to this connection (for the journal's write-ahead).
+    /// Usable from inline for ``handed(shard:ordinal:)``, called once per notification from the workers' modules.
     @usableFromInline package internal(set) var marks: SentMarks
     /// The queue had nothing the last time it was looked at.
     package var queueEmpty = false

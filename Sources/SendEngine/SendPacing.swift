@@ -114,7 +114,7 @@ package struct TokenBucket {
 /// since the journal last heard of them. Arrays by shard, not dictionaries:
 /// this is updated for every notification.
 package struct SentMarks {
-    // Set only here; usable from inline for `handed`, once per notification in another module.
+    // Set only in this module; usable from inline for `handed`, called once per notification from the workers' modules.
     @usableFromInline package internal(set) var below: [Int32]
     @usableFromInline package internal(set) var unmarked: [Int32] = []
     @usableFromInline var isUnmarked: [Bool]

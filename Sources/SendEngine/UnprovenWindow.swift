@@ -92,7 +92,7 @@ package struct ProofOutcome {
 /// A connection lost without a response proves nothing
 /// (``lost(written:)``). Pure: no I/O, so tests drive it with packets alone.
 package struct UnprovenWindow {
-    // Set only here; usable from inline for the binary worker's append, once per notification.
+    // Set only in this module; usable from inline for `append`, called once per notification from the binary worker's module.
     @usableFromInline package internal(set) var entries: [InFlight] = []
     /// Notifications in the window (the proof not counted).
     @usableFromInline package internal(set) var notificationCount = 0
