@@ -7,9 +7,12 @@ default send (`--connections auto`) beside `--connections` 4, 16 and 64, and
 beside h2load with as many connections as the default ended with, same
 simulator, same run. Every run sends the same plan for at most CAP seconds
 (SIGTERM then, which a send answers by ending cleanly); the rate is what was
-answered over the time it ran, start-up included. Writes
+answered over the time it ran, start-up included. Each count runs
+DISTANCE_REPEATS times (3), the counts in a rotated order each time, and the
+table gives medians: on a 2-core machine the simulator and the send share
+the cores, and one 30-s run of the same count varies by a fifth. Writes
 out/bench/distance.json and prints the table."""
-import json, os, re, signal, subprocess, sys, time
+import json, os, re, signal, statistics, subprocess, sys, time
 
 OUT = "out/bench"
 C = ".build/release/campaign"
@@ -17,6 +20,7 @@ CAP = float(os.environ.get("DISTANCE_SECONDS", "30"))
 RTTS = [int(x) for x in os.environ.get("DISTANCE_RTTS", "0,50,150").split(",")]
 SIZES = os.environ.get("DISTANCE_PAYLOADS", "small,large").split(",")
 CONNS = [int(x) for x in os.environ.get("DISTANCE_CONNECTIONS", "4,16,64").split(",")]
+REPEATS = int(os.environ.get("DISTANCE_REPEATS", "3"))
 ROWS = {"small": int(os.environ.get("DISTANCE_SMALL_ROWS", "1500000")), "large": int(os.environ.get("DISTANCE_LARGE_ROWS", "300000"))}
 os.makedirs(OUT, exist_ok=True)
 
@@ -97,17 +101,29 @@ def h2load(port, size, connections):
     return float(m.group(3)) if m else 0.0
 
 
-results = {"cap_seconds": CAP, "payload_bytes": payload_bytes, "rows": []}
+results = {"cap_seconds": CAP, "repeats": REPEATS, "payload_bytes": payload_bytes, "rows": []}
 for rtt in RTTS:
     sim, port = simulator(rtt)
     try:
         for size in SIZES:
             row = {"rtt_ms": rtt, "payload": size, "payload_bytes": payload_bytes[size]}
-            rate, pool, measured, opened = send(port, size, "auto")
-            row["auto"] = {"per_second": round(rate), "connections": pool, "round_trip_ms": measured, "opened": opened}
-            for n in CONNS if rtt > 0 else [4]:
-                row[str(n)] = round(send(port, size, n)[0])
-            row["h2load"] = round(h2load(port, size, pool))
+            counts = ["auto"] + (CONNS if rtt > 0 else [4])
+            runs = {str(n): [] for n in counts}
+            autos = []
+            for repeat in range(REPEATS):
+                # Rotated, so that no count always runs first on the simulator or last.
+                for n in counts[repeat % len(counts):] + counts[:repeat % len(counts)]:
+                    rate, pool, measured, opened = send(port, size, n)
+                    runs[str(n)].append(round(rate))
+                    if n == "auto":
+                        autos.append({"per_second": round(rate), "connections": pool, "round_trip_ms": measured, "opened": opened})
+            median_auto = sorted(autos, key=lambda a: a["per_second"])[(len(autos) - 1) // 2]
+            rate = statistics.median(runs["auto"])
+            row["auto"] = dict(median_auto, per_second=round(rate))
+            row["runs"] = runs
+            for n in counts[1:]:
+                row[str(n)] = round(statistics.median(runs[str(n)]))
+            row["h2load"] = round(h2load(port, size, median_auto["connections"]))
             if BASELINE and rtt == 0:   # (far away the older default is the 4 column)
                 row["baseline_default"] = round(send(port, size, None, BASELINE)[0])
                 row["auto_share_of_baseline"] = round(rate / row["baseline_default"], 3)
@@ -123,4 +139,4 @@ print(f"\n{'round trip':>10} {'payload':>8} {'auto (conns)':>16} " + " ".join(f"
 for r in results["rows"]:
     fixed = " ".join(f"{r.get(str(n), ''):>8}" for n in CONNS)
     print(f"{r['rtt_ms']:>8}ms {r['payload_bytes']:>7}B {r['auto']['per_second']:>10} ({r['auto']['connections']:>2}) {fixed} {r['h2load']:>8} {r['auto_share_of_best']:>9.0%}")
-print(f"\nwritten: {OUT}/distance.json (each run at most {CAP:.0f} s)", file=sys.stderr)
+print(f"\nwritten: {OUT}/distance.json (medians of {REPEATS} runs, each at most {CAP:.0f} s)", file=sys.stderr)

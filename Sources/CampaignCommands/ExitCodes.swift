@@ -56,6 +56,9 @@ func exitCode(for error: Error, command: String) -> ExitCode {
         return CampaignExit.incompletePlan
     case let e as JournalError where e.isBusy:
         return CampaignExit.interrupted
+    case let e as JournalError where e.reason == .alreadyExists:
+        // An output that would replace what it must not: a journal's record of what was sent.
+        return CampaignExit.cannotCreate
     case let e as IOError where e.errno.map { [ENOSPC, EIO, EDQUOT, EROFS].contains($0) } ?? false:
         return CampaignExit.ioError
     case let e as LedgerError where e.writing:

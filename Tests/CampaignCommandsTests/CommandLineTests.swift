@@ -58,6 +58,8 @@ import CampaignIO
         #expect(exitCode(for: IOError(path: "f", reason: "gone"), command: "t") == CampaignExit.unusableInput)
         #expect(exitCode(for: IOError(path: "f", operation: "write", errno: ENOSPC), command: "t") == CampaignExit.ioError)
         #expect(exitCode(for: JournalError(path: "j", reason: .busy(pid: nil)), command: "t") == CampaignExit.interrupted)
+        // A journal is a record of what was sent: a new send does not write over it.
+        #expect(exitCode(for: JournalError(path: "j", reason: .alreadyExists), command: "t") == CampaignExit.cannotCreate)
         #expect(exitCode(for: CampaignExit.interrupted, command: "t") == CampaignExit.interrupted)
         struct Odd: Error {}
         #expect(exitCode(for: Odd(), command: "t") == CampaignExit.failure)
