@@ -45,6 +45,22 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     private var windowState = BinaryWindowState()
     private var nextProof: UInt32 = 0
     private var acceptedOnConnection = 0
+    /// The simple format (command 0) has no answers: what a gateway reads is
+    /// presumed delivered once written. But a peer that speaks at all is no
+    /// binary gateway (an HTTP/2 server's SETTINGS, a web server's page), and
+    /// such a server would otherwise have every notification presumed, and
+    /// the send end 0. So a new connection's written notifications are held,
+    /// as the enhanced format's are until their proof, until it has kept
+    /// quiet ``simpleQuietSeconds`` (from then on, presumed as written).
+    private var presumesFrom: UInt64 = 0
+    /// This connection kept quiet through its first ``simpleQuietSeconds``: it presumes as it writes.
+    private var quietProven = false
+    /// The peer sent bytes that are no error response: it is no binary gateway.
+    private var peerSpokeNonsense = false
+    /// How long a simple-format connection must stay silent before what it
+    /// wrote is presumed: an HTTP/2 server sends its SETTINGS at once (with
+    /// its handshake's last flight, or a round trip after our first bytes).
+    package static let simpleQuietSeconds = 0.5
     /// The pause before the next dial the last response asked for (``closed()``).
     private var pauseAfterClose: Double?
     /// What a window may hold before its proof, paced to the gateway's reading.
@@ -99,6 +115,9 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
 
     package func opened(_ link: ConnectionLink) -> Bool {
         acceptedOnConnection = 0
+        quietProven = false
+        peerSpokeNonsense = false
+        presumesFrom = now + UInt64(Self.simpleQuietSeconds * 1e9)
         return true
     }
 
@@ -122,7 +141,8 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
 
     package var nextWakeUp: UInt64? {
         let proofDue = windowState.takesMore ? cadence.millisecondsUntilDue(now: now).map { now + UInt64($0) * 1_000_000 } : nil
-        return [proofDue, nextRetryDue].compactMap { $0 }.min()
+        let quietEnds = format == .simple && !quietProven && window.notificationCount > 0 ? presumesFrom : nil
+        return [proofDue, nextRetryDue, quietEnds].compactMap { $0 }.min()
     }
 
     package func waited(since: UInt64) {}
@@ -135,7 +155,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     /// risked, and a resume counts only what a killed run left.
     package func end() -> Bool {
         guard window.notificationCount > 0 else { return true }
-        if format != .simple {
+        if format != .simple || !quietProven {
             shared.count(duplicatesRisked: window.lost(written: written).risked)
         }
         return false
@@ -217,7 +237,11 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     // MARK: - What the engine read and wrote
 
     package func checkTimers() -> WireVerdict {
-        switch windowState.timer(at: now, stallSeconds: settings.stallSeconds) {
+        // Written before the connection had kept quiet long enough, and all of it on the wire: presumed now.
+        if format == .simple, !quietProven, now >= presumesFrom, window.notificationCount > 0, written == sent.count, engine.isConnected {
+            presumeWritten()
+        }
+        return switch windowState.timer(at: now, stallSeconds: settings.stallSeconds) {
         case .none: .keep
         case .silent(let seconds): .silent("no answer to the proof of acceptance within \(format1(seconds)) s")
         }
@@ -227,15 +251,22 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
 
     package func lost() { connectionLost() }
 
-    /// The simple format presumes what was written accepted: its window ends
+    /// The simple format presumes what was written accepted, once its
+    /// connection has kept quiet (``simpleQuietSeconds``): its window ends
     /// there. The enhanced one keeps its bytes until the proof's answer says
     /// what to send again.
     package func wroteAll() -> Bool {
         windowState.wroteAll(at: now)
-        guard format == .simple else { return false }
+        guard format == .simple, quietProven || now >= presumesFrom else { return false }
+        presumeWritten()
+        return true
+    }
+
+    /// The simple format's window, all written on a connection that kept quiet: presumed delivered.
+    private func presumeWritten() {
+        quietProven = true
         shared.record(window.presumed())
         resetWindow()
-        return true
     }
 
     package func received(_ bytes: ArraySlice<UInt8>) -> WireVerdict {
@@ -245,6 +276,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
             return handle(response)
         } catch {
             engine.log("\(error) Treating the connection as lost.")
+            peerSpokeNonsense = true
             connectionLost()
             return .lost
         }
@@ -315,11 +347,21 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     /// is proven. (The engine closes it.)
     private func connectionLost(countStrike: Bool = true) {
         var (lost, wasWritten, risked) = window.lost(written: written)
-        if format == .simple {
-            // Written notifications were presumed already; only unwritten ones go again.
+        if format == .simple && !peerSpokeNonsense {
+            // A quiet gateway closed it (as one does after a notification it
+            // refuses): the written are presumed, as they would have been had
+            // it closed later; only unwritten ones go again.
+            var presumed = ProofOutcome()
+            for e in lost where e.end <= written {
+                presumed.presumedOrdinals[e.shard, default: []].append(Int(e.ordinal))
+                presumed.presumed += 1
+            }
+            if presumed.presumed > 0 { shared.record(presumed) }
             requeue(lost.filter { $0.start >= written }.map { Resend($0, packets: sent) })
             risked = 0
         } else {
+            // Anything else, the simple format's connection that spoke
+            // nonsense too: nothing in it is proven, and all of it goes again.
             let fruitless = countStrike && acceptedOnConnection == 0
             let gatewayHasAnswered = fruitless ? shared.connectionWasFruitless() : true
             if fruitless, gatewayHasAnswered, let first = lost.first, strikes.strike(first.seq) {

@@ -296,7 +296,8 @@ package final class SendShared: @unchecked Sendable {
     package func record(_ outcome: ProofOutcome) {
         mutex.lock()
         defer { mutex.unlock() }
-        if outcome.accepted > 0 || outcome.failures.contains(where: { !$0.gaveUp }) {
+        // (The simple format's presumed: its connection kept quiet for a while, as a gateway does.)
+        if outcome.accepted > 0 || outcome.presumed > 0 || outcome.failures.contains(where: { !$0.gaveUp }) {
             fruitless = 0
             gatewayHasAnswered = true
             troubleSince = nil

@@ -107,9 +107,9 @@ final class HostileGateway: @unchecked Sendable {
 }
 
 @Suite(.ownThreads) struct HostileGatewayTests {
-    func send(to gateway: HostileGateway, count: Int = 300) throws -> (SendReport, JournalState) {
+    func send(to gateway: HostileGateway, count: Int = 300, format: String = "enhanced") throws -> (SendReport, JournalState) {
         let dir = TemporaryDirectory("hostile")
-        _ = try makePlan(count: count, in: dir)
+        _ = try makePlan(count: count, format: format, in: dir)
         var s = SendSettings(gatewayHost: "127.0.0.1", gatewayPort: gateway.port, certificate: TestCertificates.path("client.pem"))
         s.key = TestCertificates.path("client.key")
         s.caFile = TestCertificates.path("ca.pem")
@@ -146,6 +146,21 @@ final class HostileGateway: @unchecked Sendable {
         #expect(state.outcome == .gaveUp, "\(behaviour)")
         #expect(connections >= 2, "\(behaviour): \(connections) connections")
         #expect(report.message?.isEmpty == false)
+    }
+
+    /// The simple format has no answers, so what a gateway reads is presumed
+    /// delivered; but a peer that answers at all with bytes that are no error
+    /// response is no gateway (an HTTP/2 server's SETTINGS, an HTTP/1 page),
+    /// and nothing written to it may be presumed.
+    @Test func aSimpleFormatSendToAPeerThatSpeaksPresumesNothing() throws {
+        let gateway = try HostileGateway(.garbage)
+        let (report, state) = try send(to: gateway, format: "simple")
+        let connections = try gateway.stop()
+        #expect(report.outcome == .gaveUp, "\(report.outcome) \(report.message ?? "")")
+        #expect(report.presumed == 0 && state.presumed == 0, "presumed delivered to a peer that is no gateway: \(report.presumed)")
+        #expect(state.doneCount == 0, "\(state.doneCount) done")
+        #expect(report.message?.contains("is it an APNs gateway?") == true, "\(report.message ?? "")")
+        #expect(connections >= 2)
     }
 
     @Test(arguments: [HostileGateway.Behaviour.untrustedCertificate, .wrongHostName])
