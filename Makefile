@@ -114,7 +114,8 @@ test: deps
 # medians of 3 runs); results in out/bench/results.json. Not part of `make test`.
 # Needs GNU time for peak RSS. ROWS, BIG_ROWS and RUNS may be set. The last
 # step sends over HTTP/2 from an emulated distance (round trips of 0, 50 and
-# 150 ms: out/bench/distance.json; DISTANCE_SECONDS caps each run, 30).
+# 150 ms: out/bench/distance.json; DISTANCE_SECONDS caps each run, 30; each
+# count runs DISTANCE_REPEATS times, 3, and the table gives medians).
 bench: deps
 	@command -v /usr/bin/time >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq time; }
 	$(SWIFT) build -c release --product campaign
