@@ -347,21 +347,23 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     /// is proven. (The engine closes it.)
     private func connectionLost(countStrike: Bool = true) {
         var (lost, wasWritten, risked) = window.lost(written: written)
-        if format == .simple && !peerSpokeNonsense {
-            // A quiet gateway closed it (as one does after a notification it
-            // refuses): the written are presumed, as they would have been had
-            // it closed later; only unwritten ones go again.
+        if format == .simple && quietProven && !peerSpokeNonsense {
+            // A connection that kept quiet, closed later (as a gateway does
+            // after a notification it refuses): what it was written is
+            // presumed, as it would have been once the batch was all on the
+            // wire; the unwritten, and one cut short, go again.
             var presumed = ProofOutcome()
             for e in lost where e.end <= written {
                 presumed.presumedOrdinals[e.shard, default: []].append(Int(e.ordinal))
                 presumed.presumed += 1
             }
             if presumed.presumed > 0 { shared.record(presumed) }
-            requeue(lost.filter { $0.start >= written }.map { Resend($0, packets: sent) })
+            requeue(lost.filter { $0.end > written }.map { Resend($0, packets: sent) })
             risked = 0
         } else {
-            // Anything else, the simple format's connection that spoke
-            // nonsense too: nothing in it is proven, and all of it goes again.
+            // Anything else, a simple-format connection lost before it kept
+            // quiet long enough, or one that spoke nonsense, too: nothing in
+            // it is proven, and all of it goes again.
             let fruitless = countStrike && acceptedOnConnection == 0
             let gatewayHasAnswered = fruitless ? shared.connectionWasFruitless() : true
             if fruitless, gatewayHasAnswered, let first = lost.first, strikes.strike(first.seq) {

@@ -29,6 +29,8 @@ final class HostileGateway: @unchecked Sendable {
         case wrongHostName
         /// Reads everything and never answers (not even a proof).
         case silent
+        /// Reads a little, then closes without a word (the feedback service with nothing to say).
+        case closesAfterReading
     }
 
     let listener: Listener
@@ -149,17 +151,20 @@ final class HostileGateway: @unchecked Sendable {
     }
 
     /// The simple format has no answers, so what a gateway reads is presumed
-    /// delivered; but a peer that answers at all with bytes that are no error
-    /// response is no gateway (an HTTP/2 server's SETTINGS, an HTTP/1 page),
-    /// and nothing written to it may be presumed.
-    @Test func aSimpleFormatSendToAPeerThatSpeaksPresumesNothing() throws {
-        let gateway = try HostileGateway(.garbage)
+    /// delivered once its connection has kept quiet a while; but a peer that
+    /// answers at all with bytes that are no error response is no gateway (an
+    /// HTTP/2 server's SETTINGS, an HTTP/1 page), and one that closes every
+    /// connection at once (the feedback port) delivers nothing: nothing
+    /// written to either may be presumed.
+    @Test(arguments: [HostileGateway.Behaviour.garbage, .closesAfterReading])
+    func aSimpleFormatSendToAPeerThatSpeaksOrClosesAtOncePresumesNothing(behaviour: HostileGateway.Behaviour) throws {
+        let gateway = try HostileGateway(behaviour)
         let (report, state) = try send(to: gateway, format: "simple")
         let connections = try gateway.stop()
-        #expect(report.outcome == .gaveUp, "\(report.outcome) \(report.message ?? "")")
-        #expect(report.presumed == 0 && state.presumed == 0, "presumed delivered to a peer that is no gateway: \(report.presumed)")
-        #expect(state.doneCount == 0, "\(state.doneCount) done")
-        #expect(report.message?.contains("is it an APNs gateway?") == true, "\(report.message ?? "")")
+        #expect(report.outcome == .gaveUp, "\(behaviour): \(report.outcome) \(report.message ?? "")")
+        #expect(report.presumed == 0 && state.presumed == 0, "\(behaviour): presumed delivered to a peer that is no gateway: \(report.presumed)")
+        #expect(state.doneCount == 0, "\(behaviour): \(state.doneCount) done")
+        #expect(report.message?.contains("is it an APNs gateway?") == true, "\(behaviour): \(report.message ?? "")")
         #expect(connections >= 2)
     }
 
