@@ -132,6 +132,13 @@ extension Sender {
             report.message = readError.map { "\($0)" } ?? (settings.planPath == nil
                 ? "the plan has no trailer: it was cut short upstream; everything it held was sent (if the planner was killed, plan again into `campaign send --resume DIR --replan`)"
                 : "the plan has no trailer: it was cut short upstream; everything it held was sent")
+        } else if planFullyRead, case let unsettled = report.planRecords - report.alreadyDone - report.accepted - report.presumed - report.failed - report.skipped,
+                  unsettled > 0 {
+            // Every record read is final, skipped, or left for a reason
+            // named above; one that is none of these is a defect, and a run
+            // that ends 0 ("every notification has a final outcome") must not hide it.
+            report.outcome = .gaveUp
+            report.message = "\(unsettled) notification\(unsettled == 1 ? " was" : "s were") neither proven nor refused nor left for a reason in this run; `campaign send --resume \(journal.directory)` sends \(unsettled == 1 ? "it" : "them")"
         }
         try journal.append(.sent(below: Dictionary(uniqueKeysWithValues: shared.sentBelowByShard.map { (Int($0.key), Int($0.value)) })))
         try journal.append(.counters(resends: report.resends, duplicatesRisked: counts.duplicatesRisked - shared.duplicatesRiskedJournaled,
