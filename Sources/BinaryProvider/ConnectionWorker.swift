@@ -57,6 +57,8 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     private var quietProven = false
     /// The peer sent bytes that are no error response: it is no binary gateway.
     private var peerSpokeNonsense = false
+    /// Bytes have come on this connection (its first are an HTTP/2 server's SETTINGS when it is one).
+    private var heardOnConnection = false
     /// How long a simple-format connection must stay silent before what it
     /// wrote is presumed: an HTTP/2 server sends its SETTINGS at once (with
     /// its handshake's last flight, or a round trip after our first bytes).
@@ -117,6 +119,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
         acceptedOnConnection = 0
         quietProven = false
         peerSpokeNonsense = false
+        heardOnConnection = false
         presumesFrom = now + UInt64(Self.simpleQuietSeconds * 1e9)
         return true
     }
@@ -270,16 +273,33 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
     }
 
     package func received(_ bytes: ArraySlice<UInt8>) -> WireVerdict {
+        let first = !heardOnConnection
+        heardOnConnection = true
         decoder.append(bytes)
         do {
             guard let response = try decoder.next() else { return .keep }
             return handle(response)
         } catch {
-            engine.log("\(error) Treating the connection as lost.")
             peerSpokeNonsense = true
             connectionLost()
+            if first, Self.isHTTP2Settings(bytes) {
+                // The HTTP/2 API's port: no binary gateway will answer there, however often it is dialled.
+                shared.fail(.speaksHTTP2(gateway: "\(settings.gatewayHost):\(settings.gatewayPort)"))
+            } else {
+                engine.log("\(error) Treating the connection as lost.")
+            }
             return .lost
         }
+    }
+
+    /// An HTTP/2 server's first frame: SETTINGS (type 4) on stream 0, its
+    /// length a multiple of 6, unacknowledged (RFC 9113, 6.5). An error
+    /// response starts with command 8, so no gateway's answer looks like it.
+    package static func isHTTP2Settings(_ bytes: ArraySlice<UInt8>) -> Bool {
+        guard bytes.count >= 9 else { return false }
+        let b = Array(bytes.prefix(9))
+        let length = Int(b[0]) << 16 | Int(b[1]) << 8 | Int(b[2])
+        return length % 6 == 0 && b[3] == 4 && b[4] == 0 && b[5] & 0x7F == 0 && b[6] == 0 && b[7] == 0 && b[8] == 0
     }
 
     // MARK: - Outcomes

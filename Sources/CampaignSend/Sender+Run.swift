@@ -109,7 +109,7 @@ extension Sender {
         if let failure = shared.failureReason {
             switch failure {
             case .credentials, .credentialRefused: report.outcome = .credentials
-            case .unreachable, .unproductive, .serverTrouble, .notificationsParked, .accountState, .providerTokenRefused, .ledgerBusy: report.outcome = .gaveUp
+            case .unreachable, .unproductive, .speaksHTTP2, .serverTrouble, .notificationsParked, .accountState, .providerTokenRefused, .ledgerBusy: report.outcome = .gaveUp
             case .malformedRequests: report.outcome = .malformed
             }
             var notes = [pendingNote].compactMap { $0 }

@@ -13,6 +13,9 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
     case unreachable(TLSError)
     /// The gateway keeps ending connections without accepting anything.
     case unproductive(connections: Int)
+    /// A binary plan's gateway answered with an HTTP/2 frame: the provider
+    /// API's port (`gateway` as given), not the binary interface's.
+    case speaksHTTP2(gateway: String)
     /// HTTP/2: APNs refused a credential (a 403, or TopicDisallowed): the sentence says which and what to do.
     case credentialRefused(String)
     /// HTTP/2: this many requests in a row were refused as malformed (a bug in the plan or in us).
@@ -47,6 +50,8 @@ public enum SendFailureReason: Error, Sendable, CustomStringConvertible {
         case .unreachable(let e): "Giving up after repeated connection failures: \(e)\(journal.map { " (`campaign send --resume \($0)` goes on once the gateway is reachable)" } ?? "")"
         case .unproductive(let n):
             "Giving up: the gateway ended \(n) connections in a row without accepting or refusing anything (is it an APNs gateway?)"
+        case .speaksHTTP2(let gateway):
+            "Stopping: \(gateway) answered in HTTP/2: it is the HTTP/2 provider API (api.push.apple.com:443, or the simulator's --protocol h2), not a binary-interface gateway for a plan of this format. Give the binary gateway's address, or plan the campaign with \"format\": \"h2\"; nothing was made final, and \(resume) sends it all"
         case .credentialRefused(let sentence), .accountState(let sentence): sentence
         case .providerTokenRefused(let kid):
             "APNs refuses this send's provider token for key \(kid) (429 TooManyProviderTokenUpdates): another token of the key was made less than 20 minutes ago, by another send, part or machine using it, and APNs takes one new token a key every 20 minutes. Give every send of the key one --token-cache DIR (parallel.sh gives its parts one), or resume in 20 minutes with \(resume); nothing was made final"

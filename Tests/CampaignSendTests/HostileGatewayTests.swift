@@ -31,6 +31,8 @@ final class HostileGateway: @unchecked Sendable {
         case silent
         /// Reads a little, then closes without a word (the feedback service with nothing to say).
         case closesAfterReading
+        /// Answers as an HTTP/2 server does first: a SETTINGS frame (the provider API's port).
+        case http2Settings
     }
 
     let listener: Listener
@@ -101,6 +103,7 @@ final class HostileGateway: @unchecked Sendable {
         case .garbage: answer = (0..<64).map { _ in UInt8(truncatingIfNeeded: rng.next()) | 0x10 }
         case .unknownStatus: answer = [8, 200, 0, 0, 0, 1]
         case .unknownIdentifier: answer = [8, 8, 0x7E, 0xAD, 0xBE, 0xEF]
+        case .http2Settings: answer = HostileGatewayTests.settingsFrame
         default: answer = []
         }
         try? tls.write(answer, cancellation: cancellation, deadline: .after(seconds: 10))
@@ -166,6 +169,23 @@ final class HostileGateway: @unchecked Sendable {
         #expect(state.doneCount == 0, "\(behaviour): \(state.doneCount) done")
         #expect(report.message?.contains("is it an APNs gateway?") == true, "\(behaviour): \(report.message ?? "")")
         #expect(connections >= 2)
+    }
+
+    /// What nghttp2 sends first as a server: SETTINGS, MAX_CONCURRENT_STREAMS 100, INITIAL_WINDOW_SIZE 65,535.
+    static let settingsFrame: [UInt8] = [0, 0, 12, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100, 0, 4, 0, 0, 0xFF, 0xFF]
+
+    /// A binary plan sent to the HTTP/2 API's port, in every binary format:
+    /// stopped at the first answer with a sentence that says so, nothing
+    /// final, not redialled 25 times.
+    @Test(arguments: ["simple", "enhanced", "frame"])
+    func aBinaryPlanSentToAnHTTP2PortStopsAtOnceSayingSo(format: String) throws {
+        let gateway = try HostileGateway(.http2Settings)
+        let (report, state) = try send(to: gateway, format: format)
+        let connections = try gateway.stop()
+        #expect(report.outcome == .gaveUp, "\(format): \(report.outcome)")
+        #expect(report.message?.contains("answered in HTTP/2") == true, "\(format): \(report.message ?? "")")
+        #expect(report.accepted + report.presumed == 0 && state.doneCount == 0 && state.failures.isEmpty, "\(format): \(state.doneCount) done")
+        #expect(connections <= 4, "\(format): \(connections) connections for a port that speaks HTTP/2")
     }
 
     @Test(arguments: [HostileGateway.Behaviour.untrustedCertificate, .wrongHostName])
