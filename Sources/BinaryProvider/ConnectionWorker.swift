@@ -369,7 +369,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
         var (lost, wasWritten, risked) = window.lost(written: written)
         if format == .simple && quietProven && !peerSpokeNonsense {
             // A connection that kept quiet, closed later (as a gateway does
-            // after a notification it refuses): what it was written is
+            // after a notification it refuses): what was written to it is
             // presumed, as it would have been once the batch was all on the
             // wire; the unwritten, and one cut short, go again.
             var presumed = ProofOutcome()
