@@ -372,11 +372,7 @@ package final class ConnectionWorker: GatewayConnectionWorker, @unchecked Sendab
             // after a notification it refuses): what was written to it is
             // presumed, as it would have been once the batch was all on the
             // wire; the unwritten, and one cut short, go again.
-            var presumed = ProofOutcome()
-            for e in lost where e.end <= written {
-                presumed.presumedOrdinals[e.shard, default: []].append(Int(e.ordinal))
-                presumed.presumed += 1
-            }
+            let presumed = window.presumed(written: written)
             if presumed.presumed > 0 { shared.record(presumed) }
             requeue(lost.filter { $0.end > written }.map { Resend($0, packets: sent) })
             risked = 0

@@ -106,6 +106,8 @@ extension Sender {
         report = report.with(shared.variants, planTotals: plan.trailer?.variants ?? planVariants)
         if !report.variants.isEmpty { try? journal.append(.variants(report.variants)) }
 
+        // Read in this run and neither final nor skipped: pending for a reason below, or a defect.
+        let unsettled = max(0, report.planRecords - report.alreadyDone - report.accepted - report.presumed - report.failed - report.skipped)
         if let failure = shared.failureReason {
             switch failure {
             case .credentials, .credentialRefused: report.outcome = .credentials
@@ -115,8 +117,7 @@ extension Sender {
             var notes = [pendingNote].compactMap { $0 }
             if report.outcome == .gaveUp {
                 // What the stop left for the resume, so the operator knows its size.
-                let pending = max(0, report.planRecords - report.alreadyDone - report.accepted - report.presumed - report.failed - report.skipped)
-                notes.append("\(pending) notification\(pending == 1 ? "" : "s")\(planFullyRead ? "" : " read so far") left pending"
+                notes.append("\(unsettled) notification\(unsettled == 1 ? "" : "s")\(planFullyRead ? "" : " read so far") left pending"
                              + (planFullyRead ? "" : ", and the rest of the plan"))
             }
             report.message = failure.sentence(journal: journal.directory) + (notes.isEmpty ? "" : " (" + notes.joined(separator: "; ") + ")")
@@ -132,8 +133,7 @@ extension Sender {
             report.message = readError.map { "\($0)" } ?? (settings.planPath == nil
                 ? "the plan has no trailer: it was cut short upstream; everything it held was sent (if the planner was killed, plan again into `campaign send --resume DIR --replan`)"
                 : "the plan has no trailer: it was cut short upstream; everything it held was sent")
-        } else if planFullyRead, case let unsettled = report.planRecords - report.alreadyDone - report.accepted - report.presumed - report.failed - report.skipped,
-                  unsettled > 0 {
+        } else if planFullyRead, unsettled > 0 {
             // Every record read is final, skipped, or left for a reason
             // named above; one that is none of these is a defect, and a run
             // that ends 0 ("every notification has a final outcome") must not hide it.

@@ -197,10 +197,11 @@ package struct UnprovenWindow {
     }
 
     /// Simple format: there are no error responses, so what was written is
-    /// presumed delivered.
-    package func presumed() -> ProofOutcome {
+    /// presumed delivered (of a connection lost mid-batch, the notifications
+    /// that end within its first `written` bytes).
+    package func presumed(written: Int = .max) -> ProofOutcome {
         var outcome = ProofOutcome()
-        for e in entries where !e.isProof {
+        for e in entries where !e.isProof && e.end <= written {
             outcome.presumedOrdinals[e.shard, default: []].append(Int(e.ordinal))
             outcome.presumed += 1
         }
